@@ -1,0 +1,3 @@
+from cuda_agent.cli import main
+
+main()
