@@ -1,29 +1,296 @@
 """The one entry point of the harness: evaluate a solution of a task.
 
-(API fixed; implementation landing.)
+Order: snapshot -> static checks -> build -> (child + reference worker) weights -> correctness on
+input pairs run back to back -> timing -> reward. Any failure ends it with reward -1, the stage it
+stopped at, and one line a person understands.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
+from cuda_agent.harness import baselines
+from cuda_agent.harness.backend import Backend, resolve_backend
 from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.result import BuildResult, EvalResult
+from cuda_agent.harness.result import BuildResult, EvalResult, TimingStats
+from cuda_agent.harness.reward import milestone
+from cuda_agent.harness.sandbox import ChildFailed, Exchange, Process, sandbox_user
+from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
+from cuda_agent.harness.timing import device_lock
+from cuda_agent.home import subdir
 from cuda_agent.tasks import Task
+
+
+class Stop(Exception):
+    """Ends an evaluation early with a failed stage and reason."""
+
+    def __init__(self, stage: str, reason: str):
+        super().__init__(reason)
+        self.stage, self.reason = stage, reason
+
+
+def _seed() -> int:
+    return secrets.randbits(62)
+
+
+def _private_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="snap_", dir=subdir("tmp")))
 
 
 def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None) -> EvalResult:
     """Static checks, build, sandboxed correctness, timing and reward for `solution`: a workspace
     folder (model_new.py + kernels/) or a single KernelBench-style model_new.py using load_inline."""
-    raise NotImplementedError
+    config = config or EvalConfig()
+    t0 = time.monotonic()
+    result = EvalResult(task=task.name, reward=config.reward.failed, correct=False, stage="static",
+                        reason="", policy=config.policy)
+    snap = _private_dir()
+    try:
+        backend = resolve_backend(config.device)
+        result.device = backend.device
+        sol = _check_and_build(task, Path(solution), backend, config, snap, result)
+        _run(task, sol, backend, config, result)
+    except Stop as s:
+        result.stage, result.reason, result.correct = s.stage, s.reason, False  # type: ignore[assignment]
+        result.reward, result.milestone = config.reward.failed, "failed"
+    finally:
+        shutil.rmtree(snap, ignore_errors=True)
+        result.seconds = round(time.monotonic() - t0, 3)
+    return result
+
+
+def _check_and_build(task: Task, path: Path, backend: Backend, config: EvalConfig, snap: Path,
+                     result: EvalResult) -> Solution:
+    from cuda_agent.harness.static import check_solution
+
+    tampered = _tampered(path)
+    if tampered:
+        raise Stop("static", tampered)
+    try:
+        sol = snapshot(path, snap / "solution")
+    except SolutionError as e:
+        raise Stop("static", str(e)) from None
+    report = check_solution(sol.files, config.policy)  # type: ignore[arg-type]
+    result.findings = report.findings
+    if not report.ok:
+        raise Stop("static", f"rule broken: {report.reason}")
+    result.stage = "build"
+    build, finding = build_solution(sol, backend, config.build_timeout_s)
+    result.build = build
+    if finding is not None:
+        result.findings.append(finding)
+        raise Stop("static", f"rule broken: {finding}")
+    if not build.ok:
+        raise Stop("build", build.reason)
+    return sol
+
+
+def _tampered(path: Path) -> str | None:
+    """A reason if `path` is a workspace whose protected files or manifest were modified."""
+    from cuda_agent.workspace.manifest import MANIFEST, ManifestError, read_manifest, tampered_files
+
+    if not (path.is_dir() and (path / MANIFEST).exists()):
+        return None
+    try:
+        manifest, _ = read_manifest(path)
+    except ManifestError as e:
+        return str(e)
+    bad = tampered_files(path, manifest)
+    return f"protected file(s) modified: {', '.join(bad)} (the harness's files must not be edited)" if bad else None
+
+
+def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result: EvalResult) -> None:
+    user, note = sandbox_user()
+    if note:
+        result.flags.append("weak_isolation")
+        result.details["isolation"] = note
+    result.stage = "run"
+    with Exchange(user) as ex:
+        job = _write_job_files(task, sol, result.build, ex, backend, config)
+        ref = Process("cuda_agent.harness.worker_ref", cwd=ex.private, log=ex.private / "reference.log")
+        child = Process("cuda_agent.harness.worker_child", cwd=ex.public, log=ex.private / "child.log",
+                        user=user, memory_bytes=int(config.memory_limit_gb * 2**30),
+                        limit_address_space=not backend.is_cuda, isolate_network=True)
+        try:
+            session = _Session(ref, child, config, job, time.monotonic() + config.timeout_s)
+            session.start()
+            session.correctness(result)
+            if config.profile:
+                session.profile(task, backend, result)
+        finally:
+            for p in (child, ref):
+                p.close()
+    _score(result, config)
+
+
+def _write_job_files(task: Task, sol: Solution, build: BuildResult | None, ex: Exchange, backend: Backend,
+                     config: EvalConfig) -> dict:
+    assert build is not None and build.module_path
+    so = ex.public / Path(build.module_path).name
+    shutil.copyfile(build.module_path, so)
+    (ex.public / "model_new.py").write_text(sol.model_new)
+    (ex.public / "model.py").write_text(task.code)
+    for p in (so, ex.public / "model_new.py", ex.public / "model.py"):
+        os.chmod(p, 0o644)
+    return {"device": backend.device, "policy": config.policy, "kind": sol.kind, "module_name": build.module_name,
+            "module_path": str(so), "solution_path": str(ex.public / "model_new.py"),
+            "task_path": str(ex.public / "model.py"), "public": str(ex.public),
+            "state_path": str(ex.public / "state.pt"), "weights_seed": _seed()}
+
+
+class _Session:
+    """One evaluation's conversation with the reference worker and the solution child."""
+
+    def __init__(self, ref: Process, child: Process, config: EvalConfig, job: dict, deadline: float):
+        self.ref, self.child, self.config, self.job, self.deadline = ref, child, config, job, deadline
+        self.tags = 0
+
+    def _left(self) -> float:
+        return max(1.0, self.deadline - time.monotonic())
+
+    def _ref(self, message: dict, timeout_s: float = 900) -> dict:
+        reply = self.ref.request(message, timeout_s)
+        if "error" in reply:
+            raise Stop("run", f"the reference itself failed ({reply['error']}); the task is broken, not the solution")
+        return reply
+
+    def _child(self, message: dict | None, stage: str) -> dict:
+        try:
+            reply = self.child.request(message, self._left()) if message else self.child.recv(self._left())
+        except ChildFailed as e:
+            raise Stop(stage, f"the solution {e}") from None
+        if not reply.get("ok", reply.get("loaded", False)):
+            raise Stop(reply.get("stage", stage), str(reply.get("reason", "the solution failed")))
+        return reply
+
+    def start(self) -> None:
+        self.ref.send(self.job)
+        self.child.send(self.job)
+        try:
+            self.ref.recv(900)
+        except ChildFailed as e:
+            raise Stop("run", f"the reference worker {e}") from None
+        os.chmod(self.job["state_path"], 0o644)
+        self._child(None, "run")
+        self._child({"op": "weights"}, "correctness")
+
+    def _check(self, tag: str, path: str) -> dict:
+        verdict = self._ref({"op": "compare", "tag": tag, "path": path, "atol": self.config.atol,
+                             "rtol": self.config.rtol})
+        return verdict
+
+    def _new_tags(self, n: int) -> list[tuple[str, int]]:
+        out = []
+        for _ in range(n):
+            self.tags += 1
+            tag, seed = f"t{self.tags}", _seed()
+            self._ref({"op": "reference", "tag": tag, "seed": seed})
+            out.append((tag, seed))
+        return out
+
+    def correctness(self, result: EvalResult) -> None:
+        result.stage = "correctness"
+        worst, trials = 0.0, max(2, self.config.correctness_trials)
+        runs = self._new_tags(trials)
+        for i in range(0, trials, 2):
+            pair = runs[i:i + 2]
+            paths = self._child({"op": "run", "runs": pair}, "correctness")["paths"]
+            for (tag, _), path in zip(pair, paths):
+                v = self._check(tag, path)
+                if not v["ok"]:
+                    n = int(tag[1:])
+                    raise Stop("correctness", f"wrong output on input set {n} of {trials}: {v['reason']}")
+                worst = max(worst, v.get("max_abs_error", 0.0))
+        result.correct, result.max_abs_error = True, worst
+        result.reason = f"correct on {trials} input sets (max abs error {worst:.2g})"
+
+    def _time_solution(self) -> TimingStats:
+        (tag, _), = self._new_tags(1)
+        seeds = [_seed(), _seed()]
+        msg = {"op": "time", "tag": tag, "seeds": seeds, "plan": self._plan()}
+        reply = self._child(msg, "profile")
+        self.ref.request({"op": "reference", "tag": tag, "seed": reply["last_seed"]}, 900)
+        v = self._check(tag, reply["path"])
+        if not v["ok"]:
+            raise Stop("profile", f"output of the timed runs is wrong ({v['reason']}): results cached "
+                                  "across calls or work skipped when inputs repeat?")
+        return TimingStats(**reply["stats"])
+
+    def _plan(self) -> dict:
+        c = self.config
+        return {"min_runs": c.min_timing_runs, "max_runs": c.max_timing_runs, "budget_s": c.timing_budget_s}
+
+    def profile(self, task: Task, backend: Backend, result: EvalResult) -> None:
+        result.stage = "profile"
+        key = baselines.cache_key(task.code, backend.device, self._plan())
+        lock = f"{backend.device}{os.environ.get('CUDA_VISIBLE_DEVICES', '0').split(',')[0]}"
+        with device_lock(subdir("locks"), lock):
+            cached = baselines.load(key) if self.config.use_baseline_cache else None
+            if cached is None:
+                reply = self._ref({"op": "baselines", "seeds": [_seed(), _seed()], "plan": self._plan()})
+                cached = TimingStats(**reply["eager"]), TimingStats(**reply["compile"])
+                baselines.store(key, *cached, {"task": task.name, "device_name": reply["device_name"]})
+            else:
+                result.flags.append("baseline_cached")
+            result.eager, result.compile = cached
+            result.solution = self._time_solution()
+            if result.compile.median_ms / result.solution.median_ms > self.config.sanity_speedup:
+                result.flags.append("speedup_remeasured")
+                result.details["first_solution_timing"] = asdict(result.solution)
+                result.solution = self._time_solution()
+        result.speedup_vs_eager = result.eager.median_ms / result.solution.median_ms
+        result.speedup_vs_compile = result.compile.median_ms / result.solution.median_ms
+        if result.speedup_vs_compile > self.config.sanity_speedup:
+            result.flags.append("speedup_beyond_sanity_bound")
+
+
+def _score(result: EvalResult, config: EvalConfig) -> None:
+    m = milestone(result.correct, result.speedup_vs_eager, result.speedup_vs_compile, config.reward)
+    result.reward, result.milestone, result.stage = m.reward, m.name, "done"
+    result.reason = f"{result.reason}; {m.name.replace('_', ' ')}: {m.detail}" if result.reason else m.detail
 
 
 def compile_solution(solution: str | Path, config: EvalConfig | None = None) -> BuildResult:
-    """Static checks and build only (the workspace's `compile` command)."""
-    raise NotImplementedError
+    """Static checks and build only (the workspace's `compile` command): a failed static check
+    comes back as a failed build whose errors list the findings."""
+    from cuda_agent.harness.static import check_solution
+
+    config = config or EvalConfig()
+    snap = _private_dir()
+    try:
+        sol = snapshot(solution, snap / "solution")
+        report = check_solution(sol.files, config.policy)  # type: ignore[arg-type]
+        if not report.ok:
+            return BuildResult(ok=False, errors="\n".join(str(f) for f in report.findings))
+        build, finding = build_solution(sol, resolve_backend(config.device), config.build_timeout_s)
+        return BuildResult(ok=False, errors=str(finding)) if finding else build
+    except SolutionError as e:
+        return BuildResult(ok=False, errors=str(e))
+    finally:
+        shutil.rmtree(snap, ignore_errors=True)
 
 
 def evaluate_workspace(workspace: str | Path, config: EvalConfig | None = None) -> EvalResult:
     """Evaluate a workspace against the task recorded in its signed manifest (the workspace's
     `verify` command uses profile=False, `profile` uses profile=True)."""
-    raise NotImplementedError
+    from cuda_agent.workspace.manifest import ManifestError, read_manifest
+
+    config = config or EvalConfig()
+    try:
+        manifest, signed = read_manifest(Path(workspace))
+    except ManifestError as e:
+        return EvalResult(task="?", reward=config.reward.failed, correct=False, stage="static", reason=str(e))
+    task = Task(name=manifest.task_name, code=manifest.task_code, origin=manifest.task_origin,
+                level=manifest.level, problem_id=manifest.problem_id)
+    if config.device is None:
+        config = replace(config, device=manifest.device)
+    result = evaluate(task, workspace, config)
+    if not signed:
+        result.flags.append("manifest_unsigned")
+    return result

@@ -1,0 +1,156 @@
+"""The solution child: the only process where a solution's code runs (as an unprivileged user
+when the harness is root). It writes outputs and timing samples; it never decides a verdict."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from dataclasses import asdict
+
+# Everything the harness needs is imported and bound before the solution's code runs, so that
+# nothing the solution does at import can replace it.
+import torch
+import torch.utils.cpp_extension
+
+from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, outputs_to_cpu
+from cuda_agent.harness.runtime import OperatorGuard, flatten_outputs, inputs_unchanged, poison_free_memory
+from cuda_agent.harness.sandbox import ChildChannel
+from cuda_agent.harness.timing import TimingPlan, time_callable
+
+_save = torch.save
+_load = torch.load
+
+
+class Failure(Exception):
+    def __init__(self, stage: str, reason: str):
+        super().__init__(reason)
+        self.stage, self.reason = stage, reason
+
+
+def load_solution(job: dict, device: torch.device):
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.ExtensionFileLoader(job["module_name"], job["module_path"])
+    spec = importlib.util.spec_from_file_location(job["module_name"], job["module_path"], loader=loader)
+    ext = importlib.util.module_from_spec(spec)
+    loader.exec_module(ext)
+    sys.modules[job["module_name"]] = ext
+    if job["kind"] == "inline":
+        torch.utils.cpp_extension.load_inline = lambda *a, **k: ext
+    try:
+        sol = module_from_source(open(job["solution_path"]).read(), "model_new", "model_new.py")
+    except Exception as e:
+        raise Failure("run", f"model_new.py failed to import: {type(e).__name__}: {e}") from None
+    if not isinstance(getattr(sol, "ModelNew", None), type):
+        raise Failure("run", "model_new.py defines no class ModelNew")
+    task = module_from_source(open(job["task_path"]).read(), "reference", "model.py")
+    try:
+        model = make_model(sol.ModelNew, task, job["weights_seed"], device)
+    except Exception as e:
+        raise Failure("run", f"ModelNew(*get_init_inputs()) failed: {type(e).__name__}: {e}") from None
+    return model, task
+
+
+def load_weights(model: torch.nn.Module, path: str) -> None:
+    state = _load(path, weights_only=True)
+    mine = model.state_dict()
+    missing = sorted(set(state) - set(mine))
+    extra = sorted(set(mine) - set(state))
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:5])}")
+        if extra:
+            parts.append(f"unexpected {', '.join(extra[:5])}")
+        raise Failure("correctness", "ModelNew's parameters do not match the reference's state_dict ("
+                      + "; ".join(parts) + "): hold the same submodules/parameters under the same names")
+    for k, v in state.items():
+        if tuple(mine[k].shape) != tuple(v.shape):
+            raise Failure("correctness", f"parameter {k} has shape {tuple(mine[k].shape)}, "
+                                         f"the reference's is {tuple(v.shape)}")
+    model.load_state_dict(state, strict=True)
+
+
+def guarded_call(model, inputs: list, strict: bool, device: torch.device):
+    guard = OperatorGuard(strict=strict)
+    poison_free_memory(device)
+    try:
+        with torch.no_grad(), guard:
+            out = model(*inputs)
+    except Exception as e:
+        if guard.violations:
+            raise Failure("run", f"forward used torch operator aten::{guard.violations[0]} "
+                                 "(only allocation, views and metadata are allowed)") from None
+        raise Failure("run", f"forward raised {type(e).__name__}: {str(e)[:400]}") from None
+    if guard.violations:
+        raise Failure("run", f"forward used torch operator aten::{guard.violations[0]} "
+                             "(only allocation, views and metadata are allowed)")
+    return out
+
+
+def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str) -> list[str]:
+    """Run forward on each input set back to back, then check and save every output."""
+    runs = []
+    for tag, seed in msg["runs"]:
+        inputs = make_inputs(task, seed, device)
+        before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        out = guarded_call(model, inputs, strict, device)
+        runs.append((tag, inputs, before, out))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    saved = []
+    for tag, inputs, before, out in runs:
+        changed = inputs_unchanged(before, inputs)
+        if changed:
+            raise Failure("correctness", changed)
+        flat = flatten_outputs(out)
+        if isinstance(flat, str):
+            raise Failure("correctness", flat)
+        path = f"{public}/out_{tag}.pt"
+        _save(outputs_to_cpu(flat), path)
+        saved.append(path)
+    return saved
+
+
+def time_solution(model, task, msg: dict, strict: bool, device: torch.device, public: str) -> dict:
+    sets = [make_inputs(task, s, device) for s in msg["seeds"]]
+    stats, out, last = time_callable(model, sets, device, TimingPlan(**msg["plan"]))
+    flat = flatten_outputs(out)
+    if isinstance(flat, str):
+        raise Failure("profile", flat)
+    path = f"{public}/out_{msg['tag']}.pt"
+    _save(outputs_to_cpu(flat), path)
+    for _ in range(2):  # guarded calls after the timed ones: behaviour must not change with call count
+        guarded_call(model, sets[0], strict, device)
+    return {"stats": asdict(stats), "last_seed": msg["seeds"][last], "path": path}
+
+
+def main(fd_in: int, fd_out: int) -> None:
+    channel = ChildChannel(fd_in, fd_out)
+    job = channel.recv()
+    device = torch.device(job["device"])
+    strict = job["policy"] == "strict"
+    try:
+        model, task = load_solution(job, device)
+        channel.send({"loaded": True})
+        while (msg := channel.recv()) is not None:
+            op = msg.get("op")
+            if op == "weights":
+                load_weights(model, job["state_path"])
+                channel.send({"ok": True})
+            elif op == "run":
+                channel.send({"ok": True, "paths": run_pair(model, task, msg, strict, device, job["public"])})
+            elif op == "time":
+                channel.send({"ok": True, **time_solution(model, task, msg, strict, device, job["public"])})
+            elif op == "quit":
+                return
+    except Failure as f:
+        channel.send({"ok": False, "stage": f.stage, "reason": f.reason})
+    except Exception as e:
+        channel.send({"ok": False, "stage": "run", "reason": f"{type(e).__name__}: {str(e)[:400]}",
+                      "trace": traceback.format_exc()[-1500:]})
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))

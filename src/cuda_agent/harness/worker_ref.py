@@ -1,0 +1,66 @@
+"""The reference worker: a trusted process where no solution ever runs. It builds the reference
+model, computes reference outputs (which never leave it), compares the child's outputs, and times
+the eager and torch.compile baselines."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from dataclasses import asdict
+
+
+def main(fd_in: int, fd_out: int) -> None:
+    from cuda_agent.harness.sandbox import ChildChannel
+
+    channel = ChildChannel(fd_in, fd_out)
+    try:
+        serve(channel)
+    except Exception as e:  # the worker's own failure: reported, never a pass
+        channel.send({"error": f"reference worker failed: {type(e).__name__}: {e}",
+                      "trace": traceback.format_exc()[-2000:]})
+
+
+def serve(channel) -> None:
+    import torch
+
+    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source
+    from cuda_agent.harness.runtime import compare, flatten_outputs
+    from cuda_agent.harness.timing import TimingPlan, time_callable
+
+    job = channel.recv()
+    device = torch.device(job["device"])
+    task = module_from_source(open(job["task_path"]).read(), "reference", "model.py")
+    model = make_model(task.Model, task, job["weights_seed"], device)
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, job["state_path"])
+    channel.send({"ready": True})
+    refs: dict[str, list] = {}
+    while (msg := channel.recv()) is not None:
+        op = msg.get("op")
+        if op == "reference":
+            with torch.no_grad():
+                out = flatten_outputs(model(*make_inputs(task, msg["seed"], device)))
+            refs[msg["tag"]] = [o.detach().clone() for o in out]
+            channel.send({"ok": True})
+        elif op == "compare":
+            try:
+                actual = torch.load(msg["path"], weights_only=True)
+                assert isinstance(actual, list) and all(type(t) is torch.Tensor for t in actual)
+            except Exception as e:
+                channel.send({"ok": False, "reason": f"its output could not be read ({type(e).__name__})"})
+                continue
+            v = compare(refs.pop(msg["tag"]), actual, msg["atol"], msg["rtol"])
+            channel.send({"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error})
+        elif op == "baselines":
+            plan = TimingPlan(**msg["plan"])
+            sets = [make_inputs(task, s, device) for s in msg["seeds"]]
+            eager, _, _ = time_callable(model, sets, device, plan)
+            compiled = torch.compile(model)
+            compiled_stats, _, _ = time_callable(compiled, sets, device, plan)
+            channel.send({"eager": asdict(eager), "compile": asdict(compiled_stats),
+                          "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
+        elif op == "quit":
+            return
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,34 @@
+"""Shared fixtures: the KernelBench data (read in place from ../shared, never copied), a private
+CUDA_AGENT_HOME per test session, and the `cuda` marker's skip."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+KERNELBENCH_JSONL = REPO.parent / "shared" / "kernelbench" / "kernelbench.jsonl"
+
+
+def pytest_configure(config):
+    os.environ.setdefault("CUDA_AGENT_HOME", str(Path(os.environ.get("TMPDIR", "/tmp")) / "cuda_agent_test_home"))
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (run on the device)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def kernelbench_jsonl() -> Path:
+    if not KERNELBENCH_JSONL.exists():
+        pytest.skip(f"KernelBench data not found at {KERNELBENCH_JSONL}")
+    return KERNELBENCH_JSONL
