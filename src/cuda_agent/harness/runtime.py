@@ -86,15 +86,18 @@ def compare(expected: list[torch.Tensor], actual: list[torch.Tensor], atol: floa
             continue
         ef, af = _as_wide(e), _as_wide(a)
         if e.is_floating_point():
-            bad_nan = torch.isnan(af) & ~torch.isnan(ef)
-            if bool(bad_nan.any()):
-                return Verdict(False, f"{tag} has {int(bad_nan.sum())} NaN values where the reference is finite")
-            both_inf_same = torch.isinf(ef) & (ef == af)
-            diff = torch.where(both_inf_same | (torch.isnan(ef) & torch.isnan(af)), torch.zeros_like(ef),
-                               (af - ef).abs())
-            tol = atol + rtol * ef.abs()
-            bad = diff > tol
-            worst = max(worst, float(torch.nan_to_num(diff, nan=float("inf")).max()))
+            nan_e, nan_a = torch.isnan(ef), torch.isnan(af)
+            if bool((nan_a & ~nan_e).any()):
+                return Verdict(False, f"{tag} has {int((nan_a & ~nan_e).sum())} NaN values where the reference is finite")
+            if bool((nan_e & ~nan_a).any()):
+                return Verdict(False, f"{tag} has numbers where the reference is NaN")
+            inf_e = torch.isinf(ef)
+            if bool((inf_e & (af != ef)).any()):
+                return Verdict(False, f"{tag} does not match the reference's infinities")
+            finite = ~nan_e & ~inf_e
+            diff = torch.where(finite, (af - ef).abs(), torch.zeros_like(ef))
+            bad = diff > atol + rtol * torch.where(finite, ef.abs(), torch.zeros_like(ef))
+            worst = max(worst, float(diff.max()))
             if bool(bad.any()):
                 n = int(bad.sum())
                 return Verdict(False, f"{tag} differs from the reference at {n} of {e.numel()} elements "
