@@ -1,0 +1,113 @@
+"""The agent's limits and prompts: data in config.toml, read into typed dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    try:
+        import tomli as tomllib  # type: ignore[no-redef]
+    except ModuleNotFoundError:
+        raise ImportError("reading the agent's config on Python 3.10 needs tomli: pip install tomli") from None
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "config.toml"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_turns: int
+    max_context_tokens: int
+    compact_at: float
+    keep_recent_outputs: int
+    shortened_output_chars: int
+    max_seconds: float
+    bash_timeout_s: float
+    max_output_chars: int
+    max_read_lines: int
+    max_search_matches: int
+    turns_left_warning: int
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    timeout_s: float
+    max_retries: int
+    backoff_s: float
+    backoff_max_s: float
+    protocol: str                      # "native" | "text"
+    temperature: float | None = None   # None: the endpoint's default
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    isolation: bool
+    final_profile: bool
+
+
+@dataclass(frozen=True)
+class Prompts:
+    system: str
+    task: str
+    text_protocol: str
+    interrupted: str
+    shortened: str
+    truncated: str
+    turns_left: str
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    limits: Limits
+    model: ModelSettings
+    run: RunSettings
+    prompts: Prompts
+
+
+_SECTIONS = {"limits": Limits, "model": ModelSettings, "run": RunSettings, "prompts": Prompts}
+
+
+def load_config(path: str | Path | None = None) -> AgentConfig:
+    """The bundled config.toml, with the sections of the TOML file at `path` (if given) laid over it."""
+    data = _read(DEFAULT_CONFIG)
+    if path is not None:
+        for section, values in _read(Path(path)).items():
+            if section not in _SECTIONS:
+                raise ValueError(f"{path}: unknown section [{section}]; known: {', '.join(_SECTIONS)}")
+            data.setdefault(section, {}).update(values)
+    return AgentConfig(**{name: _build(cls, data.get(name, {}), name) for name, cls in _SECTIONS.items()})
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the config ({e.strerror or e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML ({e})") from None
+
+
+def _build(cls: type, values: dict[str, Any], section: str) -> Any:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"config [{section}]: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    try:
+        return cls(**values)
+    except TypeError as e:
+        raise ValueError(f"config [{section}]: {e}") from None
+
+
+def override(config: AgentConfig, **sections: dict[str, Any]) -> AgentConfig:
+    """`config` with some values replaced, e.g. `override(c, limits={"max_turns": 20})`; None keeps a value."""
+    changes = {}
+    for section, values in sections.items():
+        values = {k: v for k, v in values.items() if v is not None}
+        if values:
+            changes[section] = replace(getattr(config, section), **values)
+    return replace(config, **changes)

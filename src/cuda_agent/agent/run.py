@@ -1,0 +1,239 @@
+"""Runs: one task (`optimize`), many at once (`optimize_many`), and the bundled demo (`demo`).
+
+A run's output folder holds `workspace/` (where the model worked), `solution/` (the best solution
+the harness verified), `solution.json`, `trajectory.jsonl`, `report.json` and `report.md`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
+
+from cuda_agent.agent.config import AgentConfig, load_config
+from cuda_agent.agent.evaluator import Evaluator, WorkspaceEvaluator
+from cuda_agent.agent.loop import Agent, Outcome, Step
+from cuda_agent.agent.models import Endpoint, Model, OpenAIModel, Usage
+from cuda_agent.agent.progress import NoProgress, Progress
+from cuda_agent.agent.replay import ReplayModel
+from cuda_agent.agent.report import RunResult, write_report, write_summary
+from cuda_agent.agent.sandbox_user import CommandRunner, prepare_workspace, shared_workspace_dir, tool_user
+from cuda_agent.agent.solution import SolutionKeeper, content_hash
+from cuda_agent.agent.textprotocol import TextProtocolModel
+from cuda_agent.agent.tools import Tools
+from cuda_agent.agent.trajectory import Resumed, TrajectoryWriter, load_for_resume
+from cuda_agent.harness.backend import resolve_backend
+from cuda_agent.harness.sandbox import reachable_by_others
+from cuda_agent.tasks import EXAMPLES_DIR, Task, load_task
+from cuda_agent.workspace import create_workspace, read_manifest
+
+DEMO_TASK = EXAMPLES_DIR / "scale_bias_relu.py"
+DEMO_TRAJECTORIES = EXAMPLES_DIR / "trajectories"
+_FILE_TOOLS = ("write_file", "edit_file")
+
+
+def make_model(policy: str | None = None, model: str | None = None, base_url: str | None = None,
+               api_key: str | None = None, config: AgentConfig | None = None) -> Model:
+    """`replay:FILE` re-issues a recorded run; otherwise an OpenAI-compatible endpoint (flags, then
+    the environment), asked in native tool calling or in the text protocol as the config says."""
+    config = config or load_config()
+    if policy and policy.startswith("replay:"):
+        return ReplayModel(policy.removeprefix("replay:"))
+    if policy not in (None, "", "llm"):
+        raise ValueError(f"unknown policy {policy!r}: use `replay:FILE`, or leave it out to ask --model")
+    llm: Model = OpenAIModel(Endpoint.resolve(model, base_url, api_key), config.model)
+    if config.model.protocol == "text":
+        llm = TextProtocolModel(llm, config.prompts.text_protocol)
+    elif config.model.protocol != "native":
+        raise ValueError(f"unknown tool protocol {config.model.protocol!r}: use 'native' or 'text'")
+    return llm
+
+
+def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str | None = None,
+             api_key: str | None = None, policy: str | None = None, device: str | None = None,
+             out: str | Path | None = None, config: AgentConfig | None = None, resume: bool = False,
+             force: bool = False, progress: Progress | None = None, evaluator: Evaluator | None = None) -> RunResult:
+    """Let a model make `task` fast in a fresh workspace (or continue the run in `out` with `resume`)
+    and leave the best verified solution, the reports and the trajectory in `out`."""
+    task = task if isinstance(task, Task) else load_task(task)
+    config = config or load_config()
+    device = resolve_backend(device).device
+    out = Path(out) if out else Path("runs") / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    progress = progress or NoProgress()
+    llm = make_model(policy, model, base_url, api_key, config)
+    resumed = _prepare_out(task, out, resume, force)
+
+    user = tool_user() if config.run.isolation else None
+    workspace, fresh = _workspace(task, out, device, user)
+    protected = set(read_manifest(workspace)[0].protected)
+    runner = CommandRunner(workspace, user)
+    if user is not None:
+        prepare_workspace(workspace, user, protected)
+    keeper = SolutionKeeper(workspace, out)
+    keeper.restore()
+    tools = Tools(workspace, evaluator or WorkspaceEvaluator(workspace, device), keeper, runner,
+                  config.limits, config.prompts, protected)
+    trajectory = TrajectoryWriter(out / "trajectory.jsonl")
+    isolation = runner.describe()
+    try:
+        if resumed is None:
+            initial = content_hash(workspace)
+            trajectory.write("run", task=task.name, task_sha256=task.sha256, task_origin=task.origin,
+                             device=device, model=llm.name, workspace=str(workspace), isolation=isolation,
+                             initial_content=initial, limits=vars(config.limits), started_at=time.time())
+            messages = _first_messages(task, device, workspace, config)
+            for m in messages:
+                trajectory.write("message", turn=0, elapsed=0.0, message=m)
+            state: dict[str, Any] = {}
+        else:
+            initial = resumed.header.get("initial_content", "")
+            trajectory.write("resume", model=llm.name, at=time.time(), turns=resumed.turns)
+            if fresh:
+                _redo_file_changes(resumed, tools)
+            messages, state = resumed.messages, {"turns": resumed.turns, "usage": resumed.usage,
+                                                 "elapsed": resumed.elapsed}
+
+        def on_step(step: Step) -> None:
+            progress.update(task.name, status="running", turn=step.turn, action=step.action,
+                            tokens=step.tokens, elapsed=step.elapsed, best=keeper.summary())
+
+        progress.update(task.name, status="running")
+        outcome = Agent(llm, tools, config, trajectory, on_step).run(messages, **state)
+        if config.run.final_profile and outcome.status != "interrupted":
+            _final_profile(tools, keeper, workspace, initial, trajectory, progress, task.name)
+        result = _result(task.name, outcome, keeper, llm.name, device, out, isolation)
+        trajectory.write("end", status=outcome.status, error=outcome.error, turns=outcome.turns,
+                         usage=outcome.usage.to_dict(), elapsed=round(outcome.elapsed, 3),
+                         best=keeper.best.result if keeper.best else None)
+    finally:
+        trajectory.close()
+        shutil.rmtree(out / ".staging", ignore_errors=True)
+    write_report(result)
+    progress.update(task.name, status=outcome.status, best=keeper.summary(), elapsed=outcome.elapsed)
+    return result
+
+
+def optimize_many(tasks: Sequence[Task], *, out: str | Path, parallel: int = 1,
+                  progress: Progress | None = None, **options: Any) -> list[RunResult]:
+    """`optimize` for each task, `parallel` at a time (the harness shares the GPUs among them), each
+    in `out/<task>`; a task that cannot run gets a result with status `error`, the others go on."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def one(task: Task) -> RunResult:
+        folder = out / (f"level{task.level}_{task.name}" if task.level is not None else task.name)
+        try:
+            return optimize(task, out=folder, progress=progress, **options)
+        except Exception as e:  # one task's setup failing must not stop the others
+            if progress is not None:
+                progress.update(task.name, status="error", action=str(e)[:80])
+            return _error_result(task.name, folder, str(e))
+
+    with ThreadPoolExecutor(max_workers=max(parallel, 1)) as pool:
+        results = list(pool.map(one, tasks))
+    write_summary(out, results)
+    return results
+
+
+def demo(*, device: str | None = None, out: str | Path | None = None, model: str | None = None,
+         base_url: str | None = None, api_key: str | None = None, progress: Progress | None = None,
+         config: AgentConfig | None = None) -> RunResult:
+    """The whole loop on the bundled example (y = relu(x * scale + bias)): the bundled trajectory
+    replayed on this machine's backend, or a real model when `model` is given."""
+    device = resolve_backend(device).device
+    policy = None if model else f"replay:{DEMO_TRAJECTORIES / f'scale_bias_relu.{device}.jsonl'}"
+    if out is None:
+        out = tempfile.mkdtemp(prefix="cuda-agent-demo-")
+        os.chmod(out, 0o755)  # the tool user must be able to enter the workspace inside it
+    return optimize(load_task(DEMO_TASK), model=model, base_url=base_url, api_key=api_key, policy=policy,
+                    device=device, out=out, config=config, progress=progress)
+
+
+# --- the pieces of a run ---------------------------------------------------------------------
+
+
+def _prepare_out(task: Task, out: Path, resume: bool, force: bool) -> Resumed | None:
+    """The state to resume, or None for a new run in an empty `out`."""
+    trajectory = out / "trajectory.jsonl"
+    if resume:
+        if not trajectory.exists():
+            raise FileNotFoundError(f"{out} holds no trajectory.jsonl to resume; leave out --resume to start a run")
+        resumed = load_for_resume(trajectory)
+        if resumed.header.get("task_sha256") != task.sha256:
+            raise ValueError(f"{out} holds a run of {resumed.header.get('task')!r} with other code than "
+                             f"{task.name!r}; resume it with the same task")
+        return resumed
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise FileExistsError(f"{out} is not empty: pass --resume to continue its run, --force to "
+                                  "start over, or choose another --out")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+def _workspace(task: Task, out: Path, device: str, user: Any) -> tuple[Path, bool]:
+    """out/workspace, made if missing (True) — in a shared folder, linked from out/, when the tool
+    user could not enter `out`."""
+    link = out / "workspace"
+    if link.exists():
+        return link.resolve(), False
+    dest = link
+    if user is not None and not reachable_by_others(out):
+        dest = shared_workspace_dir(task.name)
+        link.unlink(missing_ok=True)
+        link.symlink_to(dest, target_is_directory=True)
+    create_workspace(task, dest, device, overwrite=True)
+    return dest.resolve(), True
+
+
+def _first_messages(task: Task, device: str, workspace: Path, config: AgentConfig) -> list[dict[str, Any]]:
+    p, limits = config.prompts, config.limits
+    system = p.system.format(skill=(workspace / "SKILL.md").read_text(), max_turns=limits.max_turns,
+                             bash_timeout=f"{limits.bash_timeout_s:g}")
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": p.task.format(task_name=task.name, device=device)}]
+
+
+def _redo_file_changes(resumed: Resumed, tools: Tools) -> None:
+    """A resumed run whose workspace is gone: write the files again as the recorded calls did."""
+    for m in resumed.messages:
+        for call in m.get("tool_calls") or []:
+            if call["function"]["name"] in _FILE_TOOLS:
+                tools.execute(call["function"]["name"], call["function"]["arguments"])
+
+
+def _final_profile(tools: Tools, keeper: SolutionKeeper, workspace: Path, initial: str,
+                   trajectory: TrajectoryWriter, progress: Progress, name: str) -> None:
+    """Profile the workspace as the model left it, unless it is untouched or was profiled as it is."""
+    content = content_hash(workspace)
+    if content == initial or content in keeper.profiled:
+        return
+    progress.update(name, action="final profile")
+    obs = tools.execute("profile", "")
+    trajectory.write("final_evaluation", harness=obs.record, text=obs.text)
+
+
+def _result(name: str, outcome: Outcome, keeper: SolutionKeeper, model: str, device: str, out: Path,
+            isolation: str) -> RunResult:
+    b = keeper.best
+    return RunResult(
+        task=name, status=outcome.status, reward=b.reward if b else -1.0, correct=b is not None,
+        milestone=b.milestone if b else "failed", speedup_vs_eager=b.speedup_vs_eager if b else None,
+        speedup_vs_compile=b.speedup_vs_compile if b else None, turns=outcome.turns,
+        tokens=outcome.usage.total_tokens, prompt_tokens=outcome.usage.prompt_tokens,
+        completion_tokens=outcome.usage.completion_tokens, seconds=round(outcome.elapsed, 3),
+        evaluations=keeper.evaluations, model=model, device=device, out=str(out),
+        solution=str(keeper.dir) if b else None, isolation=isolation, error=outcome.error,
+        best=b.result if b else None)
+
+
+def _error_result(name: str, out: Path, error: str) -> RunResult:
+    return RunResult(task=name, status="error", reward=-1.0, correct=False, milestone="failed",
+                     speedup_vs_eager=None, speedup_vs_compile=None, turns=0, tokens=0, prompt_tokens=0,
+                     completion_tokens=0, seconds=0.0, evaluations=0, model="", device="", out=str(out),
+                     solution=None, error=error)

@@ -1,0 +1,123 @@
+"""The best verified solution, kept the moment it appears: the harness's verdict decides, never
+what the model says. `out/solution/` holds its model_new.py and kernels/ (the workspace layout)
+and `out/solution.json` its verdict, so a crash or a budget stop loses nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.harness.result import EvalResult
+
+_BUILD_OUTPUTS = {"build", "__pycache__", ".ninja_deps", ".ninja_log"}
+_BUILD_SUFFIXES = {".so", ".o", ".pyc", ".lock"}
+
+
+def source_files(root: Path) -> list[Path]:
+    """A solution's files, relative to `root`: model_new.py and kernels/ without build outputs."""
+    files = [Path("model_new.py")] if (root / "model_new.py").is_file() else []
+    kernels = root / "kernels"
+    if kernels.is_dir():
+        for p in sorted(kernels.rglob("*")):
+            rel = p.relative_to(root)
+            if p.is_file() and not p.is_symlink() and p.suffix not in _BUILD_SUFFIXES \
+                    and not _BUILD_OUTPUTS & set(rel.parts):
+                files.append(rel)
+    return files
+
+
+def content_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for rel in source_files(root):
+        h.update(rel.as_posix().encode() + b"\0" + (root / rel).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+@dataclass
+class Verified:
+    """A solution the harness accepted, and its verdict."""
+
+    reward: float
+    milestone: str
+    speedup_vs_eager: float | None
+    speedup_vs_compile: float | None
+    action: str          # verify | profile
+    evaluation: int      # which evaluation of the run (1, 2, ...)
+    content: str         # content_hash of the files
+    result: dict[str, Any]
+
+    def key(self) -> tuple[float, float]:
+        return self.reward, self.speedup_vs_compile or 0.0
+
+
+class SolutionKeeper:
+    def __init__(self, workspace: Path, out: Path):
+        self.workspace = workspace
+        self.out = out
+        self.dir = out / "solution"
+        self.state = out / "solution.json"
+        self._staging = out / ".staging"
+        self.best: Verified | None = None
+        self.evaluations = 0
+        self.profiled: set[str] = set()   # contents already profiled: no need to profile them again
+
+    def stage(self) -> Path:
+        """A copy of the workspace's solution files as they are now, before the harness sees them."""
+        self.evaluations += 1
+        dest = self._staging / str(self.evaluations)
+        shutil.rmtree(dest, ignore_errors=True)
+        for rel in source_files(self.workspace):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.workspace / rel, dest / rel)
+        dest.mkdir(parents=True, exist_ok=True)
+        return dest
+
+    def offer(self, result: EvalResult, staged: Path, action: str) -> bool:
+        """Keep `staged` as the solution if the harness verified it and it beats the best so far."""
+        content = content_hash(staged)
+        if action == "profile":
+            self.profiled.add(content)
+        candidate = Verified(result.reward, result.milestone, result.speedup_vs_eager, result.speedup_vs_compile,
+                             action, self.evaluations, content, result.to_dict())
+        improved = result.correct and (self.best is None or candidate.key() > self.best.key())
+        if improved:
+            old = self.out / ".solution.old"
+            shutil.rmtree(old, ignore_errors=True)
+            if self.dir.exists():
+                self.dir.rename(old)
+            staged.rename(self.dir)
+            shutil.rmtree(old, ignore_errors=True)
+            self.best = candidate
+        else:
+            shutil.rmtree(staged, ignore_errors=True)
+        self._save()
+        return improved
+
+    def summary(self) -> str:
+        """One line on the best so far, for the model and the progress view."""
+        b = self.best
+        if b is None:
+            return "nothing verified yet"
+        speed = ", ".join(f"{v:.2f}x vs {name}" for name, v in
+                          (("eager", b.speedup_vs_eager), ("torch.compile", b.speedup_vs_compile)) if v is not None)
+        return f"reward {b.reward:g} ({b.milestone}{'; ' + speed if speed else ', not profiled'})"
+
+    def restore(self) -> None:
+        """Pick up the state a resumed run left."""
+        if not self.state.exists():
+            return
+        data = json.loads(self.state.read_text())
+        self.best = Verified(**data["best"]) if data.get("best") else None
+        self.evaluations = data.get("evaluations", 0)
+        self.profiled = set(data.get("profiled", []))
+
+    def _save(self) -> None:
+        data = {"best": asdict(self.best) if self.best else None, "evaluations": self.evaluations,
+                "profiled": sorted(self.profiled)}
+        tmp = self.state.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1, default=str))
+        tmp.replace(self.state)

@@ -1,0 +1,160 @@
+"""The loop end to end against a real HTTP server speaking the OpenAI chat API, with the harness
+replaced by FakeEvaluator: tool calls, malformed calls, rate limits, timeouts, budgets, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cuda_agent.agent.config import override
+from cuda_agent.agent.run import optimize
+from cuda_agent.agent.trajectory import read_messages, read_records
+
+from .fakes import FAST_MODEL_NEW, ChatServer, FakeEvaluator, error, reply, slow
+
+TESTS = Path(__file__).resolve().parent.parent
+WRITE_FAST = ("write_file", {"path": "model_new.py", "content": FAST_MODEL_NEW})
+
+
+def run(task, tmp_path, config, script, **kwargs):
+    out = tmp_path / "out"
+    with ChatServer(script) as server:
+        result = optimize(task, model="test-model", base_url=server.url, device="cpu", out=out, config=config,
+                          evaluator=FakeEvaluator(out / "workspace"), **kwargs)
+    return result, server, out
+
+
+def test_a_scripted_run_ends_with_the_verified_solution(task, tmp_path, fast_config):
+    config = override(fast_config, model={"timeout_s": 0.5})
+    script = [
+        error(429, "slow down"),
+        reply("Reading.", ("read_file", {"path": "model.py"}), ("bash", {"command": "ls kernels"})),
+        slow(3.0, reply("this answer comes too late")),
+        reply("", ("write_file", '{"path": "model_new.py", "content": ')),          # malformed arguments
+        reply("Fixed.", WRITE_FAST, ("verify", {})),
+        reply('Now timing it.\n<tool_call>{"name": "profile", "arguments": {}}</tool_call>'),  # as text
+        reply("Done: 1.5x faster than torch.compile."),
+    ]
+    result, server, out = run(task, tmp_path, config, script)
+
+    assert (result.status, result.turns, result.correct, result.reward) == ("done", 5, True, 3.0)
+    assert (result.speedup_vs_eager, result.speedup_vs_compile) == (3.0, 1.5)
+    assert (result.tokens, result.prompt_tokens) == (600, 500)
+    assert len(server.requests) == 7, "the 429 and the timeout were each retried once"
+    report = json.loads((out / "report.json").read_text())
+    for key in ("reward", "correct", "speedup_vs_eager", "speedup_vs_compile", "turns", "tokens", "seconds"):
+        assert key in report
+    assert "verified: reward 3 (faster_than_compile)" in (out / "report.md").read_text()
+    assert (out / "solution" / "model_new.py").read_text() == FAST_MODEL_NEW
+
+    messages = read_messages(out / "trajectory.jsonl")
+    assert [m["role"] for m in messages[:2]] == ["system", "user"]
+    assert messages[0]["content"].startswith("# Skill: make `scale_bias_relu` fast")
+    calls = {c["id"]: c["function"]["name"] for m in messages for c in m.get("tool_calls", [])}
+    answers = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    assert set(calls) == set(answers), "every tool call has its result"
+    assert list(calls.values()) == ["read_file", "bash", "write_file", "write_file", "verify", "profile"]
+    malformed = answers[[i for i, n in calls.items() if n == "write_file"][0]]
+    assert malformed.startswith("Error: the arguments of write_file are not valid JSON")
+    harness = [r["harness"] for r in read_records(out / "trajectory.jsonl") if r.get("harness")]
+    assert [(h["action"], h["reward"]) for h in harness] == [("verify", 1.0), ("profile", 3.0)]
+    assert read_records(out / "trajectory.jsonl")[-1]["type"] == "end"
+
+
+def test_the_turn_budget_ends_the_run_and_the_last_state_is_profiled(task, tmp_path, fast_config):
+    config = override(fast_config, limits={"max_turns": 2})
+    script = [reply("", WRITE_FAST), reply("", ("bash", {"command": "true"})), reply("never asked")]
+    result, server, out = run(task, tmp_path, config, script)
+    assert (result.status, result.turns) == ("max_turns", 2)
+    assert len(server.requests) == 2
+    # The model never called verify or profile; the final profile found its solution anyway.
+    assert (result.correct, result.reward) == (True, 3.0)
+    assert [r["type"] for r in read_records(out / "trajectory.jsonl")][-2:] == ["final_evaluation", "end"]
+
+
+def test_the_last_turns_are_announced(task, tmp_path, fast_config):
+    config = override(fast_config, limits={"max_turns": 3, "turns_left_warning": 2})
+    script = [reply("", ("bash", {"command": "true"}))] * 3
+    _, server, _ = run(task, tmp_path, config, script)
+    last_tool_outputs = [r["messages"][-1]["content"] for r in server.requests[1:]]
+    assert ["turns left" in t for t in last_tool_outputs] == [True, True]
+    assert "(Note: 1 turns left." in last_tool_outputs[-1]
+
+
+def test_old_tool_outputs_are_shortened_when_the_context_fills(task, tmp_path, fast_config):
+    config = override(fast_config, limits={"max_context_tokens": 12000, "compact_at": 0.6, "keep_recent_outputs": 1})
+    big = ("bash", {"command": "seq 1 3000"})
+    script = [reply("", big, prompt_tokens=0), reply("", big, prompt_tokens=0), reply("", big, prompt_tokens=0),
+              reply("done", prompt_tokens=0)]
+    result, server, out = run(task, tmp_path, config, script)
+    assert result.status == "done"
+    last = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert "removed to save context" in last[0] and len(last[0]) < 1000
+    assert "removed to save context" not in last[-1] and last[-1].startswith("1\n2\n3")
+    recorded = [m["content"] for m in read_messages(out / "trajectory.jsonl") if m["role"] == "tool"]
+    assert all("removed to save context" not in t for t in recorded), "the trajectory keeps whole outputs"
+
+
+def test_a_failing_endpoint_ends_the_run_but_keeps_the_best(task, tmp_path, fast_config):
+    script = [reply("", WRITE_FAST, ("verify", {}))]            # then: 500s, more than the retries
+    result, server, out = run(task, tmp_path, fast_config, script)
+    assert result.status == "model_error"
+    assert "server error (500), still after 4 attempts" in result.error
+    assert result.correct and (out / "solution" / "model_new.py").exists()
+    assert json.loads((out / "report.json").read_text())["status"] == "model_error"
+
+
+def test_a_run_killed_while_waiting_for_the_model_resumes(task, tmp_path, fast_config):
+    out = tmp_path / "out"
+    script = [reply("", WRITE_FAST), reply("", ("verify", {})), slow(60, reply("killed before this")),
+              reply("", ("profile", {})), reply("Done.")]
+    with ChatServer(script) as server:
+        child = _start_child(out, url=server.url)
+        _wait(lambda: len(server.requests) == 3, child)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        assert not (out / "report.json").exists()
+        result = optimize(task, model="test-model", base_url=server.url, device="cpu", out=out,
+                          config=fast_config, resume=True, evaluator=FakeEvaluator(out / "workspace"))
+    assert (result.status, result.turns, result.reward) == ("done", 4, 3.0)
+    resumed_request = server.requests[3]["messages"]
+    assert [m["role"] for m in resumed_request] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert "verify: PASSED" in resumed_request[-1]["content"]
+    assert [r["type"] for r in read_records(out / "trajectory.jsonl")].count("resume") == 1
+
+
+def test_a_run_killed_inside_a_tool_resumes_with_that_call_answered(task, tmp_path, fast_config):
+    recorded, _, _ = run(task, tmp_path, fast_config, [reply("", ("compile", {})), reply("", WRITE_FAST),
+                                                       reply("", ("profile", {})), reply("Done.")])
+    policy = f"replay:{recorded.out}/trajectory.jsonl"
+    out = tmp_path / "replayed"
+    child = _start_child(out, policy=policy, delay=60)        # the harness hangs in compile
+    _wait(lambda: (out / "trajectory.jsonl").exists() and
+          '"compile"' in (out / "trajectory.jsonl").read_text(), child)
+    time.sleep(0.5)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    result = optimize(task, policy=policy, device="cpu", out=out, config=fast_config, resume=True,
+                      evaluator=FakeEvaluator(out / "workspace"))
+    assert (result.status, result.turns, result.reward) == ("done", 4, 3.0)
+    compile_answer = [m for m in read_messages(out / "trajectory.jsonl") if m["role"] == "tool"][0]
+    assert compile_answer["content"].startswith("The session was interrupted before this tool call finished")
+
+
+def _start_child(out: Path, **kwargs) -> subprocess.Popen:
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); from agent.fakes import child_run; "
+            f"child_run({str(out)!r}, **{kwargs!r})")
+    return subprocess.Popen([sys.executable, "-c", code], env=os.environ.copy())
+
+
+def _wait(condition, child: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert child.poll() is None, "the child run ended before it could be killed"
+        assert time.monotonic() < deadline, "the child run did not get there in time"
+        time.sleep(0.05)
