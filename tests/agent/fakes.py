@@ -147,4 +147,4 @@ def child_run(out: str, url: str | None = None, policy: str | None = None, delay
 
     config = override(load_config(), model={"timeout_s": 120.0, "max_retries": 0}, run={"isolation": False})
     optimize(EXAMPLES_DIR / "scale_bias_relu.py", model="m" if url else None, base_url=url, policy=policy,
-             device="cpu", out=out, config=config, evaluator=FakeEvaluator(Path(out) / "workspace", delay=delay))
+             device="cpu", out=out, config=config, evaluator=lambda ws, device: FakeEvaluator(ws, delay=delay))

@@ -25,7 +25,7 @@ def run(task, tmp_path, config, script, **kwargs):
     out = tmp_path / "out"
     with ChatServer(script) as server:
         result = optimize(task, model="test-model", base_url=server.url, device="cpu", out=out, config=config,
-                          evaluator=FakeEvaluator(out / "workspace"), **kwargs)
+                          evaluator=lambda ws, device: FakeEvaluator(ws), **kwargs)
     return result, server, out
 
 
@@ -120,7 +120,7 @@ def test_a_run_killed_while_waiting_for_the_model_resumes(task, tmp_path, fast_c
         child.wait()
         assert not (out / "report.json").exists()
         result = optimize(task, model="test-model", base_url=server.url, device="cpu", out=out,
-                          config=fast_config, resume=True, evaluator=FakeEvaluator(out / "workspace"))
+                          config=fast_config, resume=True, evaluator=lambda ws, device: FakeEvaluator(ws))
     assert (result.status, result.turns, result.reward) == ("done", 4, 3.0)
     resumed_request = server.requests[3]["messages"]
     assert [m["role"] for m in resumed_request] == ["system", "user", "assistant", "tool", "assistant", "tool"]
@@ -140,7 +140,7 @@ def test_a_run_killed_inside_a_tool_resumes_with_that_call_answered(task, tmp_pa
     child.send_signal(signal.SIGKILL)
     child.wait()
     result = optimize(task, policy=policy, device="cpu", out=out, config=fast_config, resume=True,
-                      evaluator=FakeEvaluator(out / "workspace"))
+                      evaluator=lambda ws, device: FakeEvaluator(ws))
     assert (result.status, result.turns, result.reward) == ("done", 4, 3.0)
     compile_answer = [m for m in read_messages(out / "trajectory.jsonl") if m["role"] == "tool"][0]
     assert compile_answer["content"].startswith("The session was interrupted before this tool call finished")
@@ -158,3 +158,20 @@ def _wait(condition, child: subprocess.Popen, timeout: float = 60) -> None:
         assert child.poll() is None, "the child run ended before it could be killed"
         assert time.monotonic() < deadline, "the child run did not get there in time"
         time.sleep(0.05)
+
+
+def test_many_tasks_run_side_by_side_and_a_bad_one_does_not_stop_the_others(task, tmp_path, fast_config):
+    from cuda_agent.agent.run import optimize_many
+    from cuda_agent.tasks import Task
+
+    other = Task("other", task.code, "test")
+    (tmp_path / "many" / "other").mkdir(parents=True)
+    (tmp_path / "many" / "other" / "something").write_text("")   # a folder in use: that task cannot start
+    with ChatServer([reply("", WRITE_FAST, ("profile", {})), reply("done")]) as server:
+        results = optimize_many([task, other], out=tmp_path / "many", parallel=2, model="m", base_url=server.url,
+                                device="cpu", config=fast_config, evaluator=lambda ws, device: FakeEvaluator(ws))
+    assert [(r.task, r.status, r.reward) for r in results] == [("scale_bias_relu", "done", 3.0), ("other", "error", -1.0)]
+    assert "is not empty" in results[1].error
+    summary = json.loads((tmp_path / "many" / "summary.json").read_text())
+    assert (summary["tasks"], summary["verified"]) == (2, 1)
+    assert "| scale_bias_relu | done | 3 | 3.00x | 1.50x |" in (tmp_path / "many" / "summary.md").read_text()

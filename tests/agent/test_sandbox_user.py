@@ -91,7 +91,7 @@ def test_optimize_isolates_the_tools_of_a_real_run(task, tmp_path, fast_config):
     out = tmp_path / "out"   # under pytest's private tmp: the workspace goes to a shared folder, linked
     with ChatServer(script) as server:
         result = optimize(task, model="m", base_url=server.url, device="cpu", out=out, config=config,
-                          evaluator=FakeEvaluator(out / "workspace"))
+                          evaluator=lambda ws, device: FakeEvaluator(ws))
     assert result.isolation.startswith("user cuda-agent-tool, no network")
     assert (out / "workspace").is_symlink()
     records = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]

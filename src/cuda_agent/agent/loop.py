@@ -129,8 +129,7 @@ class Agent:
         self.trajectory.write("message", turn=self.turns, elapsed=round(self.elapsed, 3), message=message, **info)
 
     def _chars(self) -> int:
-        return sum(len(m.get("content") or "") + len(json.dumps(m["tool_calls"])) if m.get("tool_calls")
-                   else len(m.get("content") or "") for m in self.messages)
+        return sum(len(m.get("content") or "") + len(json.dumps(m.get("tool_calls", []))) for m in self.messages)
 
     def _context_tokens(self) -> int:
         return int(self._chars() * self._tokens_per_char)

@@ -173,7 +173,7 @@ class OpenAIModel:
         return f"model {self.name!r} at {self.endpoint.base_url or 'the OpenAI API'}"
 
     def _reply(self, response: Any, seconds: float) -> ModelReply:
-        from cuda_agent.agent.textprotocol import parse_tool_calls
+        from cuda_agent.agent.textprotocol import parse_tool_calls  # it imports this module
 
         if not getattr(response, "choices", None):
             raise ModelError(f"{self._where()} answered without a choice: {str(response)[:300]}")

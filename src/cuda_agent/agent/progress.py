@@ -63,6 +63,8 @@ class LiveProgress:
 
     def __exit__(self, *exc: object) -> None:
         self._live.stop()
+        if not self.console.is_terminal:  # a terminal's cursor is already below the view
+            self.console.line()
 
     def _render(self) -> Any:
         with self._lock:

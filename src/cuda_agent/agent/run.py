@@ -12,7 +12,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from cuda_agent.agent.config import AgentConfig, load_config
 from cuda_agent.agent.evaluator import Evaluator, WorkspaceEvaluator
@@ -56,9 +56,11 @@ def make_model(policy: str | None = None, model: str | None = None, base_url: st
 def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str | None = None,
              api_key: str | None = None, policy: str | None = None, device: str | None = None,
              out: str | Path | None = None, config: AgentConfig | None = None, resume: bool = False,
-             force: bool = False, progress: Progress | None = None, evaluator: Evaluator | None = None) -> RunResult:
+             force: bool = False, progress: Progress | None = None,
+             evaluator: Callable[[Path, str], Evaluator] = WorkspaceEvaluator) -> RunResult:
     """Let a model make `task` fast in a fresh workspace (or continue the run in `out` with `resume`)
-    and leave the best verified solution, the reports and the trajectory in `out`."""
+    and leave the best verified solution, the reports and the trajectory in `out`. `evaluator` makes
+    the harness for a workspace and a device (tests pass a stand-in)."""
     task = task if isinstance(task, Task) else load_task(task)
     config = config or load_config()
     device = resolve_backend(device).device
@@ -75,7 +77,7 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
         prepare_workspace(workspace, user, protected)
     keeper = SolutionKeeper(workspace, out)
     keeper.restore()
-    tools = Tools(workspace, evaluator or WorkspaceEvaluator(workspace, device), keeper, runner,
+    tools = Tools(workspace, evaluator(workspace, device), keeper, runner,
                   config.limits, config.prompts, protected)
     trajectory = TrajectoryWriter(out / "trajectory.jsonl")
     isolation = runner.describe()

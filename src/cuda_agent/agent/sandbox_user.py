@@ -22,6 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
 from cuda_agent.harness.sandbox import SandboxUser, ensure_user, reachable_by_others
 from cuda_agent.home import home
 
