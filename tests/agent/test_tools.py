@@ -150,11 +150,13 @@ def test_only_verified_solutions_are_kept_and_only_better_ones_replace(tools, wo
     assert state["best"]["evaluation"] == 3 and len(state["profiled"]) == 2
 
 
-def test_build_outputs_are_not_part_of_the_snapshot(tools, workspace):
+def test_the_snapshot_holds_what_the_harness_evaluates_and_no_build_outputs(tools, workspace):
     (workspace / "model_new.py").write_text(FAST_MODEL_NEW)
+    (workspace / "extra.cu").write_text("// a source at the root is part of the solution too")
+    (workspace / "notes.txt").write_text("not a source")
     (workspace / "kernels" / "build").mkdir()
     (workspace / "kernels" / "build" / "x.o").write_text("obj")
     (workspace / "kernels" / "fast.so").write_text("so")
     run(tools, "verify")
     files = sorted(p.relative_to(tools.keeper.dir).as_posix() for p in tools.keeper.dir.rglob("*") if p.is_file())
-    assert files == ["kernels/relu.cpp", "kernels/relu_binding.cpp", "model_new.py"]
+    assert files == ["extra.cu", "kernels/relu.cpp", "kernels/relu_binding.cpp", "model_new.py"]

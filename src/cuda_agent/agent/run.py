@@ -17,12 +17,12 @@ from typing import Any, Callable, Sequence
 from cuda_agent.agent.config import AgentConfig, load_config
 from cuda_agent.agent.evaluator import Evaluator, WorkspaceEvaluator
 from cuda_agent.agent.loop import Agent, Outcome, Step
-from cuda_agent.agent.models import Endpoint, Model, OpenAIModel, Usage
+from cuda_agent.agent.models import Endpoint, Model, OpenAIModel
 from cuda_agent.agent.progress import NoProgress, Progress
 from cuda_agent.agent.replay import ReplayModel
 from cuda_agent.agent.report import RunResult, write_report, write_summary
 from cuda_agent.agent.sandbox_user import CommandRunner, prepare_workspace, shared_workspace_dir, tool_user
-from cuda_agent.agent.solution import SolutionKeeper, content_hash
+from cuda_agent.agent.solution import SolutionKeeper
 from cuda_agent.agent.textprotocol import TextProtocolModel
 from cuda_agent.agent.tools import Tools
 from cuda_agent.agent.trajectory import Resumed, TrajectoryWriter, load_for_resume
@@ -83,7 +83,7 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
     isolation = runner.describe()
     try:
         if resumed is None:
-            initial = content_hash(workspace)
+            initial = keeper.current_content()
             trajectory.write("run", task=task.name, task_sha256=task.sha256, task_origin=task.origin,
                              device=device, model=llm.name, workspace=str(workspace), isolation=isolation,
                              initial_content=initial, limits=vars(config.limits), started_at=time.time())
@@ -106,7 +106,7 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
         progress.update(task.name, status="running")
         outcome = Agent(llm, tools, config, trajectory, on_step).run(messages, **state)
         if config.run.final_profile and outcome.status != "interrupted":
-            _final_profile(tools, keeper, workspace, initial, trajectory, progress, task.name)
+            _final_profile(tools, keeper, initial, trajectory, progress, task.name)
         result = _result(task.name, outcome, keeper, llm.name, device, out, isolation)
         trajectory.write("end", status=outcome.status, error=outcome.error, turns=outcome.turns,
                          usage=outcome.usage.to_dict(), elapsed=round(outcome.elapsed, 3),
@@ -209,10 +209,10 @@ def _redo_file_changes(resumed: Resumed, tools: Tools) -> None:
                 tools.execute(call["function"]["name"], call["function"]["arguments"])
 
 
-def _final_profile(tools: Tools, keeper: SolutionKeeper, workspace: Path, initial: str,
+def _final_profile(tools: Tools, keeper: SolutionKeeper, initial: str,
                    trajectory: TrajectoryWriter, progress: Progress, name: str) -> None:
     """Profile the workspace as the model left it, unless it is untouched or was profiled as it is."""
-    content = content_hash(workspace)
+    content = keeper.current_content()
     if content == initial or content in keeper.profiled:
         return
     progress.update(name, action="final profile")

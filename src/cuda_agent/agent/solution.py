@@ -1,6 +1,7 @@
 """The best verified solution, kept the moment it appears: the harness's verdict decides, never
-what the model says. `out/solution/` holds its model_new.py and kernels/ (the workspace layout)
-and `out/solution.json` its verdict, so a crash or a budget stop loses nothing."""
+what the model says. `out/solution/` holds the files the harness evaluated (model_new.py and
+kernels/, in the workspace layout) and `out/solution.json` its verdict, so a crash or a budget
+stop loses nothing."""
 
 from __future__ import annotations
 
@@ -12,28 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.harness.result import EvalResult
+from cuda_agent.harness.solution import SolutionError, snapshot
 
-_BUILD_OUTPUTS = {"build", "__pycache__", ".ninja_deps", ".ninja_log"}
-_BUILD_SUFFIXES = {".so", ".o", ".pyc", ".lock"}
-
-
-def source_files(root: Path) -> list[Path]:
-    """A solution's files, relative to `root`: model_new.py and kernels/ without build outputs."""
-    files = [Path("model_new.py")] if (root / "model_new.py").is_file() else []
-    kernels = root / "kernels"
-    if kernels.is_dir():
-        for p in sorted(kernels.rglob("*")):
-            rel = p.relative_to(root)
-            if p.is_file() and not p.is_symlink() and p.suffix not in _BUILD_SUFFIXES \
-                    and not _BUILD_OUTPUTS & set(rel.parts):
-                files.append(rel)
-    return files
+def copy_solution(workspace: Path, dest: Path) -> Path:
+    """Copy the files the harness evaluates (its own `snapshot`: model_new.py and the sources) to `dest`."""
+    try:
+        snapshot(workspace, dest)
+    except SolutionError:  # nothing to keep; the evaluation itself says what is wrong
+        dest.mkdir(parents=True, exist_ok=True)
+    return dest
 
 
 def content_hash(root: Path) -> str:
+    """A hash of every file under `root` (a copy made by `copy_solution`)."""
     h = hashlib.sha256()
-    for rel in source_files(root):
-        h.update(rel.as_posix().encode() + b"\0" + (root / rel).read_bytes() + b"\0")
+    for p in sorted(q for q in root.rglob("*") if q.is_file()):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -70,11 +65,15 @@ class SolutionKeeper:
         self.evaluations += 1
         dest = self._staging / str(self.evaluations)
         shutil.rmtree(dest, ignore_errors=True)
-        for rel in source_files(self.workspace):
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(self.workspace / rel, dest / rel)
-        dest.mkdir(parents=True, exist_ok=True)
-        return dest
+        return copy_solution(self.workspace, dest)
+
+    def current_content(self) -> str:
+        """content_hash of the workspace's solution as it is now."""
+        dest = copy_solution(self.workspace, self._staging / "current")
+        try:
+            return content_hash(dest)
+        finally:
+            shutil.rmtree(dest, ignore_errors=True)
 
     def offer(self, result: EvalResult, staged: Path, action: str) -> bool:
         """Keep `staged` as the solution if the harness verified it and it beats the best so far."""
