@@ -19,14 +19,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "harness: runs the real harness (cuda_agent.harness.evaluate)")
 
 
-@pytest.fixture(autouse=True)
-def harness_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A harness home of the test's own (the signing key), never the user's."""
-    home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("CUDA_AGENT_HOME", str(home))
-    return home
-
-
 @pytest.fixture
 def task():
     return load_task(EXAMPLES_DIR / "scale_bias_relu.py")
