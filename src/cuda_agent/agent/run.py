@@ -63,11 +63,12 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
     the harness for a workspace and a device (tests pass a stand-in)."""
     task = task if isinstance(task, Task) else load_task(task)
     config = config or load_config()
-    device = resolve_backend(device).device
     out = Path(out) if out else Path("runs") / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     progress = progress or NoProgress()
     llm = make_model(policy, model, base_url, api_key, config)
+    device = resolve_backend(device).device if device or not resume else None  # checked before out is touched
     resumed = _prepare_out(task, out, resume, force)
+    device = device or resolve_backend(resumed.header.get("device") if resumed else None).device
 
     user = tool_user() if config.run.isolation else None
     workspace, fresh = _workspace(task, out, device, user)
