@@ -115,3 +115,12 @@ def test_text_protocol_sends_plain_chat(fast_config):
     assert '"name": "read_file"' in sent["messages"][0]["content"]        # the schemas, in the prompt
     assert '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}' in sent["messages"][2]["content"]
     assert sent["messages"][3]["content"] == "<tool_response>\nmodel.py\n</tool_response>"
+
+
+def test_the_text_protocol_is_chosen_by_config(fast_config):
+    from cuda_agent.agent.run import make_model
+
+    model = make_model(model="m", base_url="http://h:1/v1", config=override(fast_config, model={"protocol": "text"}))
+    assert isinstance(model, TextProtocolModel) and model.name == "m"
+    with pytest.raises(ValueError, match="use 'native' or 'text'"):
+        make_model(model="m", base_url="http://h:1/v1", config=override(fast_config, model={"protocol": "xml"}))
