@@ -6,7 +6,11 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Attach each package's commands; a package that is not importable yet is skipped."""
+    """Attach each package's commands (imported here so `cli.py` stays thin)."""
     from cuda_agent.harness import commands as harness_commands
 
     harness_commands.register(app)
+    from cuda_agent.agent.cli import demo_command, optimize_command
+
+    app.command("optimize")(optimize_command)
+    app.command("demo")(demo_command)
