@@ -1,0 +1,8 @@
+"""Benchmarking: evaluate solutions (or the agent) over many tasks, resumably and in parallel over
+the GPUs, and report KernelBench's metrics and each task's distance to the speed of light.
+
+- `run_bench` (run.py): the loop and results.jsonl; `pool.py`: one worker per GPU.
+- `metrics.py`: every metric, defined once. `roofline.py` + `peaks.py`: speed-of-light times.
+- `solutions.py`: where a task's solution is found. `report.py` (+ tables.py, plots.py): the report.
+- `baselines` (baselines.py): eager / torch.compile timing tables. `cli.py`: the commands.
+"""

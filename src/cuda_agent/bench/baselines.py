@@ -1,0 +1,203 @@
+"""Baseline tables: eager and torch.compile times (with spread), speed-of-light time and fractions,
+and the ratio to published reference timings, per task.
+
+Resumable: one JSONL line per timed task, appended as it finishes; running the command again
+times only the tasks not yet in the file (`max_seconds` lets a time-limited session stop cleanly).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from cuda_agent.bench import metrics
+from cuda_agent.bench.journal import Journal, latest_by, read_rows
+from cuda_agent.bench.run import roofline_for
+from cuda_agent.bench.tables import ms, pct, times
+from cuda_agent.harness.config import EvalConfig
+from cuda_agent.harness.result import TimingStats
+from cuda_agent.tasks import Task
+
+BaselineTimer = Callable[[Task, EvalConfig], tuple[TimingStats, TimingStats]]
+
+
+def harness_time_baselines(task: Task, config: EvalConfig) -> tuple[TimingStats, TimingStats]:
+    """Eager and torch.compile timings of `task`, measured the way the harness measures them.
+
+    Adapter: `harness.timing.time_baselines(task, config)` when the harness has it; until then the
+    same measurement from the harness's public pieces, read from and written to its baseline cache
+    (so later evaluations reuse these numbers)."""
+    from cuda_agent.harness import timing
+
+    fn = getattr(timing, "time_baselines", None)
+    return fn(task, config) if fn is not None else _time_with_harness_pieces(task, config)
+
+
+def _time_with_harness_pieces(task: Task, config: EvalConfig) -> tuple[TimingStats, TimingStats]:
+    import random
+
+    from cuda_agent.harness import baselines as cache
+    from cuda_agent.harness.backend import resolve_backend
+    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source
+    from cuda_agent.harness.timing import TimingPlan, time_callable
+
+    device = resolve_backend(config.device).device
+    plan = {"min_runs": config.min_timing_runs, "max_runs": config.max_timing_runs,
+            "budget_s": config.timing_budget_s}
+    key = cache.cache_key(task.code, device, plan)
+    cached = cache.load(key) if config.use_baseline_cache else None
+    if cached is not None:
+        return cached
+    dev = torch.device(device)
+
+    def measure() -> tuple[TimingStats, TimingStats]:
+        module = module_from_source(task.code, "reference", f"{task.name}.py")
+        model = make_model(module.Model, module, random.getrandbits(31), dev)
+        sets = [make_inputs(module, random.getrandbits(31), dev) for _ in range(2)]
+        eager, _, _ = time_callable(model, sets, dev, TimingPlan(**plan))
+        compiled, _, _ = time_callable(torch.compile(model), sets, dev, TimingPlan(**plan))
+        return eager, compiled
+
+    try:
+        eager, compiled = measure()
+    finally:  # free this task's memory and compiled graphs before the next one
+        torch._dynamo.reset()
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    cache.store(key, eager, compiled, {"task": task.name, "device_name": cache.device_name(device)})
+    return eager, compiled
+
+
+def published_times(path: str | Path | None) -> dict[tuple[int, str], float]:
+    """Mean milliseconds per (level, task name) from a KernelBench timing JSON
+    (`{"level1": {"1_Square_matrix_multiplication_.py": {"mean": ...}}}`)."""
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read published timings ({e}); give a KernelBench timing JSON "
+                         "such as results/timing/H100_Modal/baseline_time_torch.json") from None
+    out = {}
+    for level_key, tasks in data.items():
+        if level_key.startswith("level") and isinstance(tasks, dict):
+            for name, stats in tasks.items():
+                if isinstance(stats, dict) and stats.get("mean") is not None:
+                    out[(int(level_key[5:]), name.removesuffix(".py"))] = float(stats["mean"])
+    return out
+
+
+@dataclass
+class BaselinesRun:
+    path: Path
+    selected: int
+    timed: int
+    failed: int
+    stopped_early: bool
+
+
+def baselines(tasks: list[Task], device: str, out_path: str | Path, *, config: EvalConfig | None = None,
+              timer: BaselineTimer = harness_time_baselines, published: dict[tuple[int, str], float] | None = None,
+              max_seconds: float | None = None, retry_errors: bool = False, roofline: bool = True,
+              on_row: Callable[[dict[str, Any]], None] | None = None) -> BaselinesRun:
+    """Time eager and torch.compile for every task not yet in `out_path` (JSONL), appending a line each."""
+    out_path = Path(out_path)
+    config = config or EvalConfig(device=device)
+    published = published or {}
+    done = {name for name, r in latest_by(read_rows(out_path), "task").items()
+            if not (retry_errors and r.get("error"))}
+    pending = [t for t in tasks if t.name not in done]
+    run = BaselinesRun(out_path, len(tasks), 0, 0, False)
+    deadline = time.monotonic() + max_seconds if max_seconds else None
+    with Journal(out_path) as journal:
+        for task in pending:
+            if deadline and time.monotonic() > deadline:
+                run.stopped_early = True
+                break
+            row = baseline_row(task, device, config, timer, published, roofline)
+            journal.append(row)
+            run.timed += 1
+            run.failed += bool(row.get("error"))
+            if on_row:
+                on_row(row)
+    return run
+
+
+def baseline_row(task: Task, device: str, config: EvalConfig, timer: BaselineTimer,
+                 published: dict[tuple[int, str], float], roofline: bool = True) -> dict[str, Any]:
+    row: dict[str, Any] = {"task": task.name, "level": task.level, "problem_id": task.problem_id,
+                           "task_sha256": task.sha256, "device": device, "torch": torch.__version__,
+                           "eager": None, "compile": None}
+    t0 = time.perf_counter()
+    try:
+        eager, compiled = timer(task, config)
+        row.update(eager=asdict(eager), compile=asdict(compiled))
+    except Exception as e:
+        row["error"] = f"{type(e).__name__}: {e}"[:500]
+    row["seconds"] = time.perf_counter() - t0
+    if roofline:
+        row["roofline"] = roofline_for(task, device)
+    if task.level is not None and (task.level, task.name) in published:
+        row["published_eager_ms"] = published[(task.level, task.name)]
+    return row
+
+
+def _spread(stats: dict[str, Any] | None) -> str:
+    if not stats:
+        return "–"
+    return f"{ms(stats['median_ms'])} ±{ms(stats.get('iqr_ms'))}"
+
+
+def baselines_markdown(rows: list[dict[str, Any]], title: str = "Baselines") -> str:
+    """The baseline table: per task eager and compile medians with IQR, SOL time and fractions,
+    and our eager median over the published eager mean; one summary line per level first."""
+    rows = sorted(rows, key=lambda r: (r.get("level") or 0, r.get("problem_id") or 0, r["task"]))
+    roof_dev = next((r["roofline"]["device"] for r in rows if (r.get("roofline") or {}).get("device")), "?")
+    lines = [f"# {title}", "", f"Device: {roof_dev}; torch {rows[0]['torch'] if rows else '?'}. Times: median "
+             "± interquartile range, ms. SOL: speed-of-light time from measured peaks. 'vs published': our "
+             "eager median / the published eager mean (a different PyTorch, no L2 flush, wall clock).", "",
+             "| level | tasks | timed | compile faster | geomean eager/compile | median SOL% eager | "
+             "median SOL% compile | geomean vs published |", "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    levels = sorted({r.get("level") for r in rows}, key=lambda v: (v is None, v or 0))
+    for level in levels:
+        group = [r for r in rows if r.get("level") == level]
+        timed = [r for r in group if r.get("eager") and r.get("compile")]
+        ratio = metrics.geomean(r["eager"]["median_ms"] / r["compile"]["median_ms"] for r in timed)
+        faster = sum(r["compile"]["median_ms"] < r["eager"]["median_ms"] for r in timed)
+        vs_pub = metrics.geomean(r["eager"]["median_ms"] / r["published_eager_ms"] for r in timed
+                                 if r.get("published_eager_ms"))
+        lines.append(f"| {level} | {len(group)} | {len(timed)} | {faster} | {times(ratio)} | "
+                     f"{pct(metrics.median_sol_fraction(group, 'eager'))} | "
+                     f"{pct(metrics.median_sol_fraction(group, 'compile'))} | {times(vs_pub)} |")
+    lines += ["", "| level | id | task | eager ms | compile ms | eager/compile | SOL ms | bound | SOL% eager | "
+              "SOL% compile | published eager ms | vs published | error |",
+              "|--:|--:|---|--:|--:|--:|--:|---|--:|--:|--:|--:|---|"]
+    for r in rows:
+        roof = r.get("roofline") or {}
+        e, c = r.get("eager"), r.get("compile")
+        ratio = e["median_ms"] / c["median_ms"] if e and c else None
+        pub = r.get("published_eager_ms")
+        vs_pub = e["median_ms"] / pub if e and pub else None
+        err = (r.get("error") or roof.get("error") or "").replace("|", "\\|")[:80]
+        lines.append(f"| {r.get('level') or ''} | {r.get('problem_id') or ''} | {r['task']} | {_spread(e)} | "
+                     f"{_spread(c)} | {times(ratio)} | {ms(roof.get('sol_ms'))} | {roof.get('bound', '–')} | "
+                     f"{pct(metrics.sol_fraction(r, 'eager'))} | {pct(metrics.sol_fraction(r, 'compile'))} | "
+                     f"{ms(pub)} | {times(vs_pub)} | {err} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_baselines_table(jsonl_path: str | Path, tasks: list[Task] | None = None) -> Path:
+    """Render `jsonl_path` (only `tasks`, if given) as Markdown beside it; returns the .md path."""
+    jsonl_path = Path(jsonl_path)
+    rows = list(latest_by(read_rows(jsonl_path), "task").values())
+    if tasks is not None:
+        names = {t.name for t in tasks}
+        rows = [r for r in rows if r["task"] in names]
+    md = jsonl_path.with_suffix(".md")
+    md.write_text(baselines_markdown(rows, f"Baselines ({jsonl_path.name})"))
+    return md

@@ -1,0 +1,77 @@
+"""Baseline tables: resumable across runs, published figures matched by level and name, and the
+timer adapter measuring a real task on the CPU."""
+
+from __future__ import annotations
+
+import json
+
+from cuda_agent.bench.baselines import (baselines, baselines_markdown, harness_time_baselines, published_times,
+                                        write_baselines_table)
+from cuda_agent.bench.journal import read_rows
+from cuda_agent.harness.config import EvalConfig
+from cuda_agent.harness.result import TimingStats
+
+from .synthetic import relu_tasks
+
+
+def fake_timer(calls: list[str]):
+    def timer(task, config):
+        calls.append(task.name)
+        if task.problem_id == 3:
+            raise RuntimeError("CUDA out of memory")
+        return TimingStats(2.0, 2.0, 1.9, 2.2, 0.1, 0.1, 50), TimingStats(1.0, 1.0, 0.9, 1.1, 0.05, 0.04, 50)
+    return timer
+
+
+def test_resumes_and_retries_errors_only_when_asked(tmp_path):
+    tasks, out, calls = relu_tasks(4), tmp_path / "baselines.jsonl", []
+    first = baselines(tasks[:2], "cpu", out, timer=fake_timer(calls), roofline=False)
+    assert (first.timed, calls) == (2, [tasks[0].name, tasks[1].name])
+    second = baselines(tasks, "cpu", out, timer=fake_timer(calls), roofline=False)
+    assert (second.timed, second.failed) == (2, 1)
+    assert calls[2:] == [tasks[2].name, tasks[3].name]
+    baselines(tasks, "cpu", out, timer=fake_timer(calls), roofline=False)
+    assert len(calls) == 4                                         # nothing left to do
+    baselines(tasks, "cpu", out, timer=fake_timer(calls), roofline=False, retry_errors=True)
+    assert calls[4:] == [tasks[2].name]
+    rows = read_rows(out)
+    assert "out of memory" in rows[2]["error"]
+
+
+def test_max_seconds_stops_before_the_next_task(tmp_path):
+    run = baselines(relu_tasks(3), "cpu", tmp_path / "b.jsonl", timer=fake_timer([]), roofline=False,
+                    max_seconds=1e-9)
+    assert run.stopped_early and run.timed == 0
+
+
+def test_published_figures_match_by_level_and_name(tmp_path):
+    path = tmp_path / "published.json"
+    path.write_text(json.dumps({"level1": {"1_Relu_1.py": {"mean": 4.0, "std": 0.1}},
+                                "level2": {"1_Relu_1.py": {"mean": 9.0}}}))
+    published = published_times(path)
+    assert published == {(1, "1_Relu_1"): 4.0, (2, "1_Relu_1"): 9.0}
+    out = tmp_path / "b.jsonl"
+    baselines(relu_tasks(2), "cpu", out, timer=fake_timer([]), published=published, roofline=False)
+    md = write_baselines_table(out).read_text()
+    line = next(l for l in md.splitlines() if "| 1_Relu_1 |" in l)
+    assert "2.00 ±0.100" in line and "1.00 ±0.040" in line      # eager and compile median ± IQR
+    assert "| 2.00x |" in line                                   # eager / compile
+    assert "| 4.00 | 0.50x |" in line                            # published eager, ours / published
+
+
+def test_table_has_sol_columns(tmp_path):
+    out = tmp_path / "b.jsonl"
+    baselines(relu_tasks(1), "cpu", out, timer=fake_timer([]))
+    row = read_rows(out)[0]
+    assert row["roofline"]["sol_ms"] > 0
+    md = baselines_markdown(read_rows(out))
+    assert f"{row['roofline']['sol_ms'] / 2.0:.1%}" in md      # SOL fraction of the 2 ms eager time
+
+
+def test_harness_timer_times_a_real_task_on_cpu():
+    task = relu_tasks(1)[0]
+    config = EvalConfig(device="cpu", min_timing_runs=3, max_timing_runs=5, timing_budget_s=0.05)
+    eager, compiled = harness_time_baselines(task, config)
+    assert eager.runs >= 3 and compiled.runs >= 3
+    assert eager.median_ms > 0 and compiled.median_ms > 0
+    assert harness_time_baselines(task, config) == (eager, compiled)    # the harness's baseline cache
