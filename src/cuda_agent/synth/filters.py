@@ -1,0 +1,124 @@
+"""The filters a composed task must pass, each a small function with a version string.
+
+Static filters (source only) run in the parent, before anything executes: parse + KernelBench
+form, no stochastic operators, not a near-copy of a KernelBench task, not a duplicate. The execution
+filters (eager, deterministic, stochastic, degenerate, window, compile) run in the child worker
+(worker.py); their verdicts come back as `Outcome`s. The versions are written into every dataset
+row, so a dataset says which rules it was built under.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+
+from cuda_agent.synth.seeds import STOCHASTIC_NAMES
+from cuda_agent.tasks.task import TaskError
+from cuda_agent.tasks.validate import validate_source
+
+# The order in which a candidate meets them (and the rows of the summary's funnel).
+FILTER_VERSIONS: dict[str, str] = {
+    "compose": "1",        # the composer produced a program / a parseable reply
+    "format": "1",         # class Model, get_inputs, get_init_inputs; parses
+    "stochastic": "1",     # no random ops in the source, and the same inputs give the same output
+    "kernelbench": "1",    # normalized-AST similarity to every KernelBench task below the threshold
+    "duplicate": "1",      # no other accepted task with the same normalized source
+    "eager": "1",          # builds and runs in eager mode in the child
+    "deterministic": "1",  # two runs from the same seed agree bit for bit
+    "degenerate": "1",     # outputs finite, not all zero, not constant, with variance
+    "window": "1",         # eager time in the window (after the size search)
+    "compile": "1",        # runs under torch.compile and matches eager within tolerance
+}
+FILTERS = tuple(FILTER_VERSIONS)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One candidate's fate: passed every filter (`filter` == "accepted") or the first it failed."""
+    filter: str
+    reason: str = ""
+
+    @property
+    def accepted(self) -> bool:
+        return self.filter == "accepted"
+
+
+ACCEPTED = Outcome("accepted")
+
+
+def check_format(code: str, name: str) -> Outcome | None:
+    try:
+        validate_source(code, name)
+    except TaskError as e:
+        return Outcome("format", e.problem)
+    return None
+
+
+def check_stochastic_source(code: str) -> Outcome | None:
+    """A random op named anywhere in the source (dropout, rand*, bernoulli...) outside get_inputs."""
+    tree = ast.parse(code)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "get_inputs":
+            continue  # inputs are drawn at random by design
+        for sub in ast.walk(node):
+            word = sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else None
+            if word and any(s in word.lower() for s in STOCHASTIC_NAMES):
+                return Outcome("stochastic", f"uses {word} (line {sub.lineno}); tasks must be deterministic")
+    return None
+
+
+def degenerate_reason(stats: list[dict]) -> str | None:
+    """Why outputs are useless for timing a kernel, from per-output stats computed in the child:
+    {"finite": bool, "nonzero": fraction, "std": float, "absmax": float}."""
+    for i, s in enumerate(stats):
+        tag = f"output {i}" if len(stats) > 1 else "output"
+        if not s["finite"]:
+            return f"{tag} has inf or NaN"
+        if s["nonzero"] == 0.0:
+            return f"{tag} is all zero"
+        if not s["std"] > 1e-6 * max(1.0, s["absmax"]):
+            return f"{tag} is constant (std {s['std']:.2e})"
+        if s["nonzero"] < 0.01:
+            return f"{tag} is {100 * (1 - s['nonzero']):.1f}% zeros"
+    return None
+
+
+@dataclass(frozen=True)
+class Window:
+    """Eager runtime bounds in ms: [1, 100] on the GPU as in the paper; scaled for the CPU backend."""
+    low_ms: float
+    high_ms: float
+
+    @property
+    def target_ms(self) -> float:
+        """Where the size search aims: the geometric middle, the farthest from both edges."""
+        return math.sqrt(self.low_ms * self.high_ms)
+
+    def contains(self, ms: float) -> bool:
+        return self.low_ms <= ms <= self.high_ms
+
+    @classmethod
+    def for_device(cls, device: str) -> "Window":
+        return cls(1.0, 100.0) if device == "cuda" else cls(0.05, 50.0)
+
+    @classmethod
+    def parse(cls, text: str) -> "Window":
+        """`LOW,HIGH` in ms, e.g. `1,100`."""
+        try:
+            low, high = (float(v) for v in text.split(","))
+        except ValueError:
+            raise ValueError(f"--window {text!r}: give LOW,HIGH in milliseconds, e.g. 1,100") from None
+        if not 0 < low < high:
+            raise ValueError(f"--window {text!r}: need 0 < LOW < HIGH")
+        return cls(low, high)
+
+
+def scaled_batch(batch: int, measured_ms: float, window: Window, max_batch: int) -> int | None:
+    """The batch size that should land the eager time at the window's target (time ~ batch), or
+    None when no batch in [2, max_batch] gets there."""
+    want = round(batch * window.target_ms / max(measured_ms, 1e-6))
+    new = min(max(want, 2), max_batch)
+    if new == batch:
+        return None
+    return new

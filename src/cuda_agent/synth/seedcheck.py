@@ -1,0 +1,93 @@
+"""Checking the seed catalog: each seed runs once, alone, on small inputs, in the worker child (a
+seed that crashes the process is contained and marked failed). Seeds for `any` layout must keep the
+shape, because the composer treats them as shape-preserving."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from cuda_agent.synth.compose import _DIM_NAMES, _feature_dim, Line, Program, emit
+from cuda_agent.synth.execute import Executor
+from cuda_agent.synth.seeds import SMALL_SHAPES, Catalog, Seed, crawl_catalog, group_size, render
+
+CHECK_FEATURES_OUT = 12
+
+
+def single_seed_program(seed: Seed) -> Program:
+    """A one-op task for `seed` on the small shape of its layout (NCHW for `any`)."""
+    layout = "NCHW" if seed.layout == "any" else seed.layout
+    dims = SMALL_SHAPES[layout]
+    feat_name = _DIM_NAMES[layout][_feature_dim(layout)]
+    c = dims[_feature_dim(layout)]
+    params = [(feat_name, c)]
+    values: dict[str, object] = {"c": feat_name, "heads": group_size(c), "groups": group_size(c), "x": "x"}
+    if seed.changes_features:
+        params.append(("out_features", CHECK_FEATURES_OUT))
+        values["c_out"] = "out_features"
+    attr = "op" if seed.ctor else None
+    values["m"] = "self.op"
+    line = Line("x", render(seed.call, values), seed.name, attr, render(seed.ctor, values) if seed.ctor else None)
+    return Program(layout, dims, tuple(params), (line,), seed.imports)
+
+
+def check_seed(executor: Executor, seed: Seed, device: str) -> tuple[bool, str]:
+    program = single_seed_program(seed)
+    reply = executor.request({"op": "probe", "code": emit(program), "device": device}, timeout_s=120)
+    if not reply.get("ok"):
+        return False, str(reply.get("reason", "failed"))[:200]
+    if seed.layout == "any" and reply["shapes"] != [list(program.dims)]:
+        return False, f"changes the shape {list(program.dims)} -> {reply['shapes'][0]}; `any` seeds must keep it"
+    return True, ""
+
+
+def check_catalog(catalog: Catalog, device: str, workdir: Path,
+                  progress: Callable[[Seed, bool], None] | None = None) -> Catalog:
+    """Every seed run once in a child on `device`; failures are kept, marked `checked=False`."""
+    executor = Executor(workdir)
+    results = {}
+    try:
+        for seed in catalog.seeds:
+            ok, why = check_seed(executor, seed, device)
+            results[seed.name] = (ok, why)
+            if progress:
+                progress(seed, ok)
+    finally:
+        executor.clean()
+    return catalog.with_check(results)
+
+
+def save_catalog(catalog: Catalog, path: Path, device: str) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"torch": torch.__version__, "device": device, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "seeds": [s.to_dict() for s in catalog.seeds]}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
+
+
+def load_catalog(path: Path) -> Catalog:
+    data = json.loads(path.read_text())
+    return Catalog([Seed.from_dict(d) for d in data["seeds"]])
+
+
+def build_catalog(device: str, workdir: Path, cache: Path | None = None, check: bool = True,
+                  progress: Callable[[Seed, bool], None] | None = None) -> Catalog:
+    """The crawled catalog, checked on `device`; read from `cache` when it was checked there with
+    this torch version (delete the file to re-check)."""
+    import torch
+
+    if cache is not None and cache.exists():
+        data = json.loads(cache.read_text())
+        if data.get("torch") == torch.__version__ and data.get("device") == device:
+            return load_catalog(cache)
+    catalog = Catalog(crawl_catalog())
+    if check:
+        catalog = check_catalog(catalog, device, workdir, progress)
+    if cache is not None:
+        save_catalog(catalog, cache, device)
+    return catalog

@@ -1,0 +1,158 @@
+"""The synth worker: the child process where a candidate's code runs (a hang or a crash there only
+rejects the candidate). It speaks JSON lines through harness.sandbox:
+
+  {"op": "probe", "code", "device"}            -> build and run once (seed checks): output shapes
+  {"op": "eager", "code", "device", "plan"}     -> eager, deterministic, stochastic, degenerate, time
+  {"op": "compile", "plan", "atol", "rtol"}     -> torch.compile the last eager model, compare, time
+  {"op": "quit"}
+
+Every reply carries `seconds` per stage, so the benchmark can say where the time goes.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+
+MODEL_SEED = 1234
+INPUT_SEED = 42
+
+
+def _short(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+
+
+class Worker:
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+        self.state: dict = {}
+
+    def _sync(self, device) -> None:
+        if device.type == "cuda":
+            self.torch.cuda.synchronize(device)
+
+    def _build(self, code: str, device):
+        from cuda_agent.harness.modules import make_inputs, make_model, module_from_source
+
+        module = module_from_source(code, "candidate", "candidate.py")
+        model = make_model(module.Model, module, MODEL_SEED, device)
+        return module, model, make_inputs(module, INPUT_SEED, device)
+
+    def _run(self, model, inputs) -> list:
+        with self.torch.no_grad():
+            out = model(*inputs)
+        items = list(out) if isinstance(out, (tuple, list)) else [out]
+        if not items or any(type(o) is not self.torch.Tensor or not o.is_floating_point() for o in items):
+            raise TypeError("forward() must return floating-point torch.Tensor(s)")
+        return [o.detach().clone() for o in items]
+
+    def probe(self, msg: dict) -> dict:
+        device = self.torch.device(msg["device"])
+        try:
+            _, model, inputs = self._build(msg["code"], device)
+            outs = self._run(model, inputs)
+            self._sync(device)
+        except Exception as e:
+            return {"ok": False, "reason": _short(e)}
+        return {"ok": True, "shapes": [list(o.shape) for o in outs], "in_shapes":
+                [list(x.shape) for x in inputs if isinstance(x, self.torch.Tensor)],
+                "dtypes": [str(o.dtype) for o in outs]}
+
+    def eager(self, msg: dict) -> dict:
+        from cuda_agent.harness.timing import TimingPlan, time_callable
+
+        torch = self.torch
+        device = torch.device(msg["device"])
+        seconds: dict[str, float] = {}
+        t = time.perf_counter()
+        try:
+            _, model, inputs = self._build(msg["code"], device)
+            first = self._run(model, inputs)
+            self._sync(device)
+        except Exception as e:
+            return {"ok": False, "filter": "eager", "reason": _short(e)}
+        seconds["eager_run"] = time.perf_counter() - t
+        # Determinism: a fresh model and fresh inputs from the same seeds give the same bits.
+        _, model2, inputs2 = self._build(msg["code"], device)
+        second = self._run(model2, inputs2)
+        if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(first, second)):
+            return {"ok": False, "filter": "deterministic", "reason": "two runs from the same seed differ",
+                    "seconds": seconds}
+        # Stochastic ops: the same model and inputs under another global RNG state.
+        torch.manual_seed(987654321)
+        third = self._run(model2, inputs2)
+        if any(not torch.equal(a, b) for a, b in zip(second, third)):
+            return {"ok": False, "filter": "stochastic", "reason": "output depends on the global RNG state",
+                    "seconds": seconds}
+        from cuda_agent.synth.filters import degenerate_reason
+
+        why = degenerate_reason([_stats(o) for o in first])
+        if why:
+            return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}
+        t = time.perf_counter()
+        sets = [inputs, [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs2]]
+        stats, _, _ = time_callable(model, sets, device, TimingPlan(**msg["plan"]))
+        seconds["eager_timing"] = time.perf_counter() - t
+        self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "sets": sets}
+        return {"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
+                "seconds": seconds}
+
+    def compile(self, msg: dict) -> dict:
+        from cuda_agent.harness.timing import TimingPlan, time_callable
+
+        torch = self.torch
+        st = self.state
+        seconds: dict[str, float] = {}
+        t = time.perf_counter()
+        try:
+            torch._dynamo.reset()
+            compiled = torch.compile(st["model"])
+            got = self._run(compiled, st["inputs"])
+            self._sync(st["device"])
+        except Exception as e:
+            return {"ok": False, "filter": "compile", "reason": _short(e), "seconds": seconds}
+        seconds["compile"] = time.perf_counter() - t
+        for i, (e, a) in enumerate(zip(st["expected"], got)):
+            if e.shape != a.shape or not torch.allclose(e.float(), a.float(), atol=msg["atol"], rtol=msg["rtol"]):
+                err = (e.float() - a.float()).abs().max().item() if e.shape == a.shape else float("nan")
+                return {"ok": False, "filter": "compile", "seconds": seconds,
+                        "reason": f"output {i} differs from eager under torch.compile (max abs error {err:.3g})"}
+        t = time.perf_counter()
+        stats, _, _ = time_callable(compiled, st["sets"], st["device"], TimingPlan(**msg["plan"]))
+        seconds["compile_timing"] = time.perf_counter() - t
+        return {"ok": True, "compile_ms": stats.median_ms, "seconds": seconds}
+
+
+def _stats(t) -> dict:
+    import torch
+
+    f = t.detach().float()
+    finite = bool(torch.isfinite(f).all())
+    return {"finite": finite, "nonzero": float((f != 0).float().mean()) if f.numel() else 0.0,
+            "std": float(f.std()) if finite and f.numel() > 1 else 0.0,
+            "absmax": float(f.abs().max()) if finite and f.numel() else 0.0}
+
+
+def main(fd_in: int, fd_out: int) -> None:
+    from cuda_agent.harness.sandbox import ChildChannel
+
+    channel = ChildChannel(fd_in, fd_out)
+    t = time.perf_counter()
+    worker = Worker()
+    channel.send({"ready": True, "seconds": {"start": time.perf_counter() - t}})
+    while (msg := channel.recv()) is not None:
+        op = msg.get("op")
+        if op == "quit":
+            return
+        try:
+            reply = getattr(worker, op)(msg)
+        except Exception as e:  # the candidate broke something we did not foresee: a rejection
+            reply = {"ok": False, "filter": "eager", "reason": _short(e), "trace": traceback.format_exc()[-1500:]}
+        channel.send(reply)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))
