@@ -34,6 +34,7 @@ def _draw_dims(layout: str, rng: random.Random) -> tuple[int, ...]:
     if layout in ("NCHW", "NCDHW"):
         dims.append(dims[-1])
     return tuple(dims)
+_SPATIAL = {"NF": (), "NCL": (2,), "NCHW": (2, 3), "NCDHW": (2, 3, 4), "BTD": (1,)}
 _OP_COUNTS = (1, 2, 3, 4, 5)
 _OP_WEIGHTS = (1, 3, 4, 3, 2)
 MAX_FEATURES = {"NF": 4096, "BTD": 1024, "NCL": 256, "NCHW": 128, "NCDHW": 64}
@@ -68,6 +69,21 @@ class Program:
 
     def with_batch(self, batch: int) -> "Program":
         return replace(self, dims=(batch, *self.dims[1:]))
+
+    def with_spatial(self, factor: float) -> "Program":
+        """Every spatial size (length, height, width, depth, tokens) times `factor`**(1/k), k of them,
+        as a multiple of 4 in [8, 4096]: the size search's second knob once the batch is at its limit."""
+        idx = _SPATIAL[self.layout]
+        if not idx:
+            return self
+        step = factor ** (1 / len(idx))
+        dims = list(self.dims)
+        for i in idx:
+            dims[i] = int(min(4096, max(8, round(dims[i] * step / 4) * 4)))
+        ratio = 1.0
+        for i in idx:
+            ratio *= dims[i] / self.dims[i]
+        return replace(self, dims=tuple(dims), elems_per_sample=int(self.elems_per_sample * ratio))
 
     def source(self) -> str:
         return emit(self)

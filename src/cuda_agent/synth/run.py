@@ -1,0 +1,252 @@
+"""The synth run: compose candidates, filter them, write the dataset. Resumable and parallel.
+
+State lives beside the dataset in `<DATASET>.synth/`: `config.json`, `seeds.json` (the checked
+catalog, fixed for the run so a resume draws the same candidates) and `candidates.jsonl`, one line
+per finished candidate (accepted ones carry their code), appended and fsynced. A killed run loses
+only the candidates in flight: they have no line, so a resume redoes them, and candidate `i` is
+drawn from (run seed, i) alone, so it is the same candidate. One worker thread per GPU (or
+`workers` on CPU), each with its own warm child process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from cuda_agent.synth.compose import Candidate, ComposeError
+from cuda_agent.synth.execute import Executor, Limits
+from cuda_agent.synth.filters import (ACCEPTED, FILTER_VERSIONS, Outcome, Window, check_format,
+                                      check_stochastic_source, scaled_batch)
+from cuda_agent.synth.similarity import ReferenceIndex, fingerprint
+
+
+@dataclass
+class SynthConfig:
+    out: Path
+    count: int = 100
+    composer: str = "program"          # program | llm
+    device: str = "cuda"
+    seed: int = 0
+    window: Window | None = None       # None: the device's default
+    similarity_threshold: float = 0.7
+    kernelbench: Path | None = None    # KernelBench JSONL; None: similarity not checked
+    workers: int | None = None         # None: one per visible GPU (1 on CPU)
+    max_candidates: int | None = None  # None: 50 per wanted task
+    max_rescales: int = 2
+    memory_budget_bytes: int = 8 << 30  # the size search keeps inputs + intermediates below this
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    timing: dict = field(default_factory=lambda: {"min_runs": 10, "max_runs": 100, "budget_s": 0.3,
+                                                  "warmup_s": 0.05, "min_warmup": 2})
+    limits: Limits = field(default_factory=Limits)
+    jsonl: bool = False                # also (or, for a .jsonl OUT, only) write JSONL
+
+    @property
+    def state_dir(self) -> Path:
+        return self.out.parent / f"{self.out.stem}.synth"
+
+    def resolved_window(self) -> Window:
+        return self.window or Window.for_device(self.device)
+
+
+class Journal:
+    """candidates.jsonl: one fsynced line per finished candidate; the run's only source of truth."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.records: dict[int, dict] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the line a kill cut short: that candidate is redone
+                self.records[rec["index"]] = rec
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.read_bytes()[-1:] not in (b"", b"\n"):
+            with path.open("a") as f:  # end the cut line so the next record starts on its own
+                f.write("\n")
+
+    def append(self, rec: dict) -> None:
+        line = json.dumps(rec) + "\n"
+        with self.lock:
+            with self.path.open("a") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            self.records[rec["index"]] = rec
+
+    def accepted(self) -> list[dict]:
+        return sorted((r for r in self.records.values() if r["filter"] == "accepted"), key=lambda r: r["index"])
+
+
+class Run:
+    """One synth run; `run()` returns when `count` tasks are accepted or candidates run out."""
+
+    def __init__(self, config: SynthConfig, composer, on_record: Callable[[dict], None] | None = None):
+        self.config = config
+        self.composer = composer
+        self.window = config.resolved_window()
+        self.references = ReferenceIndex.from_jsonl(config.kernelbench) if config.kernelbench else None
+        self.journal = Journal(config.state_dir / "candidates.jsonl")
+        self.on_record = on_record or (lambda rec: None)
+        self.lock = threading.Lock()
+        self.fingerprints = {r["fingerprint"] for r in self.journal.accepted()}
+        self.next_index = 0
+        self.stop = threading.Event()
+
+    def _claim(self) -> int | None:
+        cfg = self.config
+        limit = cfg.max_candidates if cfg.max_candidates is not None else 50 * cfg.count
+        with self.lock:
+            while self.next_index in self.journal.records:
+                self.next_index += 1
+            if self.stop.is_set() or len(self.journal.accepted()) >= cfg.count or self.next_index >= limit:
+                return None
+            index, self.next_index = self.next_index, self.next_index + 1
+            return index
+
+    def run(self) -> list[dict]:
+        gpus: list[int | None] = list(_visible_gpus()) if self.config.device == "cuda" else [None]
+        if self.config.workers:  # more workers than GPUs share them round-robin
+            gpus = [gpus[i % len(gpus)] for i in range(self.config.workers)]
+        threads = [threading.Thread(target=self._work, args=(i, gpu), daemon=True) for i, gpu in enumerate(gpus)]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.5)
+        except KeyboardInterrupt:
+            self.stop.set()
+            raise
+        return self.journal.accepted()[: self.config.count]
+
+    def _work(self, worker: int, gpu: int | None) -> None:
+        executor = Executor(self.config.state_dir / "work" / f"w{worker}", gpu, self.config.limits)
+        try:
+            while (index := self._claim()) is not None:
+                rec = self.evaluate(index, executor)
+                rec["worker"] = worker
+                self.journal.append(rec)
+                self.on_record(rec)
+        finally:
+            executor.close()
+
+    def evaluate(self, index: int, executor: Executor) -> dict:
+        """One candidate through every filter; the record says which one stopped it, or accepted."""
+        t0 = time.perf_counter()
+        rec: dict = {"index": index, "composer": self.config.composer, "seconds": {}}
+        try:
+            cand = self.composer.compose(index)
+        except ComposeError as e:
+            rec["seconds"]["compose"] = time.perf_counter() - t0
+            return {**rec, **asdict(Outcome("compose", str(e)[:300]))}
+        rec["seconds"]["compose"] = cand.compose_s or time.perf_counter() - t0
+        rec.update(name=cand.name, ops=cand.ops, categories=cand.categories, structure=cand.structure, **cand.extra)
+        outcome, fp = self._static(cand, rec)
+        if outcome is None:
+            try:
+                outcome = self._execute(cand, rec, executor)
+            finally:
+                executor.next_candidate()
+            with self.lock:
+                if outcome.accepted and fp in self.fingerprints:
+                    outcome = Outcome("duplicate", "the same program was accepted meanwhile")
+                elif outcome.accepted:
+                    self.fingerprints.add(fp)
+        rec.update(asdict(outcome))
+        if outcome.accepted:
+            rec.update(code=cand.code, fingerprint=fp, device=self.config.device,
+                       filter_versions=dict(FILTER_VERSIONS))
+        rec["seconds"]["total"] = time.perf_counter() - t0
+        return rec
+
+    def _static(self, cand: Candidate, rec: dict) -> tuple[Outcome | None, str]:
+        bad = check_format(cand.code, cand.name) or check_stochastic_source(cand.code)
+        if bad:
+            return bad, ""
+        if self.references is not None:
+            near = self.references.nearest(cand.code)
+            rec.update(nearest_kernelbench=near.name, kernelbench_similarity=near.score)
+            if near.score >= self.config.similarity_threshold:
+                return Outcome("kernelbench", f"{near.score:.2f} similar to {near.name}"), ""
+        fp = fingerprint(cand.code)
+        with self.lock:
+            if fp in self.fingerprints:
+                return Outcome("duplicate", "the same program (up to names and sizes) is already accepted"), fp
+        return None, fp
+
+    def _execute(self, cand: Candidate, rec: dict, executor: Executor) -> Outcome:
+        cfg = self.config
+        seconds = rec["seconds"]
+        started = executor.start_seconds
+        rec["rescales"] = 0
+        while True:
+            reply = executor.request({"op": "eager", "code": cand.code, "device": cfg.device, "plan": cfg.timing},
+                                     cfg.limits.eager_s)
+            _add(seconds, reply.get("seconds", {}))
+            if not reply.get("ok"):
+                seconds["start"] = executor.start_seconds - started
+                return Outcome(reply.get("filter", "eager"), str(reply.get("reason", ""))[:300])
+            ms = reply["eager_ms"]
+            rec["eager_ms"] = ms
+            if self.window.contains(ms):
+                break
+            resized = self._resized(cand, ms)
+            if resized is None or rec["rescales"] >= cfg.max_rescales:
+                seconds["start"] = executor.start_seconds - started
+                return Outcome("window", f"eager {ms:.3g} ms outside [{self.window.low_ms:g}, {self.window.high_ms:g}]")
+            cand.program = resized
+            cand.code = resized.source()
+            rec["rescales"] += 1
+        rec["batch"] = cand.program.batch if cand.program else None
+        reply = executor.request({"op": "compile", "plan": cfg.timing, "atol": cfg.atol, "rtol": cfg.rtol},
+                                 cfg.limits.compile_s)
+        _add(seconds, reply.get("seconds", {}))
+        seconds["start"] = executor.start_seconds - started
+        if not reply.get("ok"):
+            return Outcome("compile", str(reply.get("reason", ""))[:300])
+        rec["compile_ms"] = reply["compile_ms"]
+        rec["compile_speedup"] = round(rec["eager_ms"] / max(reply["compile_ms"], 1e-9), 4)
+        return ACCEPTED
+
+    def _resized(self, cand: Candidate, ms: float):
+        """The program at the size that should land in the window (time ~ batch x spatial size):
+        the batch first, the spatial sizes for what the batch cannot do; None when nothing moves."""
+        p = cand.program
+        if p is None:
+            return None
+        per_sample = max(p.elems_per_sample, 1) * 4
+        max_batch = max(2, min(1 << 16, self.config.memory_budget_bytes // per_sample))
+        batch = scaled_batch(p.batch, ms, self.window, max_batch) or p.batch
+        left = self.window.target_ms / max(ms, 1e-6) * p.batch / batch
+        q = p.with_batch(batch)
+        if not 0.7 < left < 1.4:
+            q = q.with_spatial(left)
+            if q.elems_per_sample * 4 * batch > self.config.memory_budget_bytes:
+                q = p.with_batch(batch)
+        return None if q.dims == p.dims else q
+
+
+def _add(total: dict, part: dict) -> None:
+    for k, v in part.items():
+        total[k] = total.get(k, 0.0) + v
+
+
+def _visible_gpus() -> list[int]:
+    """The GPU ordinals this process may use (CUDA_VISIBLE_DEVICES entries, or every device)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        if ids and all(v.isdigit() for v in ids):
+            return [int(v) for v in ids]
+    import torch
+
+    return list(range(max(1, torch.cuda.device_count())))
