@@ -66,7 +66,8 @@ def _row_line(row: dict[str, Any]) -> str:
     if row.get("speedup_vs_eager") is not None:
         speed = f"  {row['speedup_vs_eager']:.2f}x eager, {row.get('speedup_vs_compile') or 0:.2f}x compile"
     reason = "" if row.get("correct") else f"  {str(row.get('reason', ''))[:90]}"
-    return f"L{row.get('level')} {row['task']}  [{color}]reward {row.get('reward', 0):g}[/]{speed}{reason}"
+    level = f"L{row['level']} " if row.get('level') is not None else ""
+    return f"{level}{row['task']}  [{color}]reward {row.get('reward', 0):g}[/]{speed}{reason}"
 
 
 def _print_summary(summaries: list) -> None:
