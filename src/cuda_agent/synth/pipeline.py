@@ -51,7 +51,10 @@ def run_catalog(config: SynthConfig, progress: Callable | None = None) -> Catalo
     path = config.state_dir / "seeds.json"
     if path.exists():
         return load_catalog(path)
-    catalog = build_catalog(config.device, config.state_dir / "work" / "seeds", progress=progress)
+    from cuda_agent.home import subdir
+
+    catalog = build_catalog(config.device, config.state_dir / "work" / "seeds",
+                            cache=subdir("synth") / f"seeds-{config.device}.json", progress=progress)
     save_catalog(catalog, path, config.device)
     return catalog
 
