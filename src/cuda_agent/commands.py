@@ -14,3 +14,6 @@ def register(app: typer.Typer) -> None:
 
     app.command("optimize")(optimize_command)
     app.command("demo")(demo_command)
+    from cuda_agent.bench.cli import register as register_bench
+
+    register_bench(app)
