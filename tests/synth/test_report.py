@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from cuda_agent.synth.report import funnel, write_report
+
+
+def records():
+    rows = [{"index": i, "filter": "window", "reason": "eager 500 ms outside [1, 100]", "seconds": {"eager_run": 1.0}}
+            for i in range(3)]
+    rows += [{"index": 3 + i, "filter": "accepted", "ops": ["Conv2d", "ReLU"][: i + 1], "categories": ["conv"],
+              "structure": "chain", "eager_ms": 5.0 + i, "compile_ms": 4.0, "compile_speedup": (5.0 + i) / 4.0,
+              "kernelbench_similarity": 0.3, "seconds": {"compile": 10.0, "eager_run": 0.5}} for i in range(2)]
+    return rows
+
+
+def test_funnel_counts_each_filter_in_order():
+    rows = dict((f, (n, left)) for f, n, left in funnel(records()))
+    assert rows["window"] == (3, 2) and rows["compile"] == (0, 2) and rows["compose"] == (0, 5)
+
+
+def test_report_has_counts_distributions_and_plots(tmp_path):
+    recs = records()
+    path = write_report(recs, [r for r in recs if r["filter"] == "accepted"], tmp_path / "summary.md", wall_s=60)
+    text = path.read_text()
+    assert "| window | 3 | 2 |" in text and "compile speed-up" in text and "120 accepted tasks per hour" in text
+    assert (tmp_path / "synth_distributions.png").stat().st_size > 1000
+    assert (tmp_path / "synth_filters.png").exists()
