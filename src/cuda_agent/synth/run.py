@@ -189,8 +189,8 @@ class Run:
         started = executor.start_seconds
         rec["rescales"] = 0
         while True:
-            reply = executor.request({"op": "eager", "code": cand.code, "device": cfg.device, "plan": cfg.timing},
-                                     cfg.limits.eager_s)
+            reply = executor.request({"op": "eager", "code": cand.code, "device": cfg.device, "plan": cfg.timing,
+                                      **self._lock(executor)}, cfg.limits.eager_s)
             _add(seconds, reply.get("seconds", {}))
             if not reply.get("ok"):
                 seconds["start"] = executor.start_seconds - started
@@ -207,8 +207,8 @@ class Run:
             cand.code = resized.source()
             rec["rescales"] += 1
         rec["batch"] = cand.program.batch if cand.program else None
-        reply = executor.request({"op": "compile", "plan": cfg.timing, "atol": cfg.atol, "rtol": cfg.rtol},
-                                 cfg.limits.compile_s)
+        reply = executor.request({"op": "compile", "plan": cfg.timing, "atol": cfg.atol, "rtol": cfg.rtol,
+                                  **self._lock(executor)}, cfg.limits.compile_s)
         _add(seconds, reply.get("seconds", {}))
         seconds["start"] = executor.start_seconds - started
         if not reply.get("ok"):
@@ -216,6 +216,10 @@ class Run:
         rec["compile_ms"] = reply["compile_ms"]
         rec["compile_speedup"] = round(rec["eager_ms"] / max(reply["compile_ms"], 1e-9), 4)
         return ACCEPTED
+
+    def _lock(self, executor: Executor) -> dict:
+        key = f"cuda{executor.gpu}" if executor.gpu is not None else "cpu"
+        return {"lock_dir": str(self.config.state_dir / "locks"), "lock_key": key}
 
     def _resized(self, cand: Candidate, ms: float):
         """The program at the size that should land in the window (time ~ batch x spatial size):

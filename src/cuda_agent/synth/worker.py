@@ -62,8 +62,6 @@ class Worker:
                 "dtypes": [str(o.dtype) for o in outs]}
 
     def eager(self, msg: dict) -> dict:
-        from cuda_agent.harness.timing import TimingPlan, time_callable
-
         torch = self.torch
         device = torch.device(msg["device"])
         seconds: dict[str, float] = {}
@@ -94,15 +92,13 @@ class Worker:
             return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}
         t = time.perf_counter()
         sets = [inputs, [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs2]]
-        stats, _, _ = time_callable(model, sets, device, TimingPlan(**msg["plan"]))
+        stats = _timed(model, sets, device, msg)
         seconds["eager_timing"] = time.perf_counter() - t
         self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "sets": sets}
         return {"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
                 "seconds": seconds}
 
     def compile(self, msg: dict) -> dict:
-        from cuda_agent.harness.timing import TimingPlan, time_callable
-
         torch = self.torch
         st = self.state
         seconds: dict[str, float] = {}
@@ -121,9 +117,23 @@ class Worker:
                 return {"ok": False, "filter": "compile", "seconds": seconds,
                         "reason": f"output {i} differs from eager under torch.compile (max abs error {err:.3g})"}
         t = time.perf_counter()
-        stats, _, _ = time_callable(compiled, st["sets"], st["device"], TimingPlan(**msg["plan"]))
+        stats = _timed(compiled, st["sets"], st["device"], msg)
         seconds["compile_timing"] = time.perf_counter() - t
         return {"ok": True, "compile_ms": stats.median_ms, "seconds": seconds}
+
+
+def _timed(fn, sets, device, msg: dict):
+    """time_callable under the run's per-device lock: several workers may share a GPU for the
+    CPU-bound compile, but only one times on it at once."""
+    from contextlib import nullcontext
+    from pathlib import Path
+
+    from cuda_agent.harness.timing import TimingPlan, device_lock, time_callable
+
+    lock = device_lock(Path(msg["lock_dir"]), msg["lock_key"]) if msg.get("lock_dir") else nullcontext()
+    with lock:
+        stats, _, _ = time_callable(fn, sets, device, TimingPlan(**msg["plan"]))
+    return stats
 
 
 def _stats(t) -> dict:
