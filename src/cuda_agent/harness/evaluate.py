@@ -136,12 +136,15 @@ def _write_job_files(task: Task, sol: Solution, build: BuildResult | None, ex: E
     shutil.copyfile(build.module_path, so)
     (ex.public / "model_new.py").write_text(sol.model_new)
     (ex.public / "model.py").write_text(task.code)
+    # The reference worker reads its own copy: the child owns `public` and could replace the file
+    # there before the reference has read it.
+    (ex.private / "model.py").write_text(task.code)
     for p in (so, ex.public / "model_new.py", ex.public / "model.py"):
         os.chmod(p, 0o644)
     return {"device": backend.device, "policy": config.policy, "kind": sol.kind, "module_name": build.module_name,
             "module_path": str(so), "solution_path": str(ex.public / "model_new.py"),
-            "task_path": str(ex.public / "model.py"), "public": str(ex.public),
-            "state_path": str(ex.public / "state.pt"), "weights_seed": _seed()}
+            "task_path": str(ex.public / "model.py"), "reference_task_path": str(ex.private / "model.py"),
+            "public": str(ex.public), "state_path": str(ex.public / "state.pt"), "weights_seed": _seed()}
 
 
 class _Session:
@@ -170,8 +173,8 @@ class _Session:
         return reply
 
     def start(self) -> None:
-        self.ref.send(self.job)
-        self.child.send(self.job)
+        self.ref.send({**self.job, "task_path": self.job["reference_task_path"]})
+        self.child.send({k: v for k, v in self.job.items() if k != "reference_task_path"})
         try:
             self.ref.recv(900)
         except ChildFailed as e:
@@ -184,6 +187,10 @@ class _Session:
         verdict = self._ref({"op": "compare", "tag": tag, "path": path, "atol": self.config.atol,
                              "rtol": self.config.rtol})
         return verdict
+
+    def _output_path(self, tag: str) -> str:
+        """Where the child saves the output of `tag`; never a path the child names itself."""
+        return f"{self.job['public']}/out_{tag}.pt"
 
     def _new_tags(self, n: int) -> list[tuple[str, int]]:
         out = []
@@ -200,9 +207,9 @@ class _Session:
         runs = self._new_tags(trials)
         for i in range(0, trials, 2):
             pair = runs[i:i + 2]
-            paths = self._child({"op": "run", "runs": pair}, "correctness")["paths"]
-            for (tag, _), path in zip(pair, paths):
-                v = self._check(tag, path)
+            self._child({"op": "run", "runs": pair}, "correctness")
+            for tag, _ in pair:
+                v = self._check(tag, self._output_path(tag))
                 if not v["ok"]:
                     n = int(tag[1:])
                     raise Stop("correctness", f"wrong output on input set {n} of {trials}: {v['reason']}")
@@ -215,12 +222,18 @@ class _Session:
         seeds = [_seed(), _seed()]
         msg = {"op": "time", "tag": tag, "seeds": seeds, "plan": self._plan()}
         reply = self._child(msg, "profile")
+        if reply.get("last_seed") not in seeds:
+            raise Stop("profile", "the timing reply names an input set the harness did not send")
         self.ref.request({"op": "reference", "tag": tag, "seed": reply["last_seed"]}, 900)
-        v = self._check(tag, reply["path"])
+        v = self._check(tag, self._output_path(tag))
         if not v["ok"]:
             raise Stop("profile", f"output of the timed runs is wrong ({v['reason']}): results cached "
                                   "across calls or work skipped when inputs repeat?")
-        return TimingStats(**reply["stats"])
+        stats = TimingStats(**reply["stats"])
+        if not stats.median_ms > 0:
+            raise Stop("profile", f"the timed runs report {stats.median_ms} ms per call, which no real call takes: "
+                                  "was the timer tampered with?")
+        return stats
 
     def _plan(self) -> dict:
         c = self.config

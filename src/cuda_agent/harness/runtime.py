@@ -147,12 +147,17 @@ def poison_free_memory(device: torch.device) -> None:
     torch.cuda.synchronize(device)
 
 
+# Bound when the harness is imported, before any solution code runs in the child, so that a
+# solution assigning torch.equal = ... cannot change what the in-place check calls.
+_equal, _isnan, _nan_to_num = torch.equal, torch.isnan, torch.nan_to_num
+
+
 def inputs_unchanged(before: list, after: list) -> str | None:
     """A reason if a tensor input was modified in place (compared bit for bit), else None."""
     for i, (b, a) in enumerate(zip(before, after)):
         if isinstance(b, torch.Tensor):
-            same = torch.equal(b, a) or (b.is_floating_point() and bool(torch.isnan(b).any())
-                                         and torch.equal(torch.nan_to_num(b), torch.nan_to_num(a)))
+            same = _equal(b, a) or (b.is_floating_point() and bool(_isnan(b).any())
+                                    and _equal(_nan_to_num(b), _nan_to_num(a)))
             if not same:
                 return f"input {i} was modified in place by forward (inputs must stay unchanged)"
     return None

@@ -19,6 +19,7 @@ from cuda_agent.harness.timing import TimingPlan, time_callable
 
 _save = torch.save
 _load = torch.load
+_clone = torch.Tensor.clone  # a solution may replace torch.Tensor.clone; the copy of the inputs must not alias them
 
 
 class Failure(Exception):
@@ -94,7 +95,7 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
     runs = []
     for tag, seed in msg["runs"]:
         inputs = make_inputs(task, seed, device)
-        before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        before = [_clone(x) if isinstance(x, torch.Tensor) else x for x in inputs]
         out = guarded_call(model, inputs, strict, device)
         runs.append((tag, inputs, before, out))
     if device.type == "cuda":
@@ -119,10 +120,11 @@ def time_solution(model, task, msg: dict, strict: bool, device: torch.device, pu
     flat = flatten_outputs(out)
     if isinstance(flat, str):
         raise Failure("profile", flat)
-    path = f"{public}/out_{msg['tag']}.pt"
-    _save(outputs_to_cpu(flat), path)
+    timed_output = outputs_to_cpu(flat)  # copied before the calls below, which could overwrite it
     for _ in range(2):  # guarded calls after the timed ones: behaviour must not change with call count
         guarded_call(model, sets[0], strict, device)
+    path = f"{public}/out_{msg['tag']}.pt"
+    _save(timed_output, path)
     return {"stats": asdict(stats), "last_seed": msg["seeds"][last], "path": path}
 
 

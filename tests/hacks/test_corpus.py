@@ -1,0 +1,180 @@
+"""The hack corpus: adversarial solutions that must each end in reward -1 with their own reason,
+and honest ones that must pass. One folder per solution under cpu/ and cuda/, each with an
+expect.json (see README.md); this file evaluates every folder through the harness's one entry
+point, `evaluate`, exactly as the agent's solutions are evaluated.
+
+Three layers of tests:
+- test_cpu_corpus / test_cuda_corpus: the full harness (static checks, build, sandboxed run).
+- test_runtime_backstop: the same attacks with the static checks switched off, to show what the
+  runtime checks catch on their own (the static scan is the first line, not the only one).
+- test_next_evaluation_runs_normally: crashes, hangs and exits followed by an honest solution.
+
+An attack the harness lets through is a `hole` in expect.json: the test is xfail(strict=True), so
+it shows in every run and turns red the day the hole is closed (then drop the `hole`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness.config import EvalConfig
+from cuda_agent.harness.evaluate import evaluate
+from cuda_agent.harness.result import EvalResult, StaticReport
+from cuda_agent.tasks import load_task
+from cuda_agent.workspace import create_workspace
+
+HACKS = Path(__file__).resolve().parent
+REPO = HACKS.parent.parent
+
+
+def folders(kind: str) -> list[Path]:
+    return sorted(p for p in (HACKS / kind).iterdir() if (p / "expect.json").is_file())
+
+
+def expectation(folder: Path) -> dict:
+    return json.loads((folder / "expect.json").read_text())
+
+
+def params(kind: str, layer: str = "corpus") -> list:
+    """One pytest.param per folder; xfail(strict) where expect.json records a hole in this layer."""
+    out = []
+    for folder in folders(kind):
+        e = expectation(folder)
+        if layer == "runtime":
+            if "runtime" not in e:
+                continue
+            e = e["runtime"]
+        marks = [pytest.mark.xfail(strict=True, reason=f"hole: {e['hole']}")] if "hole" in e else []
+        if kind == "cuda":
+            marks.append(pytest.mark.cuda)
+        out.append(pytest.param(folder, marks=marks, id=folder.name))
+    return out
+
+
+def load(task: str):
+    return load_task(REPO / task) if task.endswith(".py") else load_task(task)
+
+
+def config_for(e: dict, device: str) -> EvalConfig:
+    """Short timing (only where the expectation needs a speed-up or the attack targets timing)."""
+    kw = {"device": device, "timeout_s": 120, "timing_budget_s": 0.3, "min_timing_runs": 10,
+          "max_timing_runs": 50, "profile": bool(e.get("profile", False))}
+    kw.update(e.get("config", {}))
+    return EvalConfig(**kw)
+
+
+def solution_path(folder: Path, e: dict, task, device: str, tmp_path: Path) -> Path:
+    """The folder itself, or (for `workspace` expectations) a real workspace holding its files
+    with one protected file edited afterwards."""
+    edit = e.get("workspace")
+    if not edit:
+        return folder
+    ws = create_workspace(task, tmp_path / "ws", device=device).path
+    shutil.rmtree(ws / "kernels")
+    shutil.copytree(folder / "kernels", ws / "kernels")
+    shutil.copyfile(folder / "model_new.py", ws / "model_new.py")
+    with open(ws / edit["edit"], "a") as f:
+        f.write(edit["append"])
+    return ws
+
+
+def files_state(paths: list[str]) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of every file under `paths` ($CUDA_AGENT_HOME expanded, others from the repo)."""
+    state = {}
+    for p in paths:
+        root = Path(p.replace("$CUDA_AGENT_HOME", os.environ["CUDA_AGENT_HOME"]))
+        root = root if root.is_absolute() else REPO / root
+        for f in ([root] if root.is_file() else root.rglob("*") if root.exists() else []):
+            if f.is_file():
+                st = f.stat()
+                state[str(f)] = (st.st_size, st.st_mtime_ns)
+    return state
+
+
+def check(result: EvalResult, e: dict) -> None:
+    """The result meets the expectation: an honest reward range, or -1 at a stage for a reason."""
+    said = f"reward {result.reward} at {result.stage}: {result.reason}"
+    if "hole" in e:  # xfail until the harness catches the attack, for whatever reason
+        assert result.reward == -1, said
+        return
+    if "reward_at_least" in e:
+        assert result.reward >= e["reward_at_least"], said
+        assert result.reward <= e.get("reward_at_most", result.reward), said
+        return
+    assert result.reward == e.get("reward", -1), said
+    stages = e["stage"] if isinstance(e["stage"], list) else [e["stage"]]
+    reasons = e["reason_contains"] if isinstance(e["reason_contains"], list) else [e["reason_contains"]]
+    assert result.stage in stages, said
+    assert any(r in result.reason for r in reasons), said
+
+
+def run_case(folder: Path, device: str, tmp_path: Path, e: dict | None = None) -> EvalResult:
+    spec = expectation(folder)
+    task = load(spec["task"])
+    untouched = spec.get("untouched", [])
+    before = files_state(untouched)
+    result = evaluate(task, solution_path(folder, spec, task, device, tmp_path), config_for(spec, device))
+    check(result, e or spec)
+    assert files_state(untouched) == before, "the solution changed files it must not reach"
+    return result
+
+
+@pytest.mark.parametrize("folder", params("cpu"))
+def test_cpu_corpus(folder: Path, tmp_path: Path) -> None:
+    run_case(folder, "cpu", tmp_path)
+
+
+@pytest.mark.parametrize("folder", params("cuda"))
+def test_cuda_corpus(folder: Path, tmp_path: Path) -> None:
+    run_case(folder, "cuda", tmp_path)
+
+
+@pytest.fixture
+def no_static_checks(monkeypatch):
+    """Every solution passes the static checks (inline extraction still runs): the runtime alone."""
+    import cuda_agent.harness.static as static
+
+    monkeypatch.setattr(static, "check_solution", lambda files, policy="strict": StaticReport(ok=True))
+
+
+@pytest.mark.parametrize("folder", params("cpu", "runtime"))
+def test_runtime_backstop(folder: Path, tmp_path: Path, no_static_checks) -> None:
+    run_case(folder, "cpu", tmp_path, {**expectation(folder)["runtime"], "reward": -1})
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("folder", params("cuda", "runtime"))
+def test_runtime_backstop_cuda(folder: Path, tmp_path: Path, no_static_checks) -> None:
+    run_case(folder, "cuda", tmp_path, {**expectation(folder)["runtime"], "reward": -1})
+
+
+def test_next_evaluation_runs_normally(tmp_path: Path, no_static_checks) -> None:
+    """A segfault, a hang, os._exit(0) and an out-of-memory each end their own evaluation with
+    their own reason; an honest solution evaluated right after each one passes. (The static checks
+    are off so that os._exit reaches the runtime.)"""
+    honest = HACKS / "cpu" / "honest_fused"
+    task = load(expectation(honest)["task"])
+    for name in ("segfault", "infinite_loop", "os_exit", "oom_kernel"):
+        crash = HACKS / "cpu" / name
+        spec = expectation(crash)
+        check(evaluate(load(spec["task"]), crash, config_for(spec, "cpu")), {**spec, **spec.get("runtime", {})})
+        after = evaluate(task, honest, config_for({}, "cpu"))
+        assert after.reward >= 1, f"after {name}: {after.stage}: {after.reason}"
+
+
+@pytest.mark.cuda
+def test_next_evaluation_runs_normally_cuda(tmp_path: Path) -> None:
+    """An illegal memory access poisons the CUDA context of its own child only."""
+    honest = HACKS / "cuda" / "honest_fused"
+    task = load(expectation(honest)["task"])
+    for name in ("illegal_address", "infinite_loop_kernel"):
+        crash = HACKS / "cuda" / name
+        spec = expectation(crash)
+        check(evaluate(load(spec["task"]), crash, config_for(spec, "cuda")), spec)
+        after = evaluate(task, honest, config_for({}, "cuda"))
+        assert after.reward >= 1, f"after {name}: {after.stage}: {after.reason}"
