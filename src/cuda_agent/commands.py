@@ -17,3 +17,6 @@ def register(app: typer.Typer) -> None:
     from cuda_agent.bench.cli import register as register_bench
 
     register_bench(app)
+    from cuda_agent.synth.cli import synth_app
+
+    app.add_typer(synth_app, name="synth")
