@@ -60,6 +60,11 @@ NOT_TYPES = {"return", "else", "case", "new", "delete", "throw", "co_return", "c
 RAW_OPEN = re.compile(r'"([^()\\\s]{0,16})\(')
 ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b")
 SYSCALL_ASM = re.compile(r"\bsyscall\b|\bsysenter\b|\bint\s*\$?0x80\b|\bsvc\b")
+# `__asm__("_ZN2at3cpu3mulE...")` renames a declaration to any linked symbol, past every name check.
+ASM_LABEL = re.compile(r"^\s*(?:_Z\w*|[A-Za-z_][\w.$@]*)\s*$")
+# BLAS/LAPACK exported by the libraries every extension links (MKL/OpenBLAS inside libtorch).
+BLAS_SYMBOL = re.compile(r"\b(?:cblas_\w+|LAPACKE_\w+|[sdczh](?:gemm|gemv|ger|axpy|dot|scal|trsm|trmm|syrk|symm|"
+                         r"gemm_batch|getrf|potrf|gesv)_?)\s*\(")
 MAX_PER_RULE = 20   # findings kept per rule and file: enough to act on, and bounded for hostile input
 HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hh", ".inl", ".inc")
 
@@ -235,6 +240,7 @@ class CppScan:
         self.check_identifiers()
         self.check_member_calls()
         self.check_asm()
+        self.check_blas()
         if self.strict:
             self.check_unqualified_aten()
 
@@ -435,6 +441,19 @@ class CppScan:
         for offset, contents in self.src.strings:
             if SYSCALL_ASM.search(contents):
                 self.add("cpp-files", f"system calls in inline assembly: {MESSAGES['files']}", offset)
+            elif ASM_LABEL.match(contents):
+                self.add("cpp-torch-compute", f"an asm label ({contents.strip()[:40]}) binds a declaration to "
+                         "another library's symbol; call only your own kernels", offset)
+
+    def check_blas(self) -> None:
+        """`sgemm_` and friends are exported by libtorch's BLAS: a GEMM without cuBLAS or a kernel."""
+        for m in BLAS_SYMBOL.finditer(self.src.code):
+            name = m.group(0).split("(")[0].strip()
+            own_kernel = name in self.declared and not name.endswith("_") and not name.startswith(("cblas_", "LAPACKE_"))
+            if own_kernel:  # e.g. a kernel of its own named `sgemm`; `sgemm_` is the Fortran BLAS symbol
+                continue
+            self.add("cpp-library", f"{m.group(0).rstrip('(').strip()} is a CPU BLAS/LAPACK routine; only cuBLAS "
+                     "(GEMM) and cuDNN (convolutions) are allowed besides your own kernels", m.start())
 
     def check_unqualified_aten(self) -> None:
         """`matmul(a, b)` with tensors finds at::matmul by argument-dependent lookup."""
