@@ -120,10 +120,6 @@ class Exchange:
         if user is not None:
             os.chown(self.public, user.uid, user.gid)
 
-    def give(self, path: Path, user: SandboxUser | None) -> None:
-        """Make a file the harness wrote in `public` readable by the child (but not its to change)."""
-        os.chmod(path, 0o644)
-
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 

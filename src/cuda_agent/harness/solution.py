@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Literal
 
 from cuda_agent.harness.backend import Backend
+from cuda_agent.harness.build import HEADER_SUFFIXES, SOURCE_SUFFIXES
 from cuda_agent.harness.result import BuildResult, Finding
 
-SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".c", ".h", ".hpp", ".cuh")
 MAX_FILE_BYTES = 2 << 20
 
 
@@ -39,10 +39,10 @@ def snapshot(path: str | Path, dest: Path) -> Solution:
     src = Path(path)
     if src.is_dir():
         entry = src / "model_new.py"
-        wanted = [entry] + [p for p in sorted(src.glob("*")) if p.suffix in SOURCE_SUFFIXES
+        wanted = [entry] + [p for p in sorted(src.glob("*")) if p.suffix in SOURCE_SUFFIXES + HEADER_SUFFIXES
                             and p.name not in ("binding.cpp", "binding_registry.h")]
         if (src / "kernels").is_dir():
-            wanted += [p for p in sorted((src / "kernels").rglob("*")) if p.suffix in SOURCE_SUFFIXES]
+            wanted += [p for p in sorted((src / "kernels").rglob("*")) if p.suffix in SOURCE_SUFFIXES + HEADER_SUFFIXES]
     elif src.is_file():
         entry, wanted = src, [src]
     else:
