@@ -1,27 +1,45 @@
 #!/usr/bin/env bash
-# One device call: the CUDA tests, the build benchmark, the harness benchmark and the demo, with
-# logs under $OUT (the device tool's output folder; defaults to ./device_out here).
-#   bash benchmarks/device_check.sh [tests|build|harness|demo|all]...
+# One device call: any of the CUDA tests, the build benchmark, the harness benchmark, the demo,
+# the KernelBench bench and the synth benchmark, each under its own time limit, with logs under
+# $OUT (the device tool's output folder; defaults to ./device_out here).
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo kb synth
+# e.g. `bash benchmarks/device_check.sh tests:330 demo:90 build:150`. Results that later calls go on
+# from (runs/) stay on a warm machine; copy them into $OUT to keep them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 CUDA_AGENT_HOME=${CUDA_AGENT_HOME:-/tmp/cuda_agent_home}
 KB=${KB:-.devdata}
-steps=${*:-all}
-has() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
 py=python3
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; $py -c "import torch; print('torch', torch.__version__, torch.version.cuda)"; nvcc --version | tail -1; } 2>&1 | tee "$OUT/env.txt"
-if has tests; then
-  $py -m pytest -q -m cuda -p no:cacheprovider tests 2>&1 | tee "$OUT/tests_cuda.log" | tail -30
-fi
-if has build; then
-  $py benchmarks/build_bench.py --device cuda --json "$OUT/build_bench.json" 2>&1 | tee "$OUT/build_bench.log" | tail -20
-fi
-if has harness; then
-  $py benchmarks/harness_bench.py --device cuda --evals 5 --fidelity 20 --kernelbench "$KB/kernelbench.jsonl" \
-      --published "$KB/h100_modal_eager.json" --json "$OUT/harness_bench.json" 2>&1 | tee "$OUT/harness_bench.log" | tail -45
-fi
-if has demo; then
-  $py -m cuda_agent demo 2>&1 | tee "$OUT/demo.log" | tail -20
-fi
+bash scripts/sandbox_access.sh "$py"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
+  $py -c "import torch; print('torch', torch.__version__, torch.version.cuda)"; nvcc --version | tail -1
+  nproc; free -g | head -2; pwd; id; } 2>&1 | tee -a "$OUT/env.txt"
+
+step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $OUT/NAME.log, print its tail
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  echo "== $name (limit ${limit}s)"
+  timeout -k 10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  tail -${TAIL:-25} "$OUT/$name.log"
+  echo "== $name: exit $rc after $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"
+}
+
+for arg in "$@"; do
+  name=${arg%%:*}; limit=${arg#*:}; [ "$limit" = "$arg" ] && limit=300
+  case $name in
+    tests) step tests "$limit" $py -m pytest -q -m cuda -rfEsx -p no:cacheprovider tests ;;
+    build) step build "$limit" $py benchmarks/build_bench.py --device cuda --json "$OUT/build_bench.json" ;;
+    harness) step harness "$limit" $py benchmarks/harness_bench.py --device cuda --evals 5 --fidelity 20 \
+               --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$OUT/harness_bench.json" ;;
+    demo) step demo "$limit" $py -m cuda_agent demo ;;
+    kb) step kb "$limit" $py benchmarks/bench_kernelbench.py --out runs/kb --kernelbench "$KB/kernelbench.jsonl" \
+          --published "$KB/h100_modal_eager.json" --max-seconds $((limit - 60)) ${KB_ARGS:-} ;;
+    synth) step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out runs/synth/ops.parquet \
+             --kernelbench "$KB/kernelbench.jsonl" ${SYNTH_ARGS:-} ;;
+    *) echo "unknown step $name (tests build harness demo kb synth)"; exit 2 ;;
+  esac
+done
+cat "$OUT/steps.txt"

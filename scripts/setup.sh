@@ -22,17 +22,6 @@ fi
 .venv/bin/python -c "import cuda_agent, torch" || { echo "setup: cuda_agent failed to import" >&2; exit 1; }
 
 # The harness runs solutions as an unprivileged user when it runs as root; that user must be able
-# to reach the Python interpreter and this checkout. Grant traversal (o+x, not listing) where missing.
-if [ "$(id -u)" = 0 ]; then
-  for target in "$(.venv/bin/python -c 'import os,sys; print(os.path.realpath(sys.executable))')" "$PWD/src"; do
-    d=$(dirname "$target")
-    while [ "$d" != "/" ]; do
-      if [ -d "$d" ] && [ $(( $(stat -c '%a' "$d" | sed 's/^.*\(.\)$/\1/') & 1 )) -eq 0 ]; then
-        echo "setup: allowing other users to traverse $d (so the harness's sandbox user can run Python)"
-        chmod o+x "$d"
-      fi
-      d=$(dirname "$d")
-    done
-  done
-fi
+# to reach the Python interpreter and this checkout.
+bash scripts/sandbox_access.sh .venv/bin/python
 echo "setup: ready (.venv/bin/cuda-agent)"
