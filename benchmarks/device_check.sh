@@ -1,39 +1,41 @@
 #!/usr/bin/env bash
 # One device call: any of the CUDA tests, the build benchmark, the harness benchmark, the demo,
-# the KernelBench bench and the synth benchmark, each under its own time limit, with logs under
-# $OUT (the device tool's output folder; defaults to ./device_out here).
+# the KernelBench bench and the synth benchmark, each under its own time limit. Logs and results
+# go to $OUT/results.tgz (the device tool's output folder, which takes few files; ./device_out
+# here), with runs/ (resumable results) inside it.
 #   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo kb synth
 # e.g. `bash benchmarks/device_check.sh tests:330 demo:90 build:150`. Results that later calls go on
 # from (runs/) stay on a warm machine; copy them into $OUT to keep them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
-mkdir -p "$OUT"
+LOGS=${LOGS:-/tmp/device_logs}
+mkdir -p "$OUT" "$LOGS"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 CUDA_AGENT_HOME=${CUDA_AGENT_HOME:-/tmp/cuda_agent_home}
 KB=${KB:-.devdata}
 py=python3
 bash scripts/sandbox_access.sh "$py"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
   $py -c "import torch; print('torch', torch.__version__, torch.version.cuda)"; nvcc --version | tail -1
-  nproc; free -g | head -2; pwd; id; } 2>&1 | tee -a "$OUT/env.txt"
+  nproc; free -g | head -2; pwd; id; } 2>&1 | tee -a "$LOGS/env.txt"
 
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $OUT/NAME.log, print its tail
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS
   echo "== $name (limit ${limit}s)"
-  timeout -k 10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  timeout -k 10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
   local rc=$?
-  tail -${TAIL:-25} "$OUT/$name.log"
-  echo "== $name: exit $rc after $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"
+  tail -${TAIL:-25} "$LOGS/$name.log"
+  echo "== $name: exit $rc after $((SECONDS - t0))s" | tee -a "$LOGS/steps.txt"
 }
 
 for arg in "$@"; do
   name=${arg%%:*}; limit=${arg#*:}; [ "$limit" = "$arg" ] && limit=300
   case $name in
-    tests) step tests "$limit" $py -m pytest -q -m cuda -rfEsx -p no:cacheprovider tests ;;
-    build) step build "$limit" $py benchmarks/build_bench.py --device cuda --json "$OUT/build_bench.json" ;;
-    harness) step harness "$limit" $py benchmarks/harness_bench.py --device cuda --evals 5 --fidelity 20 \
-               --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$OUT/harness_bench.json" ;;
+    tests) step tests "$limit" $py -m pytest -q -m cuda -rfEsx -p no:cacheprovider --durations=15 ${TEST_ARGS:-} tests ;;
+    build) step build "$limit" $py benchmarks/build_bench.py --device cuda --json "$LOGS/build_bench.json" ;;
+    harness) step harness "$limit" $py benchmarks/harness_bench.py --device cuda --evals 5 --fidelity ${FIDELITY:-20} \
+               --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$LOGS/harness_bench.json" ;;
     demo) step demo "$limit" $py -m cuda_agent demo ;;
     kb) step kb "$limit" $py benchmarks/bench_kernelbench.py --out runs/kb --kernelbench "$KB/kernelbench.jsonl" \
           --published "$KB/h100_modal_eager.json" --max-seconds $((limit - 60)) ${KB_ARGS:-} ;;
@@ -42,4 +44,6 @@ for arg in "$@"; do
     *) echo "unknown step $name (tests build harness demo kb synth)"; exit 2 ;;
   esac
 done
-cat "$OUT/steps.txt"
+cat "$LOGS/steps.txt"
+tar czf "$OUT/results.tgz" -C "$LOGS" . $( [ -d runs ] && echo "-C $PWD runs" ) 2>/dev/null
+ls -la "$OUT"

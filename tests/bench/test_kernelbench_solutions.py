@@ -23,14 +23,18 @@ def _script():
     return module
 
 
-def test_cuda_solutions_follow_the_strict_rules(tmp_path):
-    names = _script().write_solutions(tmp_path, cuda=True)
+def test_cuda_solutions_follow_the_strict_rules_and_the_hacks_do_not(tmp_path):
+    script = _script()
+    names = script.write_solutions(tmp_path, cuda=True)
     assert len(names) >= 10
     for name in names:
         files = {str(p.relative_to(tmp_path / name)): p.read_text() for p in (tmp_path / name).rglob("*")
-                 if p.is_file()}
+                 if p.is_file() and p.suffix in (".py", ".cu", ".cpp", ".h")}
         report = check_solution(files, "strict")
-        assert report.ok, f"{name}: {report.reason}"
+        if name in script.HACKS:
+            assert not report.ok, f"{name}: the hack ({script.HACKS[name][0]}) passed the static checks"
+        else:
+            assert report.ok, f"{name}: {report.reason}"
 
 
 @pytest.mark.slow

@@ -101,3 +101,43 @@ def test_timing_stats_from_samples():
     assert s.median_ms == 3.0 and s.min_ms == 1.0 and s.runs == 5
     with pytest.raises(Exception):
         TimingStats.from_samples([])
+
+
+@pytest.mark.cuda
+def test_work_left_on_a_side_stream_is_counted():
+    """A call that launches its work on another stream and returns at once is charged that work."""
+    dev = torch.device("cuda")
+    a = torch.randn(4096, 4096, device=dev)
+    side = torch.cuda.Stream()
+    plan = TimingPlan(min_runs=10, max_runs=20, budget_s=0.2)
+
+    def on_side(x):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y = x @ x
+            y = y @ x
+        return y
+
+    direct, _, _ = time_callable(lambda x: (x @ x) @ x, [[a]], dev, plan)
+    hidden, _, _ = time_callable(on_side, [[a]], dev, plan)
+    assert hidden.median_ms > 0.8 * direct.median_ms, (hidden, direct)
+
+
+@pytest.mark.cuda
+def test_a_tiny_kernel_is_not_charged_the_synchronize_latency():
+    """The device-wide synchronize is a check, not part of the time: a one-element op takes a few
+    microseconds of launch, not the tens that a synchronize costs."""
+    dev = torch.device("cuda")
+    x = torch.randn(16, device=dev)
+    stats, _, _ = time_callable(lambda t: t + 1, [[x]], dev, TimingPlan(min_runs=50, max_runs=200, budget_s=0.2))
+    assert stats.median_ms < 0.03, stats
+
+
+@pytest.mark.cuda
+def test_the_same_call_timed_twice_agrees_within_two_percent():
+    dev = torch.device("cuda")
+    x = torch.randn(1 << 24, device=dev)
+    plan = TimingPlan(min_runs=50, max_runs=1000, budget_s=0.5)
+    first, _, _ = time_callable(torch.relu, [[x]], dev, plan)
+    second, _, _ = time_callable(torch.relu, [[x]], dev, plan)
+    assert abs(first.median_ms / second.median_ms - 1) < 0.02, (first, second)

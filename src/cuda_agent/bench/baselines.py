@@ -8,10 +8,14 @@ times only the tasks not yet in the file (`max_seconds` lets a time-limited sess
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
+import os
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -27,24 +31,17 @@ BaselineTimer = Callable[[Task, EvalConfig], tuple[TimingStats, TimingStats]]
 
 
 def harness_time_baselines(task: Task, config: EvalConfig) -> tuple[TimingStats, TimingStats]:
-    """Eager and torch.compile timings of `task`, measured the way the harness measures them.
-
-    Adapter: `harness.timing.time_baselines(task, config)` when the harness has it; until then the
-    same measurement from the harness's public pieces, read from and written to its baseline cache
-    (so later evaluations reuse these numbers)."""
-    from cuda_agent.harness import timing
-
-    fn = getattr(timing, "time_baselines", None)
-    return fn(task, config) if fn is not None else _time_with_harness_pieces(task, config)
-
-
-def _time_with_harness_pieces(task: Task, config: EvalConfig) -> tuple[TimingStats, TimingStats]:
+    """Eager and torch.compile timings of `task`, measured the way the harness measures them
+    (its timing functions and device lock), read from and written to its baseline cache so later
+    evaluations reuse these numbers. Runs in this process: the reference is trusted code."""
     import random
 
     from cuda_agent.harness import baselines as cache
     from cuda_agent.harness.backend import resolve_backend
     from cuda_agent.harness.modules import make_inputs, make_model, module_from_source
-    from cuda_agent.harness.timing import TimingPlan, time_callable
+    from cuda_agent.harness.timing import (TimingPlan, compile_for_timing, device_lock, lock_name,
+                                           time_baselines)
+    from cuda_agent.home import subdir
 
     device = resolve_backend(config.device).device
     plan = {"min_runs": config.min_timing_runs, "max_runs": config.max_timing_runs,
@@ -54,23 +51,19 @@ def _time_with_harness_pieces(task: Task, config: EvalConfig) -> tuple[TimingSta
     if cached is not None:
         return cached
     dev = torch.device(device)
-
-    def measure() -> tuple[TimingStats, TimingStats]:
+    try:
         module = module_from_source(task.code, "reference", f"{task.name}.py")
         model = make_model(module.Model, module, random.getrandbits(31), dev)
         sets = [make_inputs(module, random.getrandbits(31), dev) for _ in range(2)]
-        eager, _, _ = time_callable(model, sets, dev, TimingPlan(**plan))
-        compiled, _, _ = time_callable(torch.compile(model), sets, dev, TimingPlan(**plan))
-        return eager, compiled
-
-    try:
-        eager, compiled = measure()
+        compiled = compile_for_timing(model, sets[0])  # before taking the device: parallel workers compile at once
+        with device_lock(subdir("locks"), lock_name(device)):
+            eager, compiled_stats = time_baselines(model, compiled, sets, dev, TimingPlan(**plan))
     finally:  # free this task's memory and compiled graphs before the next one
         torch._dynamo.reset()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    cache.store(key, eager, compiled, {"task": task.name, "device_name": cache.device_name(device)})
-    return eager, compiled
+    cache.store(key, eager, compiled_stats, {"task": task.name, "device_name": cache.device_name(device)})
+    return eager, compiled_stats
 
 
 def published_times(path: str | Path | None) -> dict[tuple[int, str], float]:
@@ -104,8 +97,9 @@ class BaselinesRun:
 def baselines(tasks: list[Task], device: str, out_path: str | Path, *, config: EvalConfig | None = None,
               timer: BaselineTimer = harness_time_baselines, published: dict[tuple[int, str], float] | None = None,
               max_seconds: float | None = None, retry_errors: bool = False, roofline: bool = True,
-              on_row: Callable[[dict[str, Any]], None] | None = None) -> BaselinesRun:
-    """Time eager and torch.compile for every task not yet in `out_path` (JSONL), appending a line each."""
+              on_row: Callable[[dict[str, Any]], None] | None = None, workers: int = 1) -> BaselinesRun:
+    """Time eager and torch.compile for every task not yet in `out_path` (JSONL), appending a line
+    each; `workers` > 1 runs that many processes on the device at once (see _rows_in_workers)."""
     out_path = Path(out_path)
     config = config or EvalConfig(device=device)
     published = published or {}
@@ -114,18 +108,75 @@ def baselines(tasks: list[Task], device: str, out_path: str | Path, *, config: E
     pending = [t for t in tasks if t.name not in done]
     run = BaselinesRun(out_path, len(tasks), 0, 0, False)
     deadline = time.monotonic() + max_seconds if max_seconds else None
+    jobs = [(t, device, config, timer, published, roofline) for t in pending]
     with Journal(out_path) as journal:
-        for task in pending:
-            if deadline and time.monotonic() > deadline:
+        rows = _rows_in_workers(jobs, workers, deadline) if workers > 1 else _rows_here(jobs, deadline)
+        for row in rows:
+            if row is None:
                 run.stopped_early = True
                 break
-            row = baseline_row(task, device, config, timer, published, roofline)
             journal.append(row)
             run.timed += 1
             run.failed += bool(row.get("error"))
             if on_row:
                 on_row(row)
     return run
+
+
+def _rows_here(jobs: list[tuple], deadline: float | None) -> Iterator[dict[str, Any] | None]:
+    for job in jobs:
+        if deadline and time.monotonic() > deadline:
+            yield None
+            return
+        yield baseline_row(*job)
+
+
+def _rows_in_workers(jobs: list[tuple], workers: int, deadline: float | None) -> Iterator[dict[str, Any] | None]:
+    """`baseline_row` of each job in `workers` processes sharing the device: each compiles on its
+    own and takes the harness's device lock only to time, so compilation (CPU) overlaps timing.
+    Rows come in the order they finish; None once `deadline` passed (tasks in flight finish first).
+    A worker that dies takes its tasks in flight with it: they get an error row (retried with
+    `retry_errors`) and a fresh pool goes on."""
+    todo = list(reversed(jobs))
+    late = False
+    ctx = mp.get_context("spawn")
+    while todo and not late:
+        threads = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")
+        os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = threads or "2"  # N workers x all cores would thrash
+        try:
+            pool = ProcessPoolExecutor(workers, mp_context=ctx)
+        finally:
+            if threads is None:
+                os.environ.pop("TORCHINDUCTOR_COMPILE_THREADS")
+        with pool:
+            flying: dict[Future, tuple] = {}
+            while todo or flying:
+                late = bool(deadline and time.monotonic() > deadline)
+                while todo and not late and len(flying) < workers:
+                    job = todo.pop()
+                    flying[pool.submit(baseline_row, *job)] = job
+                if not flying:
+                    break
+                finished, _ = wait(flying, return_when=FIRST_COMPLETED)
+                broken = False
+                for fut in finished:
+                    job = flying.pop(fut)
+                    try:
+                        yield fut.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        yield _error_row(job[0], job[1], "a baseline worker died (crash in the task's code?)")
+                if broken:
+                    for job in flying.values():
+                        yield _error_row(job[0], job[1], "a baseline worker died while this task ran")
+                    break
+    if late or todo:
+        yield None
+
+
+def _error_row(task: Task, device: str, error: str) -> dict[str, Any]:
+    return {"task": task.name, "level": task.level, "problem_id": task.problem_id, "task_sha256": task.sha256,
+            "device": device, "torch": torch.__version__, "eager": None, "compile": None, "error": error}
 
 
 def baseline_row(task: Task, device: str, config: EvalConfig, timer: BaselineTimer,

@@ -156,6 +156,10 @@ def baselines_command(
     retry_errors: Annotated[bool, typer.Option(help="Time again the tasks whose timing failed.")] = False,
     roofline: Annotated[bool, typer.Option(help="Count FLOPs and bytes for speed-of-light numbers.")] = True,
     table_only: Annotated[bool, typer.Option(help="Only write the table from the JSONL file.")] = False,
+    workers: Annotated[int, typer.Option(help="Processes at once on the device: each compiles on its own and "
+                                         "takes the device only to time.")] = 1,
+    budget: Annotated[float, typer.Option(help="Timing budget per model in seconds (the harness's default "
+                                          "is 2; baselines are cached per budget).")] = 2.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No line per task.")] = False,
 ) -> None:
     """Time eager and torch.compile per task, with speed-of-light numbers; resumable."""
@@ -176,9 +180,10 @@ def baselines_command(
                 console.print(f"L{r.get('level')} {r['task']}  {timing}" + (f", SOL {sol:.4f} ms" if sol else ""),
                               highlight=False)
 
-            run = baselines(selected, dev, out, config=EvalConfig(device=dev), published=published_times(published),
-                            max_seconds=max_seconds, retry_errors=retry_errors, roofline=roofline,
-                            on_row=None if quiet else show)
+            run = baselines(selected, dev, out, config=EvalConfig(device=dev, timing_budget_s=budget),
+                            published=published_times(published), max_seconds=max_seconds,
+                            retry_errors=retry_errors, roofline=roofline, on_row=None if quiet else show,
+                            workers=workers)
             console.print(f"{run.timed} timed ({run.failed} failed), {run.selected - run.timed} already done or left"
                           f"{'; stopped at --max-seconds: run again to go on' if run.stopped_early else ''}")
         md = write_baselines_table(out, selected)

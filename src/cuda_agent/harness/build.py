@@ -76,7 +76,18 @@ def workspace_sources(workspace: str | Path, backend: Backend) -> SourceBundle:
     # The template names the module cuda_extension; the define lets build() choose another name.
     files["binding.cpp"] = binding.replace("PYBIND11_MODULE(cuda_extension,", "PYBIND11_MODULE(TORCH_EXTENSION_NAME,")
     files["binding_registry.h"] = (TEMPLATES / "binding_registry.h").read_text()
-    return SourceBundle(files)
+    return SourceBundle(files, extra_ldflags=libraries_included(files))
+
+
+_LIBRARY_HEADERS = {"-lcublas": ("cublas_v2.h", "cublas_api.h"), "-lcublasLt": ("cublasLt.h",), "-lcudnn": ("cudnn.h",)}
+
+
+def libraries_included(files: dict[str, str]) -> tuple[str, ...]:
+    """The allowed libraries (cuBLAS, cuBLASLt, cuDNN) whose headers a workspace's sources include:
+    the workspace layout has no link flags of its own, so the build links what is used."""
+    text = "\n".join(files.values())
+    return tuple(lib for lib, headers in _LIBRARY_HEADERS.items()
+                 if any(re.search(rf'#\s*include\s*[<"]{re.escape(h)}[>"]', text) for h in headers))
 
 
 def inline_sources(name: str, cpp_sources: str | list[str], cuda_sources: str | list[str] | None,

@@ -22,7 +22,7 @@ from cuda_agent.harness.result import BuildResult, EvalResult, TimingStats
 from cuda_agent.harness.reward import milestone
 from cuda_agent.harness.sandbox import ChildFailed, Exchange, Process, sandbox_user
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
-from cuda_agent.harness.timing import device_lock
+from cuda_agent.harness.timing import device_lock, lock_name
 from cuda_agent.home import subdir
 from cuda_agent.tasks import Task
 
@@ -242,9 +242,11 @@ class _Session:
     def profile(self, task: Task, backend: Backend, result: EvalResult) -> None:
         result.stage = "profile"
         key = baselines.cache_key(task.code, backend.device, self._plan())
-        lock = f"{backend.device}{os.environ.get('CUDA_VISIBLE_DEVICES', '0').split(',')[0]}"
-        with device_lock(subdir("locks"), lock):
-            cached = baselines.load(key) if self.config.use_baseline_cache else None
+        use_cache = self.config.use_baseline_cache
+        if not (use_cache and baselines.load(key)):  # compile before taking the device: CPU work
+            self._ref({"op": "compile", "seed": _seed()})
+        with device_lock(subdir("locks"), lock_name(backend.device)):
+            cached = baselines.load(key) if use_cache else None
             if cached is None:
                 reply = self._ref({"op": "baselines", "seeds": [_seed(), _seed()], "plan": self._plan()})
                 cached = TimingStats(**reply["eager"]), TimingStats(**reply["compile"])

@@ -7,6 +7,7 @@ checked against an allowlist of allocation, view, copy and metadata operators.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -69,9 +70,18 @@ def flatten_outputs(out) -> list[torch.Tensor] | str:
     return items
 
 
+CHUNK = 1 << 26  # elements compared at once: bounds the temporaries for multi-gigabyte outputs
+
+
+def _chunks(t: torch.Tensor) -> list[tuple[int, int]]:
+    n = t.numel()
+    return [(i, min(i + CHUNK, n)) for i in range(0, n, CHUNK)]
+
+
 def compare(expected: list[torch.Tensor], actual: list[torch.Tensor], atol: float, rtol: float) -> Verdict:
     """Shapes and dtypes must match; NaN where the reference is finite fails; values within
-    atol + rtol * |expected|; a constant output where the reference varies fails."""
+    atol + rtol * |expected|; a constant output where the reference varies fails. Compared in
+    chunks on the reference's device, so an output of several gigabytes needs little extra memory."""
     if len(expected) != len(actual):
         return Verdict(False, f"returned {len(actual)} outputs, the reference returns {len(expected)}")
     worst = 0.0
@@ -81,49 +91,73 @@ def compare(expected: list[torch.Tensor], actual: list[torch.Tensor], atol: floa
             return Verdict(False, f"{tag} has shape {tuple(a.shape)}, expected {tuple(e.shape)}")
         if a.dtype != e.dtype:
             return Verdict(False, f"{tag} has dtype {a.dtype}, expected {e.dtype}")
-        a = a.to(e.device)
         if e.numel() == 0:
             continue
-        ef, af = _as_wide(e), _as_wide(a)
-        if e.is_floating_point():
-            nan_e, nan_a = torch.isnan(ef), torch.isnan(af)
-            if bool((nan_a & ~nan_e).any()):
-                return Verdict(False, f"{tag} has {int((nan_a & ~nan_e).sum())} NaN values where the reference is finite")
-            if bool((nan_e & ~nan_a).any()):
-                return Verdict(False, f"{tag} has numbers where the reference is NaN")
-            inf_e = torch.isinf(ef)
-            if bool((inf_e & (af != ef)).any()):
-                return Verdict(False, f"{tag} does not match the reference's infinities")
-            finite = ~nan_e & ~inf_e
-            diff = torch.where(finite, (af - ef).abs(), torch.zeros_like(ef))
-            bad = diff > atol + rtol * torch.where(finite, ef.abs(), torch.zeros_like(ef))
-            worst = max(worst, float(diff.max()))
-            if bool(bad.any()):
-                n = int(bad.sum())
-                return Verdict(False, f"{tag} differs from the reference at {n} of {e.numel()} elements "
-                                      f"(max abs error {worst:.3g}, atol={atol}, rtol={rtol})", worst)
-            if _constant_where_reference_varies(ef, af, atol):
-                return Verdict(False, f"{tag} is constant where the reference varies", worst)
-        elif not torch.equal(e, a):
-            return Verdict(False, f"{tag} (integer/bool) differs from the reference")
+        ef, af = e.reshape(-1), a.reshape(-1)
+        if not e.is_floating_point():
+            if not all(torch.equal(ef[lo:hi], af[lo:hi].to(e.device)) for lo, hi in _chunks(ef)):
+                return Verdict(False, f"{tag} (integer/bool) differs from the reference")
+            continue
+        spans = _Spans()
+        for lo, hi in _chunks(ef):
+            reason, err = _compare_chunk(_as_wide(ef[lo:hi]), _as_wide(af[lo:hi].to(e.device)), atol, rtol, spans)
+            worst = max(worst, err)
+            if reason:
+                return Verdict(False, f"{tag} {reason}" + (f" (max abs error {worst:.3g}, atol={atol}, rtol={rtol})"
+                                                           if reason.startswith("differs") else ""), worst)
+        if spans.constant_where_reference_varies(atol, e.numel()):
+            return Verdict(False, f"{tag} is constant where the reference varies", worst)
     return Verdict(True, "matches the reference", worst)
+
+
+class _Spans:
+    """Running min and max of the finite values of the reference and of the output."""
+
+    def __init__(self) -> None:
+        self.e = [math.inf, -math.inf]
+        self.a = [math.inf, -math.inf]
+
+    @staticmethod
+    def _add(span: list[float], t: torch.Tensor) -> None:
+        t = t[torch.isfinite(t)]
+        if t.numel():
+            span[0], span[1] = min(span[0], float(t.min())), max(span[1], float(t.max()))
+
+    def add(self, e: torch.Tensor, a: torch.Tensor) -> None:
+        self._add(self.e, e)
+        self._add(self.a, a)
+
+    def constant_where_reference_varies(self, atol: float, numel: int) -> bool:
+        if numel < 2 or self.e[0] == math.inf:
+            return False
+        a_span = self.a[1] - self.a[0] if self.a[0] != math.inf else 0.0
+        return self.e[1] - self.e[0] > 2 * atol and a_span == 0.0
+
+
+def _compare_chunk(ef: torch.Tensor, af: torch.Tensor, atol: float, rtol: float, spans: _Spans) -> tuple[str, float]:
+    """Why this chunk of the output fails (or ""), and its largest absolute error."""
+    nan_e, nan_a = torch.isnan(ef), torch.isnan(af)
+    if bool((nan_a & ~nan_e).any()):
+        return f"has {int((nan_a & ~nan_e).sum())} NaN values where the reference is finite", 0.0
+    if bool((nan_e & ~nan_a).any()):
+        return "has numbers where the reference is NaN", 0.0
+    inf_e = torch.isinf(ef)
+    if bool((inf_e & (af != ef)).any()):
+        return "does not match the reference's infinities", 0.0
+    finite = ~nan_e & ~inf_e
+    diff = torch.where(finite, (af - ef).abs(), torch.zeros_like(ef))
+    worst = float(diff.max())
+    bad = diff > atol + rtol * torch.where(finite, ef.abs(), torch.zeros_like(ef))
+    if bool(bad.any()):
+        where = f"{int(bad.sum())} of {ef.numel()} elements" + (" (first failing chunk)" if ef.numel() == CHUNK else "")
+        return f"differs from the reference at {where}", worst
+    spans.add(ef, af)
+    return "", worst
 
 
 def _as_wide(t: torch.Tensor) -> torch.Tensor:
     """Half-precision values compared in float32; others as they are (no doubling of memory)."""
     return t.float() if t.dtype in (torch.float16, torch.bfloat16) or t.dtype.is_floating_point and t.element_size() < 4 else t
-
-
-def _constant_where_reference_varies(e: torch.Tensor, a: torch.Tensor, atol: float) -> bool:
-    if e.numel() < 2:
-        return False
-    finite = torch.isfinite(e)
-    if not bool(finite.any()):
-        return False
-    e_span = float(e[finite].max() - e[finite].min())
-    a_fin = a[torch.isfinite(a)]
-    a_span = float(a_fin.max() - a_fin.min()) if a_fin.numel() else 0.0
-    return e_span > 2 * atol and a_span == 0.0
 
 
 def poison_free_memory(device: torch.device) -> None:
@@ -150,14 +184,21 @@ def poison_free_memory(device: torch.device) -> None:
 # Bound when the harness is imported, before any solution code runs in the child, so that a
 # solution assigning torch.equal = ... cannot change what the in-place check calls.
 _equal, _isnan, _nan_to_num = torch.equal, torch.isnan, torch.nan_to_num
+_reshape, _to = torch.Tensor.reshape, torch.Tensor.to
 
 
 def inputs_unchanged(before: list, after: list) -> str | None:
-    """A reason if a tensor input was modified in place (compared bit for bit), else None."""
+    """A reason if a tensor input was modified in place (compared bit for bit, chunk by chunk, so a
+    copy kept on the host can be checked against a multi-gigabyte input on the GPU), else None."""
     for i, (b, a) in enumerate(zip(before, after)):
         if isinstance(b, torch.Tensor):
-            same = _equal(b, a) or (b.is_floating_point() and bool(_isnan(b).any())
-                                    and _equal(_nan_to_num(b), _nan_to_num(a)))
-            if not same:
-                return f"input {i} was modified in place by forward (inputs must stay unchanged)"
+            if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+                return f"input {i} was replaced or reshaped in place by forward (inputs must stay unchanged)"
+            bf, af = _reshape(b, -1), _reshape(a, -1)
+            for lo, hi in _chunks(bf):
+                x, y = _to(bf[lo:hi], a.device), af[lo:hi]
+                same = _equal(x, y) or (x.is_floating_point() and bool(_isnan(x).any())
+                                        and _equal(_nan_to_num(x), _nan_to_num(y)))
+                if not same:
+                    return f"input {i} was modified in place by forward (inputs must stay unchanged)"
     return None

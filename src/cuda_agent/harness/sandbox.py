@@ -29,6 +29,7 @@ import cuda_agent
 EVAL_USER = "cuda-agent-eval"
 MAX_MESSAGE = 1 << 20
 _CLONE_NEWNET = 0x40000000
+_PR_SET_PDEATHSIG = 1
 _PACKAGE_ROOT = str(Path(cuda_agent.__file__).resolve().parent.parent)
 
 
@@ -90,6 +91,15 @@ def _drop_network() -> None:
         pass
 
 
+def _die_with_parent() -> None:
+    """SIGKILL this process when the harness that started it dies: a child in its own session
+    would otherwise outlive a killed harness (a spinning kernel holding the GPU for the next run)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
 def _preexec(user: SandboxUser | None, address_space: int | None, isolate_network: bool):
     def run() -> None:
         os.setsid()
@@ -102,6 +112,7 @@ def _preexec(user: SandboxUser | None, address_space: int | None, isolate_networ
             os.setgroups([])
             os.setgid(user.gid)
             os.setuid(user.uid)
+        _die_with_parent()  # after setuid, which clears the setting
     return run
 
 

@@ -56,8 +56,9 @@ def check_python(source: str, filename: str = "model_new.py", policy: Policy = "
     checker = PythonChecker(source, filename, policy)
     try:
         checker.run(tree)
-    except RecursionError:
-        checker.add("syntax", "model_new.py nests expressions too deeply to check; write it plainly", 0)
+    except RecursionError:  # a partial check's findings say nothing: report only why it stopped
+        finding = Finding("syntax", "model_new.py nests expressions too deeply to check; write it plainly", filename)
+        return StaticReport(ok=False, findings=[finding], policy=policy)
     return StaticReport(ok=not checker.findings, findings=checker.sorted_findings(), policy=policy)
 
 

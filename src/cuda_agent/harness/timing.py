@@ -1,15 +1,20 @@
 """Timing, kept apart from the evaluation logic: one function times any callable the same way for
 eager, torch.compile and a solution.
 
-CUDA: events around the call with a device-wide synchronize before the end event, so work left on
-other streams is counted; L2 flushed before each iteration; warm-up excluded; the inputs' contents
-alternate between two sets (copied in, untimed) so a result cached by pointer or shape is caught by
-checking the last output. CPU: the same loop with a monotonic clock and a cache-sized flush.
+CUDA: events around the call on the current stream, the call issued while the GPU spins on a short
+wait kernel (so the launch latency of the first kernel is not in the time; a sample is never less
+than the host's time to issue the call); then a device-wide synchronize, and whatever time it
+takes beyond an idle device's synchronize (work the call left on other streams) is added, so side
+streams are counted without charging every call the synchronize's own latency. L2
+flushed before each iteration; warm-up excluded; the inputs' contents alternate between two sets
+(copied in, untimed) so a result cached by pointer or shape is caught by checking the last output.
+CPU: the same loop with a monotonic clock and a cache-sized flush.
 """
 
 from __future__ import annotations
 
 import fcntl
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +31,10 @@ _CPU_FLUSH_BYTES = 64 << 20
 _perf_counter_ns = time.perf_counter_ns
 _Event = torch.cuda.Event
 _synchronize = torch.cuda.synchronize
+_sleep = torch.cuda._sleep
+# Before each timed call the GPU spins this long, so the call's kernels are queued behind the spin
+# and run back to back: the time is the device's, never less than the host took to issue the call.
+SPIN_MS = 0.2
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,29 @@ def _copy_into(dst: list, src: list) -> None:
             d.copy_(s)
 
 
+def _spin_cycles(device: torch.device, ms: float) -> int:
+    """GPU clock cycles that a spin kernel (torch.cuda._sleep) takes for about `ms` milliseconds."""
+    probe = 1_000_000
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    _sleep(probe // 10)  # warm-up: the first launch loads the kernel
+    start.record()
+    _sleep(probe)
+    end.record()
+    end.synchronize()
+    return max(1, int(probe * ms / max(start.elapsed_time(end), 1e-3)))
+
+
+def _idle_sync_ms(device: torch.device, samples: int = 21) -> float:
+    """The median time of a device-wide synchronize with nothing left to wait for."""
+    _synchronize(device)
+    times = []
+    for _ in range(samples):
+        t0 = _perf_counter_ns()
+        _synchronize(device)
+        times.append((_perf_counter_ns() - t0) / 1e6)
+    return sorted(times)[len(times) // 2]
+
+
 def time_callable(fn: Callable[..., object], input_sets: list[list], device: torch.device,
                   plan: TimingPlan = TimingPlan()) -> tuple[TimingStats, object, int]:
     """Time `fn(*inputs)`; returns the stats, the last output and which input set it was run on.
@@ -60,6 +92,8 @@ def time_callable(fn: Callable[..., object], input_sets: list[list], device: tor
     flush = _flush_buffer(device)
     cuda = device.type == "cuda"
     sync = (lambda: _synchronize(device)) if cuda else (lambda: None)
+    idle_ms = _idle_sync_ms(device) if cuda else 0.0
+    spin = _spin_cycles(device, SPIN_MS) if cuda else 0
 
     def one(i: int) -> tuple[float, object]:
         _copy_into(buffers, input_sets[i % len(input_sets)])
@@ -67,12 +101,17 @@ def time_callable(fn: Callable[..., object], input_sets: list[list], device: tor
         sync()
         if cuda:
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            _sleep(spin)  # the GPU is busy while the host issues the call: its launch latency is hidden
             start.record()
+            t0 = _perf_counter_ns()
             out = fn(*buffers)
-            _synchronize(device)
+            host_ms = (_perf_counter_ns() - t0) / 1e6
             end.record()
             end.synchronize()
-            return start.elapsed_time(end), out
+            t0 = _perf_counter_ns()
+            _synchronize(device)  # waits for work the call left on other streams
+            left_ms = (_perf_counter_ns() - t0) / 1e6 - idle_ms
+            return max(start.elapsed_time(end), host_ms) + max(left_ms, 0.0), out
         t0 = _perf_counter_ns()
         out = fn(*buffers)
         return (_perf_counter_ns() - t0) / 1e6, out
@@ -95,6 +134,28 @@ def time_callable(fn: Callable[..., object], input_sets: list[list], device: tor
                 break
         sync()
     return TimingStats.from_samples(samples), out, last
+
+
+def compile_for_timing(model: torch.nn.Module, inputs: list) -> Callable[..., object]:
+    """`torch.compile(model)`, compiled now by one call (under no_grad, as it will be timed), so
+    that the compilation (CPU work, seconds) happens before the device is taken for timing."""
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        compiled(*inputs)
+    return compiled
+
+
+def time_baselines(model: torch.nn.Module, compiled: Callable[..., object], input_sets: list[list],
+                   device: torch.device, plan: TimingPlan) -> tuple[TimingStats, TimingStats]:
+    """Eager and torch.compile timings of the same model on the same input sets."""
+    eager, _, _ = time_callable(model, input_sets, device, plan)
+    compiled_stats, _, _ = time_callable(compiled, input_sets, device, plan)
+    return eager, compiled_stats
+
+
+def lock_name(device: str) -> str:
+    """The lock of the device this process times on ("cuda0" for the first visible GPU, "cpu0")."""
+    return f"{device}{os.environ.get('CUDA_VISIBLE_DEVICES', '0').split(',')[0]}"
 
 
 @contextmanager

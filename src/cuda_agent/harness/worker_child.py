@@ -12,7 +12,8 @@ from dataclasses import asdict
 import torch
 import torch.utils.cpp_extension
 
-from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, outputs_to_cpu
+from cuda_agent.harness.modules import (make_inputs, make_model, module_from_source, outputs_to_cpu, release,
+                                        snapshot_inputs)
 from cuda_agent.harness.runtime import OperatorGuard, flatten_outputs, inputs_unchanged, poison_free_memory
 from cuda_agent.harness.sandbox import ChildChannel
 from cuda_agent.harness.timing import TimingPlan, time_callable
@@ -95,7 +96,7 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
     runs = []
     for tag, seed in msg["runs"]:
         inputs = make_inputs(task, seed, device)
-        before = [_clone(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+        before = snapshot_inputs(inputs, _clone)
         out = guarded_call(model, inputs, strict, device)
         runs.append((tag, inputs, before, out))
     if device.type == "cuda":
@@ -111,6 +112,8 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
         path = f"{public}/out_{tag}.pt"
         _save(outputs_to_cpu(flat), path)
         saved.append(path)
+    del runs, flat, inputs, before, out
+    release(device)
     return saved
 
 
@@ -125,6 +128,8 @@ def time_solution(model, task, msg: dict, strict: bool, device: torch.device, pu
         guarded_call(model, sets[0], strict, device)
     path = f"{public}/out_{msg['tag']}.pt"
     _save(timed_output, path)
+    del sets, out, flat, timed_output
+    release(device)
     return {"stats": asdict(stats), "last_seed": msg["seeds"][last], "path": path}
 
 

@@ -23,9 +23,9 @@ def main(fd_in: int, fd_out: int) -> None:
 def serve(channel) -> None:
     import torch
 
-    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source
+    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release
     from cuda_agent.harness.runtime import compare, flatten_outputs
-    from cuda_agent.harness.timing import TimingPlan, time_callable
+    from cuda_agent.harness.timing import TimingPlan, compile_for_timing, time_baselines
 
     job = channel.recv()
     device = torch.device(job["device"])
@@ -33,13 +33,12 @@ def serve(channel) -> None:
     model = make_model(task.Model, task, job["weights_seed"], device)
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, job["state_path"])
     channel.send({"ready": True})
-    refs: dict[str, list] = {}
+    seeds: dict[str, int] = {}  # tag -> input seed; each reference output is computed when it is compared
+    compiled = None
     while (msg := channel.recv()) is not None:
         op = msg.get("op")
         if op == "reference":
-            with torch.no_grad():
-                out = flatten_outputs(model(*make_inputs(task, msg["seed"], device)))
-            refs[msg["tag"]] = [o.detach().clone() for o in out]
+            seeds[msg["tag"]] = msg["seed"]
             channel.send({"ok": True})
         elif op == "compare":
             try:
@@ -48,14 +47,22 @@ def serve(channel) -> None:
             except Exception as e:
                 channel.send({"ok": False, "reason": f"its output could not be read ({type(e).__name__})"})
                 continue
-            v = compare(refs.pop(msg["tag"]), actual, msg["atol"], msg["rtol"])
+            with torch.no_grad():
+                expected = flatten_outputs(model(*make_inputs(task, seeds.pop(msg["tag"]), device)))
+            v = compare(expected, actual, msg["atol"], msg["rtol"])
+            del expected, actual
+            release(device)
             channel.send({"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error})
+        elif op == "compile":  # CPU work, done before the harness takes the device for timing
+            compiled = compile_for_timing(model, make_inputs(task, msg["seed"], device))
+            channel.send({"ok": True})
         elif op == "baselines":
-            plan = TimingPlan(**msg["plan"])
             sets = [make_inputs(task, s, device) for s in msg["seeds"]]
-            eager, _, _ = time_callable(model, sets, device, plan)
-            compiled = torch.compile(model)
-            compiled_stats, _, _ = time_callable(compiled, sets, device, plan)
+            if compiled is None:
+                compiled = compile_for_timing(model, sets[0])
+            eager, compiled_stats = time_baselines(model, compiled, sets, device, TimingPlan(**msg["plan"]))
+            del sets
+            release(device)
             channel.send({"eager": asdict(eager), "compile": asdict(compiled_stats),
                           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
         elif op == "quit":
