@@ -5,7 +5,15 @@ import torch
 
 from cuda_agent.harness.result import TimingStats
 from cuda_agent.harness.runtime import OperatorGuard, compare, flatten_outputs, inputs_unchanged
-from cuda_agent.harness.timing import TimingPlan, time_callable
+from cuda_agent.harness.timing import TimingPlan, device_lock, lock_name, time_callable
+from cuda_agent.home import subdir
+
+
+@pytest.fixture
+def gpu_alone():
+    """The device to ourselves while we time (other test workers evaluate on it meanwhile)."""
+    with device_lock(subdir("locks"), lock_name("cuda")):
+        yield torch.device("cuda")
 
 
 def test_compute_operator_in_forward_is_caught_even_if_swallowed():
@@ -104,9 +112,9 @@ def test_timing_stats_from_samples():
 
 
 @pytest.mark.cuda
-def test_work_left_on_a_side_stream_is_counted():
+def test_work_left_on_a_side_stream_is_counted(gpu_alone):
     """A call that launches its work on another stream and returns at once is charged that work."""
-    dev = torch.device("cuda")
+    dev = gpu_alone
     a = torch.randn(4096, 4096, device=dev)
     side = torch.cuda.Stream()
     plan = TimingPlan(min_runs=10, max_runs=20, budget_s=0.2)
@@ -124,18 +132,18 @@ def test_work_left_on_a_side_stream_is_counted():
 
 
 @pytest.mark.cuda
-def test_a_tiny_kernel_is_not_charged_the_synchronize_latency():
+def test_a_tiny_kernel_is_not_charged_the_synchronize_latency(gpu_alone):
     """The device-wide synchronize is a check, not part of the time: a one-element op takes a few
     microseconds of launch, not the tens that a synchronize costs."""
-    dev = torch.device("cuda")
+    dev = gpu_alone
     x = torch.randn(16, device=dev)
     stats, _, _ = time_callable(lambda t: t + 1, [[x]], dev, TimingPlan(min_runs=50, max_runs=200, budget_s=0.2))
     assert stats.median_ms < 0.03, stats
 
 
 @pytest.mark.cuda
-def test_the_same_call_timed_twice_agrees_within_two_percent():
-    dev = torch.device("cuda")
+def test_the_same_call_timed_twice_agrees_within_two_percent(gpu_alone):
+    dev = gpu_alone
     x = torch.randn(1 << 24, device=dev)
     plan = TimingPlan(min_runs=50, max_runs=1000, budget_s=0.5)
     first, _, _ = time_callable(torch.relu, [[x]], dev, plan)

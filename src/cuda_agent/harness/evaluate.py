@@ -119,8 +119,9 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
                         limit_address_space=not backend.is_cuda, isolate_network=True)
         try:
             session = _Session(ref, child, config, job, time.monotonic() + config.timeout_s)
-            session.start()
-            session.correctness(result)
+            with device_lock(subdir("locks"), lock_name(backend.device), shared=True):
+                session.start()
+                session.correctness(result)
             if config.profile:
                 session.profile(task, backend, result)
         finally:

@@ -159,12 +159,13 @@ def lock_name(device: str) -> str:
 
 
 @contextmanager
-def device_lock(lock_dir: Path, key: str) -> Iterator[None]:
-    """Exclusive use of one device (`key`, e.g. "cuda0") for timing, across processes: evaluations
-    running in parallel share GPUs, but never time at once on the same one."""
+def device_lock(lock_dir: Path, key: str, shared: bool = False) -> Iterator[None]:
+    """One device (`key`, e.g. "cuda0") across processes: evaluations running in parallel hold it
+    shared while they run on the device, and timing holds it alone, so nothing else runs on the
+    GPU while a figure is taken (work of other evaluations would otherwise slow it)."""
     lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"{key}.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    with open(lock_dir / f"{key}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
         finally:
