@@ -48,30 +48,33 @@ def main() -> None:
     wall = time.time() - start
     records = sorted(run.journal.records.values(), key=lambda r: r["index"])
     this_run = [r for r in records if "seconds" in r]
-    gpus = len({r.get("worker") for r in this_run}) or 1
-    busy = sum(r["seconds"].get("total", 0.0) for r in this_run)  # device-seconds, summed over workers
-    per_hour = len(rows) / (busy / 3600) if busy else float("nan")
+    workers = len({r.get("worker") for r in this_run}) or 1
+    gpus = (torch.cuda.device_count() or 1) if args.device == "cuda" else 1
+    busy = sum(r["seconds"].get("total", 0.0) for r in this_run)  # worker-seconds, summed over workers
+    accepted_now = sum(r["filter"] == "accepted" for r in this_run)
+    per_hour = accepted_now / (wall / 3600) / gpus if wall else float("nan")  # per device, all its workers
     device = torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor() or "cpu"
     title = f"synth benchmark: {len(rows)} tasks, program composer, {device}"
     report = write_report(records, rows, config.state_dir / "summary.md", title=title, wall_s=wall)
     tb = time_breakdown(this_run)
     total = sum(tb.values()) or 1.0
-    lines = ["", f"date {time.strftime('%Y-%m-%d')}, device {device} x{gpus}, torch {torch.__version__}, "
-                 f"python {platform.python_version()}",
-             f"accepted {len(rows)} of {len(records)} candidates; wall {wall:.0f} s; "
-             f"busy {busy:.0f} worker-s", "",
+    lines = ["", f"date {time.strftime('%Y-%m-%d')}, device {device} x{gpus}, {workers} workers, "
+                 f"torch {torch.__version__}, python {platform.python_version()}",
+             f"accepted {accepted_now} in this run ({len(rows)} in the dataset) of {len(records)} candidates; "
+             f"wall {wall:.0f} s; busy {busy:.0f} worker-s", "",
              "| measure | value |", "|---|---:|",
-             f"| accepted per device-hour | {per_hour:.0f} |",
+             f"| accepted per device-hour ({workers} workers sharing {gpus} device(s)) | {per_hour:.0f} |",
              f"| device-hours for {PAPER_TASKS} tasks | {PAPER_TASKS / per_hour:.2f} |",
              f"| wall hours for {PAPER_TASKS} tasks on {gpus} device(s) | {PAPER_TASKS / per_hour / gpus:.2f} |", "",
-             "| stage | share of busy time |", "|---|---:|"]
+             "| stage | share of worker time |", "|---|---:|"]
     lines += [f"| {k} | {100 * v / total:.0f}% |" for k, v in tb.items()]
     text = "\n".join(lines) + "\n"
     print(text)
     with report.open("a") as f:
         f.write("\n## Benchmark\n" + text)
     (config.state_dir / "bench.json").write_text(json.dumps(
-        {"device": device, "accepted": len(rows), "candidates": len(records), "wall_s": wall, "busy_s": busy,
+        {"device": device, "gpus": gpus, "workers": workers, "accepted": len(rows), "accepted_this_run": accepted_now,
+         "candidates": len(records), "wall_s": wall, "busy_s": busy,
          "accepted_per_device_hour": per_hour, "stages_s": tb, "torch": torch.__version__}, indent=1))
     print(f"dataset {', '.join(map(str, files))}; summary {report}")
 
