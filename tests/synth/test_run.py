@@ -30,6 +30,20 @@ def test_resume_skips_done_candidates(catalog, cpu_config):
     assert [run._claim() for _ in range(3)] == [1, 3, 4]
 
 
+def test_out_of_memory_shrinks_the_batch_instead_of_rejecting(catalog, cpu_config):
+    """Workers share a GPU's memory: a candidate that ran out of it is retried at a quarter of the
+    batch (up to max_rescales times), while other failures reject it."""
+    from cuda_agent.synth.compose import ProgramComposer
+
+    run = Run(cpu_config, ProgramComposer(catalog.usable()))
+    cand = next(c for c in (run.composer.compose(i) for i in range(20)) if c.program and c.program.batch >= 8)
+    oom = {"ok": False, "reason": "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}
+    smaller = run._after_out_of_memory(cand, oom, rescales=0)
+    assert smaller is not None and smaller.batch == max(1, cand.program.batch // 4)
+    assert run._after_out_of_memory(cand, oom, rescales=cpu_config.max_rescales) is None
+    assert run._after_out_of_memory(cand, {"ok": False, "reason": "RuntimeError: shape mismatch"}, 0) is None
+
+
 def test_small_dataset_end_to_end_then_resumed_without_loss_or_duplicates(catalog, cpu_config, tmp_path):
     out = cpu_config.out
     cmd = typer.main.get_command(synth_app)

@@ -100,6 +100,7 @@ class Run:
         self.fingerprints = {r["fingerprint"] for r in self.journal.accepted()}
         self.next_index = 0
         self.stop = threading.Event()
+        self.memory_budget = config.memory_budget_bytes
 
     def _claim(self) -> int | None:
         cfg = self.config
@@ -116,6 +117,7 @@ class Run:
         gpus: list[int | None] = list(_visible_gpus()) if self.config.device == "cuda" else [None]
         if self.config.workers:  # more workers than GPUs share them round-robin
             gpus = [gpus[i % len(gpus)] for i in range(self.config.workers)]
+        self.memory_budget = _memory_share(self.config, gpus)
         threads = [threading.Thread(target=self._work, args=(i, gpu), daemon=True) for i, gpu in enumerate(gpus)]
         for t in threads:
             t.start()
@@ -193,6 +195,12 @@ class Run:
                                       **self._lock(executor)}, cfg.limits.eager_s)
             _add(seconds, reply.get("seconds", {}))
             if not reply.get("ok"):
+                smaller = self._after_out_of_memory(cand, reply, rec["rescales"])
+                if smaller is not None:  # too big for its share of a GPU: not the task's fault
+                    executor.close()  # a CUDA out-of-memory error can leave the child's context unusable
+                    cand.program, cand.code = smaller, smaller.source()
+                    rec["rescales"] += 1
+                    continue
                 seconds["start"] = executor.start_seconds - started
                 return Outcome(reply.get("filter", "eager"), str(reply.get("reason", ""))[:300])
             ms = reply["eager_ms"]
@@ -217,6 +225,15 @@ class Run:
         rec["compile_speedup"] = round(rec["eager_ms"] / max(reply["compile_ms"], 1e-9), 4)
         return ACCEPTED
 
+    def _after_out_of_memory(self, cand: Candidate, reply: dict, rescales: int):
+        """A quarter of the batch when the eager run ran out of memory (workers share a GPU's
+        memory), or None."""
+        p = cand.program
+        oom = "out of memory" in str(reply.get("reason", "")).lower()
+        if not oom or p is None or p.batch <= 1 or rescales >= self.config.max_rescales:
+            return None
+        return p.with_batch(max(1, p.batch // 4))
+
     def _lock(self, executor: Executor) -> dict:
         key = f"cuda{executor.gpu}" if executor.gpu is not None else "cpu"
         return {"lock_dir": str(self.config.state_dir / "locks"), "lock_key": key}
@@ -228,13 +245,13 @@ class Run:
         if p is None:
             return None
         per_sample = max(p.elems_per_sample, 1) * 4
-        max_batch = max(2, min(1 << 16, self.config.memory_budget_bytes // per_sample))
+        max_batch = max(2, min(1 << 16, self.memory_budget // per_sample))
         batch = scaled_batch(p.batch, ms, self.window, max_batch) or p.batch
         left = self.window.target_ms / max(ms, 1e-6) * p.batch / batch
         q = p.with_batch(batch)
         if not 0.7 < left < 1.4:
             q = q.with_spatial(left)
-            if q.elems_per_sample * 4 * batch > self.config.memory_budget_bytes:
+            if q.elems_per_sample * 4 * batch > self.memory_budget:
                 q = p.with_batch(batch)
         return None if q.dims == p.dims else q
 
@@ -242,6 +259,18 @@ class Run:
 def _add(total: dict, part: dict) -> None:
     for k, v in part.items():
         total[k] = total.get(k, 0.0) + v
+
+
+def _memory_share(config: SynthConfig, gpus: list[int | None]) -> int:
+    """The size search's memory budget per worker: the configured one, but no more than half of a
+    GPU's memory split between the workers that share it."""
+    if config.device != "cuda" or not gpus or gpus[0] is None:
+        return config.memory_budget_bytes
+    import torch
+
+    sharing = max(gpus.count(g) for g in set(gpus))
+    total = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
+    return min(config.memory_budget_bytes, total // 2 // sharing) if total else config.memory_budget_bytes
 
 
 def _visible_gpus() -> list[int]:

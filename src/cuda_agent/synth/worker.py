@@ -66,6 +66,24 @@ class Worker:
         device = torch.device(msg["device"])
         seconds: dict[str, float] = {}
         t = time.perf_counter()
+        with _lock(msg, shared=True):  # off the GPU while another worker times on it
+            reply = self._eager_checks(msg, device, seconds, t)
+        if reply is not None:
+            return reply
+        model, inputs, first, inputs2 = self._checked
+        self._checked = None
+        t = time.perf_counter()
+        sets = [inputs, [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs2]]
+        stats = _timed(model, sets, device, msg)
+        seconds["eager_timing"] = time.perf_counter() - t
+        self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "sets": sets}
+        return {"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
+                "seconds": seconds}
+
+    def _eager_checks(self, msg: dict, device, seconds: dict, t: float) -> dict | None:
+        """Runs, determinism, RNG use and degenerate outputs; a failed reply, or None (the model,
+        inputs and outputs kept in `_checked`)."""
+        torch = self.torch
         try:
             _, model, inputs = self._build(msg["code"], device)
             first = self._run(model, inputs)
@@ -90,13 +108,8 @@ class Worker:
         why = degenerate_reason([_stats(o) for o in first])
         if why:
             return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}
-        t = time.perf_counter()
-        sets = [inputs, [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs2]]
-        stats = _timed(model, sets, device, msg)
-        seconds["eager_timing"] = time.perf_counter() - t
-        self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "sets": sets}
-        return {"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
-                "seconds": seconds}
+        self._checked = (model, inputs, first, inputs2)
+        return None
 
     def compile(self, msg: dict) -> dict:
         torch = self.torch
@@ -122,16 +135,21 @@ class Worker:
         return {"ok": True, "compile_ms": stats.median_ms, "seconds": seconds}
 
 
-def _timed(fn, sets, device, msg: dict):
-    """time_callable under the run's per-device lock: several workers may share a GPU for the
-    CPU-bound compile, but only one times on it at once."""
+def _lock(msg: dict, shared: bool = False):
+    """The run's per-device lock: several workers share a GPU for the CPU-bound compile; their
+    runs hold it shared, and timing holds it alone."""
     from contextlib import nullcontext
     from pathlib import Path
 
-    from cuda_agent.harness.timing import TimingPlan, device_lock, time_callable
+    from cuda_agent.harness.timing import device_lock
 
-    lock = device_lock(Path(msg["lock_dir"]), msg["lock_key"]) if msg.get("lock_dir") else nullcontext()
-    with lock:
+    return device_lock(Path(msg["lock_dir"]), msg["lock_key"], shared=shared) if msg.get("lock_dir") else nullcontext()
+
+
+def _timed(fn, sets, device, msg: dict):
+    from cuda_agent.harness.timing import TimingPlan, time_callable
+
+    with _lock(msg):
         stats, _, _ = time_callable(fn, sets, device, TimingPlan(**msg["plan"]))
     return stats
 
