@@ -184,14 +184,11 @@ class _Session:
         self._child(None, "run")
         self._child({"op": "weights"}, "correctness")
 
-    def _check(self, tag: str, path: str) -> dict:
-        verdict = self._ref({"op": "compare", "tag": tag, "path": path, "atol": self.config.atol,
-                             "rtol": self.config.rtol})
-        return verdict
-
-    def _output_path(self, tag: str) -> str:
-        """Where the child saves the output of `tag`; never a path the child names itself."""
-        return f"{self.job['public']}/out_{tag}.pt"
+    def _check(self, tag: str, meta) -> dict:
+        """The reference worker's verdict on the output of `tag`, read from where the child must
+        write it (never a path the child names itself); `meta` is the child's dtypes and shapes."""
+        return self._ref({"op": "compare", "tag": tag, "prefix": f"{self.job['public']}/out_{tag}", "meta": meta,
+                          "atol": self.config.atol, "rtol": self.config.rtol})
 
     def _new_tags(self, n: int) -> list[tuple[str, int]]:
         out = []
@@ -208,9 +205,9 @@ class _Session:
         runs = self._new_tags(trials)
         for i in range(0, trials, 2):
             pair = runs[i:i + 2]
-            self._child({"op": "run", "runs": pair}, "correctness")
+            written = self._child({"op": "run", "runs": pair}, "correctness").get("outputs")
             for tag, _ in pair:
-                v = self._check(tag, self._output_path(tag))
+                v = self._check(tag, written.get(tag) if isinstance(written, dict) else None)
                 if not v["ok"]:
                     n = int(tag[1:])
                     raise Stop("correctness", f"wrong output on input set {n} of {trials}: {v['reason']}")
@@ -226,7 +223,7 @@ class _Session:
         if reply.get("last_seed") not in seeds:
             raise Stop("profile", "the timing reply names an input set the harness did not send")
         self.ref.request({"op": "reference", "tag": tag, "seed": reply["last_seed"]}, 900)
-        v = self._check(tag, self._output_path(tag))
+        v = self._check(tag, reply.get("meta"))
         if not v["ok"]:
             raise Stop("profile", f"output of the timed runs is wrong ({v['reason']}): results cached "
                                   "across calls or work skipped when inputs repeat?")

