@@ -4,8 +4,10 @@
 # go to $OUT/results.tgz (the device tool's output folder, which takes few files; ./device_out
 # here), with runs/ (resumable results) inside it.
 #   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo kb synth
-# e.g. `bash benchmarks/device_check.sh tests:330 demo:90 build:150`. Results that later calls go on
-# from (runs/) stay on a warm machine; copy them into $OUT to keep them.
+# e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
+# (TEST_ARGS: pytest's flags and paths; default `tests`). runs/ (resumable results) stays on a warm
+# machine and comes back in results.tgz; the kb step starts from benchmarks/kernelbench_h100/bench
+# when runs/kb has none, so commit what comes back there to go on in a later session.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -32,12 +34,13 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $OUT/NAME.log
 for arg in "$@"; do
   name=${arg%%:*}; limit=${arg#*:}; [ "$limit" = "$arg" ] && limit=300
   case $name in
-    tests) step tests "$limit" $py -m pytest -q -m cuda -rfEsx -p no:cacheprovider --durations=15 ${TEST_ARGS:-} tests ;;
+    tests) step tests "$limit" $py -m pytest -q -m cuda -rfEsx -p no:cacheprovider --durations=15 ${TEST_ARGS:-tests} ;;
     build) step build "$limit" $py benchmarks/build_bench.py --device cuda --json "$LOGS/build_bench.json" ;;
     harness) step harness "$limit" $py benchmarks/harness_bench.py --device cuda --evals 5 --fidelity ${FIDELITY:-20} \
                --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$LOGS/harness_bench.json" ;;
     demo) step demo "$limit" $py -m cuda_agent demo ;;
-    kb) step kb "$limit" $py benchmarks/bench_kernelbench.py --out runs/kb --kernelbench "$KB/kernelbench.jsonl" \
+    kb) [ -d runs/kb/bench ] || { mkdir -p runs/kb && cp -r benchmarks/kernelbench_h100/bench runs/kb/; }  # go on from the last run
+        step kb "$limit" $py benchmarks/bench_kernelbench.py --out runs/kb --kernelbench "$KB/kernelbench.jsonl" \
           --published "$KB/h100_modal_eager.json" --max-seconds $((limit - 60)) ${KB_ARGS:-} ;;
     synth) step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out runs/synth/ops.parquet \
              --kernelbench "$KB/kernelbench.jsonl" ${SYNTH_ARGS:-} ;;
@@ -45,5 +48,5 @@ for arg in "$@"; do
   esac
 done
 cat "$LOGS/steps.txt"
-tar czf "$OUT/results.tgz" -C "$LOGS" . $( [ -d runs ] && echo "-C $PWD runs" ) 2>/dev/null
+tar czf "$OUT/results.tgz" --exclude="*.synth/work" -C "$LOGS" . $( [ -d runs ] && echo "-C $PWD runs" ) 2>/dev/null
 ls -la "$OUT"

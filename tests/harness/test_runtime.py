@@ -133,12 +133,22 @@ def test_work_left_on_a_side_stream_is_counted(gpu_alone):
 
 @pytest.mark.cuda
 def test_a_tiny_kernel_is_not_charged_the_synchronize_latency(gpu_alone):
-    """The device-wide synchronize is a check, not part of the time: a one-element op takes a few
-    microseconds of launch, not the tens that a synchronize costs."""
+    """The device-wide synchronize is a check, not part of the time: a one-element op timed by the
+    harness takes less than the same op timed with the synchronize inside the measured window."""
     dev = gpu_alone
     x = torch.randn(16, device=dev)
     stats, _, _ = time_callable(lambda t: t + 1, [[x]], dev, TimingPlan(min_runs=50, max_runs=200, budget_s=0.2))
-    assert stats.median_ms < 0.03, stats
+    charged = []
+    for _ in range(200):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        x + 1
+        torch.cuda.synchronize()
+        end.record()
+        end.synchronize()
+        charged.append(start.elapsed_time(end))
+    assert stats.median_ms < sorted(charged)[len(charged) // 2], stats
 
 
 @pytest.mark.cuda
