@@ -4,6 +4,7 @@ timer adapter measuring a real task on the CPU."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from cuda_agent.bench.baselines import (baselines, baselines_markdown, harness_time_baselines, published_times,
                                         write_baselines_table)
@@ -12,6 +13,8 @@ from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.result import TimingStats
 
 from .synthetic import relu_tasks
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def fake_timer(calls: list[str]):
@@ -75,3 +78,19 @@ def test_harness_timer_times_a_real_task_on_cpu():
     assert eager.runs >= 3 and compiled.runs >= 3
     assert eager.median_ms > 0 and compiled.median_ms > 0
     assert harness_time_baselines(task, config) == (eager, compiled)    # the harness's baseline cache
+
+
+def test_workers_time_real_tasks_in_parallel_processes(tmp_path):
+    """Two worker processes (each compiles on its own, then takes the device lock to time): every
+    task gets its row, a task whose timing fails gets an error row, and a second run adds none."""
+    from cuda_agent.tasks import load_tasks
+
+    tasks = load_tasks(REPO / "tests" / "hacks" / "tasks").tasks
+    out = tmp_path / "b.jsonl"
+    config = EvalConfig(device="cpu", timing_budget_s=0.05, min_timing_runs=3, max_timing_runs=10)
+    run = baselines(tasks, "cpu", out, config=config, roofline=False, workers=2)
+    rows = {r["task"]: r for r in read_rows(out)}
+    assert run.timed == len(tasks) == len(rows)
+    assert rows["sbr_small"]["eager"]["median_ms"] > 0 and rows["sbr_small"]["compile"]["median_ms"] > 0
+    assert "error" in rows["rowsum_varlen"]  # its inputs change shape per seed: timing refuses it
+    assert baselines(tasks, "cpu", out, config=config, roofline=False, workers=2).timed == 0

@@ -138,17 +138,22 @@ def _rows_in_workers(jobs: list[tuple], workers: int, deadline: float | None) ->
     A worker that dies takes its tasks in flight with it: they get an error row (retried with
     `retry_errors`) and a fresh pool goes on."""
     todo = list(reversed(jobs))
-    late = False
     ctx = mp.get_context("spawn")
+    threads = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")
+    # Workers start when tasks are submitted and copy this environment then: N workers each using
+    # every core to compile would thrash.
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = threads or "2"
+    try:
+        yield from _pool_rows(todo, workers, deadline, ctx)
+    finally:
+        if threads is None:
+            os.environ.pop("TORCHINDUCTOR_COMPILE_THREADS", None)
+
+
+def _pool_rows(todo: list[tuple], workers: int, deadline: float | None, ctx) -> Iterator[dict[str, Any] | None]:
+    late = False
     while todo and not late:
-        threads = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")
-        os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = threads or "2"  # N workers x all cores would thrash
-        try:
-            pool = ProcessPoolExecutor(workers, mp_context=ctx)
-        finally:
-            if threads is None:
-                os.environ.pop("TORCHINDUCTOR_COMPILE_THREADS")
-        with pool:
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
             flying: dict[Future, tuple] = {}
             while todo or flying:
                 late = bool(deadline and time.monotonic() > deadline)
