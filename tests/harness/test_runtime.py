@@ -178,3 +178,35 @@ def test_outputs_travel_as_raw_bytes_and_bad_metadata_is_refused(tmp_path):
     assert "no readable list" in read_outputs(prefix, {"dtype": "float32"})
     remove_outputs(prefix, len(meta))
     assert "missing" in read_outputs(prefix, meta)
+
+
+def test_a_waiting_timer_goes_before_later_shared_users(tmp_path):
+    """Evaluations hold the device lock shared; a timer waiting for it alone is not starved by
+    evaluations that arrive after it."""
+    import threading
+    import time
+
+    order = []
+    first_shared = threading.Event()
+
+    def shared_user(name, hold):
+        with device_lock(tmp_path, "cuda0", shared=True):
+            first_shared.set()
+            order.append(name)
+            time.sleep(hold)
+
+    def timer():
+        with device_lock(tmp_path, "cuda0"):
+            order.append("timer")
+
+    a = threading.Thread(target=shared_user, args=("a", 0.5))
+    a.start()
+    first_shared.wait()
+    t = threading.Thread(target=timer)
+    t.start()
+    time.sleep(0.1)  # the timer is now waiting for `a`
+    b = threading.Thread(target=shared_user, args=("b", 0))
+    b.start()
+    for th in (a, t, b):
+        th.join(5)
+    assert order == ["a", "timer", "b"]

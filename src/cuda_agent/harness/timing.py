@@ -162,10 +162,18 @@ def lock_name(device: str) -> str:
 def device_lock(lock_dir: Path, key: str, shared: bool = False) -> Iterator[None]:
     """One device (`key`, e.g. "cuda0") across processes: evaluations running in parallel hold it
     shared while they run on the device, and timing holds it alone, so nothing else runs on the
-    GPU while a figure is taken (work of other evaluations would otherwise slow it)."""
+    GPU while a figure is taken (work of other evaluations would otherwise slow it). A timer waiting
+    for it goes first: newcomers queue behind it at a turnstile, so a busy GPU never starves timing."""
     lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"{key}.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+    with open(lock_dir / f"{key}.turnstile", "a") as gate, open(lock_dir / f"{key}.lock", "a") as f:
+        if shared:
+            fcntl.flock(gate, fcntl.LOCK_SH)  # passes at once unless a timer is waiting
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            fcntl.flock(f, fcntl.LOCK_SH)
+        else:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(f, fcntl.LOCK_EX)
+            fcntl.flock(gate, fcntl.LOCK_UN)
         try:
             yield
         finally:
