@@ -9,7 +9,7 @@ import types
 import torch
 
 # Bound at import, before a solution's code runs in the child (which could replace them).
-_from_file, _reshape = torch.from_file, torch.Tensor.reshape
+_from_file, _reshape, _to, _empty_cache = torch.from_file, torch.Tensor.reshape, torch.Tensor.to, torch.cuda.empty_cache
 
 
 def module_from_source(source: str, name: str, filename: str) -> types.ModuleType:
@@ -113,8 +113,6 @@ def release(device: torch.device) -> None:
         _empty_cache()
 
 
-# Bound at import, before a solution's code runs in the child (which could replace them).
-_to, _empty_cache = torch.Tensor.to, torch.cuda.empty_cache
 HOST_COPY_BYTES = 256 << 20
 
 

@@ -67,11 +67,10 @@ class Worker:
         seconds: dict[str, float] = {}
         t = time.perf_counter()
         with _lock(msg, shared=True):  # off the GPU while another worker times on it
-            reply = self._eager_checks(msg, device, seconds, t)
-        if reply is not None:
-            return reply
-        model, inputs, first, inputs2 = self._checked
-        self._checked = None
+            failed, checked = self._eager_checks(msg, device, seconds, t)
+        if failed is not None:
+            return failed
+        model, inputs, first, inputs2 = checked
         t = time.perf_counter()
         sets = [inputs, [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs2]]
         stats = _timed(model, sets, device, msg)
@@ -80,36 +79,35 @@ class Worker:
         return {"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
                 "seconds": seconds}
 
-    def _eager_checks(self, msg: dict, device, seconds: dict, t: float) -> dict | None:
-        """Runs, determinism, RNG use and degenerate outputs; a failed reply, or None (the model,
-        inputs and outputs kept in `_checked`)."""
+    def _eager_checks(self, msg: dict, device, seconds: dict, t: float) -> tuple[dict | None, tuple]:
+        """Runs, determinism, RNG use and degenerate outputs: (a failed reply, ()) or
+        (None, (model, inputs, outputs, the second input set))."""
         torch = self.torch
         try:
             _, model, inputs = self._build(msg["code"], device)
             first = self._run(model, inputs)
             self._sync(device)
         except Exception as e:
-            return {"ok": False, "filter": "eager", "reason": _short(e)}
+            return {"ok": False, "filter": "eager", "reason": _short(e)}, ()
         seconds["eager_run"] = time.perf_counter() - t
         # Determinism: a fresh model and fresh inputs from the same seeds give the same bits.
         _, model2, inputs2 = self._build(msg["code"], device)
         second = self._run(model2, inputs2)
         if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(first, second)):
             return {"ok": False, "filter": "deterministic", "reason": "two runs from the same seed differ",
-                    "seconds": seconds}
+                    "seconds": seconds}, ()
         # Stochastic ops: the same model and inputs under another global RNG state.
         torch.manual_seed(987654321)
         third = self._run(model2, inputs2)
         if any(not torch.equal(a, b) for a, b in zip(second, third)):
             return {"ok": False, "filter": "stochastic", "reason": "output depends on the global RNG state",
-                    "seconds": seconds}
+                    "seconds": seconds}, ()
         from cuda_agent.synth.filters import degenerate_reason
 
         why = degenerate_reason([_stats(o) for o in first])
         if why:
-            return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}
-        self._checked = (model, inputs, first, inputs2)
-        return None
+            return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}, ()
+        return None, (model, inputs, first, inputs2)
 
     def compile(self, msg: dict) -> dict:
         torch = self.torch
