@@ -1,8 +1,12 @@
 """Harness benchmarks: evaluations per hour, timing stability, and eager timings beside the
 published KernelBench H100 figures.
 
-    python benchmarks/harness_bench.py [--device cuda|cpu] [--evals 5] [--fidelity 20]
+    python benchmarks/harness_bench.py [--device cuda|cpu] [--evals 5] [--fidelity 20] [--large 19_ReLU]
         [--kernelbench PATH/kernelbench.jsonl] [--published PATH/h100_modal_eager.json] [--json OUT]
+
+`--large TASK` (cuda): a KernelBench level-1 task with multi-gigabyte tensors, evaluated with its
+hand-written kernel (bench_kernelbench.py) with outputs handed over as files and by CUDA IPC, each
+stage's seconds side by side (baselines timed by a first evaluation, then cached for both).
 
 Prints markdown tables; the reference layout's own cycle (compile 21.6 s + verify 6.0 s +
 profile 30.8 s on the H100 machine, from the mission notes) is the comparison for throughput.
@@ -31,21 +35,48 @@ def throughput(device: str, evals: int) -> dict:
     t0 = time.perf_counter()
     first = evaluate(task, sol, EvalConfig(device=device))
     cold = time.perf_counter() - t0
-    runs, medians, rewards = [], [], []
+    runs, medians, rewards, stages = [], [], [], []
     for _ in range(evals):
         t0 = time.perf_counter()
         r = evaluate(task, sol, EvalConfig(device=device))
         runs.append(time.perf_counter() - t0)
         medians.append(r.solution.median_ms if r.solution else float("nan"))
         rewards.append(r.reward)
+        stages.append(r.stage_seconds)
     per = statistics.mean(runs)
     spread = (max(medians) / min(medians) - 1) * 100 if medians else float("nan")
     return {"first_eval_s": cold, "first_reward": first.reward, "first_reason": first.reason,
             "cached_eval_s": per, "evals_per_hour": 3600 / per, "reference_evals_per_hour": 3600 / REFERENCE_CYCLE_S,
             "solution_medians_ms": medians, "median_spread_pct": spread, "rewards": rewards,
+            "stage_seconds_mean": {k: statistics.mean(st.get(k, 0.0) for st in stages) for k in stages[0]} if stages else {},
+            "transfer": r.details.get("transfer") if evals else None,
             "speedup_vs_eager": first.speedup_vs_eager, "speedup_vs_compile": first.speedup_vs_compile,
             "eager_ms": first.eager.median_ms if first.eager else None,
             "compile_ms": first.compile.median_ms if first.compile else None}
+
+
+def large_task(kernelbench: Path, name: str) -> list[dict]:
+    """One big level-1 task evaluated with outputs as files and by CUDA IPC (stage seconds each)."""
+    import tempfile
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_kernelbench import write_solutions
+
+    from cuda_agent.harness.config import EvalConfig
+    from cuda_agent.harness.evaluate import evaluate
+    from cuda_agent.tasks import load_tasks
+
+    task = load_tasks(kernelbench).find(name)
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        write_solutions(Path(d), cuda=True, ops=(name,))
+        for transfer in ("auto", "files", "auto"):  # the first also times the baselines (then cached)
+            t0 = time.perf_counter()
+            r = evaluate(task, Path(d) / name, EvalConfig(device="cuda", transfer=transfer, timing_budget_s=0.5))
+            rows.append({"transfer": r.details.get("transfer"), "seconds": time.perf_counter() - t0,
+                         "reward": r.reward, "reason": r.reason[:200], "stage_seconds": r.stage_seconds,
+                         "baseline_cached": "baseline_cached" in r.flags})
+    return rows
 
 
 def fidelity(device: str, kernelbench: Path, published: Path, count: int) -> list[dict]:
@@ -81,6 +112,7 @@ def main() -> None:
     ap.add_argument("--fidelity", type=int, default=20)
     ap.add_argument("--kernelbench", type=Path, default=REPO.parent / "shared" / "kernelbench" / "kernelbench.jsonl")
     ap.add_argument("--published", type=Path, default=REPO.parent / "shared" / "kernelbench" / "h100_modal_eager.json")
+    ap.add_argument("--large", default="19_ReLU", help="big level-1 task for the files-vs-IPC comparison ('' skips)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     from cuda_agent.harness.backend import default_device
@@ -103,6 +135,18 @@ def main() -> None:
           f"{tp['evals_per_hour'] / tp['reference_evals_per_hour']:.1f}x |")
     print(f"\nSolution median over {args.evals} evaluations: {', '.join(f'{m:.4f}' for m in tp['solution_medians_ms'])} ms "
           f"(max/min - 1 = {tp['median_spread_pct']:.2f}%); rewards {tp['rewards']}; first: {tp['first_reason']}\n")
+    print(f"Mean seconds per stage (cached evaluations, outputs by {tp['transfer']}): "
+          + ", ".join(f"{k} {v:.2f}" for k, v in tp["stage_seconds_mean"].items()) + "\n")
+    if args.large and device == "cuda" and args.kernelbench.exists():
+        out["large"] = rows = large_task(args.kernelbench, args.large)
+        steps = list(dict.fromkeys(k for r in rows for k in r["stage_seconds"]))
+        print(f"## {args.large}: outputs handed over as files or by CUDA IPC (seconds)\n")
+        print("| outputs by | baselines | total | " + " | ".join(steps) + " | reward |\n|---|---|---|"
+              + "---|" * (len(steps) + 1))
+        for r in rows:
+            print(f"| {r['transfer']} | {'cached' if r['baseline_cached'] else 'timed'} | {r['seconds']:.1f} | "
+                  + " | ".join(f"{r['stage_seconds'].get(k, 0):.1f}" for k in steps) + f" | {r['reward']:g} |")
+        print()
     if args.fidelity and args.published.exists() and args.kernelbench.exists():
         rows = fidelity(device, args.kernelbench, args.published, args.fidelity)
         out["fidelity"] = rows

@@ -163,23 +163,6 @@ def test_the_same_call_timed_twice_agrees_within_two_percent(gpu_alone):
     assert abs(first.median_ms / second.median_ms - 1) < 0.02, (first, second)
 
 
-def test_outputs_travel_as_raw_bytes_and_bad_metadata_is_refused(tmp_path):
-    from cuda_agent.harness.modules import read_outputs, remove_outputs, write_outputs
-
-    outs = [torch.randn(3, 4), torch.arange(5), torch.tensor([True, False]), torch.empty(0, 2)]
-    prefix = str(tmp_path / "out_t1")
-    meta = write_outputs([outs[0].t(), *outs[1:]], prefix)  # a non-contiguous one too
-    back = read_outputs(prefix, meta)
-    assert all(torch.equal(a, b) for a, b in zip(back, [outs[0].t(), *outs[1:]]))
-    assert [b.dtype for b in back] == [torch.float32, torch.int64, torch.bool, torch.float32]
-    assert "need 40000" in read_outputs(prefix, [{"dtype": "float32", "shape": [100, 100]}])
-    assert "valid dtype" in read_outputs(prefix, [{"dtype": "object", "shape": [3, 4]}])
-    assert "valid dtype" in read_outputs(prefix, [{"dtype": "float32", "shape": [-1]}])
-    assert "no readable list" in read_outputs(prefix, {"dtype": "float32"})
-    remove_outputs(prefix, len(meta))
-    assert "missing" in read_outputs(prefix, meta)
-
-
 def test_a_waiting_timer_goes_before_later_shared_users(tmp_path):
     """Evaluations hold the device lock shared; a timer waiting for it alone is not starved by
     evaluations that arrive after it."""

@@ -23,4 +23,5 @@ class EvalConfig:
     timing_budget_s: float = 2.0         # per model, after warm-up
     sanity_speedup: float = 10.0         # above this vs torch.compile: re-measured and flagged
     use_baseline_cache: bool = True
+    transfer: str = "auto"               # outputs to the reference: "auto" (CUDA IPC where it works) | "files"
     reward: RewardSchedule = field(default_factory=RewardSchedule)

@@ -12,6 +12,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -37,6 +38,16 @@ class Stop(Exception):
 
 def _seed() -> int:
     return secrets.randbits(62)
+
+
+@contextmanager
+def _timed(result: EvalResult, step: str):
+    """Adds the wall time of the block to result.stage_seconds[step] (also when it fails)."""
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        result.stage_seconds[step] = round(result.stage_seconds.get(step, 0.0) + time.monotonic() - t0, 3)
 
 
 def _private_dir() -> Path:
@@ -76,12 +87,14 @@ def _check_and_build(task: Task, path: Path, backend: Backend, config: EvalConfi
         sol = snapshot(path, snap / "solution")
     except SolutionError as e:
         raise Stop("static", str(e)) from None
-    report = check_solution(sol.files, config.policy)  # type: ignore[arg-type]
+    with _timed(result, "static"):
+        report = check_solution(sol.files, config.policy)  # type: ignore[arg-type]
     result.findings = report.findings
     if not report.ok:
         raise Stop("static", f"rule broken: {report.reason}")
     result.stage = "build"
-    build, finding = build_solution(sol, backend, config.build_timeout_s)
+    with _timed(result, "build"):
+        build, finding = build_solution(sol, backend, config.build_timeout_s)
     result.build = build
     if finding is not None:
         result.findings.append(finding)
@@ -120,8 +133,11 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
         try:
             session = _Session(ref, child, config, job, time.monotonic() + config.timeout_s)
             with device_lock(subdir("locks"), lock_name(backend.device), shared=True):
-                session.start()
-                session.correctness(result)
+                with _timed(result, "start"):
+                    session.start()
+                    session.choose_route(backend, result)
+                with _timed(result, "correctness"):
+                    session.correctness(result)
             if config.profile:
                 session.profile(task, backend, result)
         finally:
@@ -154,6 +170,7 @@ class _Session:
     def __init__(self, ref: Process, child: Process, config: EvalConfig, job: dict, deadline: float):
         self.ref, self.child, self.config, self.job, self.deadline = ref, child, config, job, deadline
         self.tags = 0
+        self.route = "files"  # how outputs reach the reference worker (see transfer.py)
 
     def _left(self) -> float:
         return max(1.0, self.deadline - time.monotonic())
@@ -184,11 +201,25 @@ class _Session:
         self._child(None, "run")
         self._child({"op": "weights"}, "correctness")
 
+    def choose_route(self, backend: Backend, result: EvalResult) -> None:
+        """CUDA IPC for the outputs when the reference worker can map a probe the child shares
+        (the driver may refuse between users); files otherwise."""
+        if backend.is_cuda and self.config.transfer == "auto":
+            value = float(secrets.randbelow(1 << 20))
+            shared = self._child({"op": "probe", "value": value}, "run")
+            if shared.get("meta"):
+                v = self._ref({"op": "probe", "value": value, "meta": shared["meta"]})
+                self.route = "ipc" if v.get("ok") else "files"
+                if not v.get("ok"):
+                    result.details["ipc_refused"] = v.get("reason", "")
+        result.details["transfer"] = self.route
+
     def _check(self, tag: str, meta) -> dict:
-        """The reference worker's verdict on the output of `tag`, read from where the child must
-        write it (never a path the child names itself); `meta` is the child's dtypes and shapes."""
+        """The reference worker's verdict on the output of `tag`, mapped from the child's memory or
+        read from where the child must write it (never a path the child names itself); `meta` is
+        the child's dtypes and shapes (and IPC handles)."""
         return self._ref({"op": "compare", "tag": tag, "prefix": f"{self.job['public']}/out_{tag}", "meta": meta,
-                          "atol": self.config.atol, "rtol": self.config.rtol})
+                          "route": self.route, "atol": self.config.atol, "rtol": self.config.rtol})
 
     def _new_tags(self, n: int) -> list[tuple[str, int]]:
         out = []
@@ -205,7 +236,7 @@ class _Session:
         runs = self._new_tags(trials)
         for i in range(0, trials, 2):
             pair = runs[i:i + 2]
-            written = self._child({"op": "run", "runs": pair}, "correctness").get("outputs")
+            written = self._child({"op": "run", "runs": pair, "route": self.route}, "correctness").get("outputs")
             for tag, _ in pair:
                 v = self._check(tag, written.get(tag) if isinstance(written, dict) else None)
                 if not v["ok"]:
@@ -218,7 +249,7 @@ class _Session:
     def _time_solution(self) -> TimingStats:
         (tag, _), = self._new_tags(1)
         seeds = [_seed(), _seed()]
-        msg = {"op": "time", "tag": tag, "seeds": seeds, "plan": self._plan()}
+        msg = {"op": "time", "tag": tag, "seeds": seeds, "plan": self._plan(), "route": self.route}
         reply = self._child(msg, "profile")
         if reply.get("last_seed") not in seeds:
             raise Stop("profile", "the timing reply names an input set the harness did not send")
@@ -241,22 +272,26 @@ class _Session:
         result.stage = "profile"
         key = baselines.cache_key(task.code, backend.device, self._plan())
         use_cache = self.config.use_baseline_cache
-        if not (use_cache and baselines.load(key)):  # compile before taking the device: CPU work
-            self._ref({"op": "compile", "seed": _seed()})
+        cached = baselines.load(key) if use_cache else None
+        if cached is None:  # compile before taking the device: CPU work
+            with _timed(result, "compile"):
+                self._ref({"op": "compile", "seed": _seed()})
         with device_lock(subdir("locks"), lock_name(backend.device)):
-            cached = baselines.load(key) if use_cache else None
+            cached = baselines.load(key) if use_cache else None  # another evaluation may have timed them
             if cached is None:
-                reply = self._ref({"op": "baselines", "seeds": [_seed(), _seed()], "plan": self._plan()})
+                with _timed(result, "baselines"):
+                    reply = self._ref({"op": "baselines", "seeds": [_seed(), _seed()], "plan": self._plan()})
                 cached = TimingStats(**reply["eager"]), TimingStats(**reply["compile"])
                 baselines.store(key, *cached, {"task": task.name, "device_name": reply["device_name"]})
             else:
                 result.flags.append("baseline_cached")
             result.eager, result.compile = cached
-            result.solution = self._time_solution()
-            if result.compile.median_ms / result.solution.median_ms > self.config.sanity_speedup:
-                result.flags.append("speedup_remeasured")
-                result.details["first_solution_timing"] = asdict(result.solution)
+            with _timed(result, "timing"):
                 result.solution = self._time_solution()
+                if result.compile.median_ms / result.solution.median_ms > self.config.sanity_speedup:
+                    result.flags.append("speedup_remeasured")
+                    result.details["first_solution_timing"] = asdict(result.solution)
+                    result.solution = self._time_solution()
         result.speedup_vs_eager = result.eager.median_ms / result.solution.median_ms
         result.speedup_vs_compile = result.compile.median_ms / result.solution.median_ms
         if result.speedup_vs_compile > self.config.sanity_speedup:

@@ -99,6 +99,7 @@ class EvalResult:
     build: BuildResult | None = None
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step, in order
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

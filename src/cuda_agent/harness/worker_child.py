@@ -12,14 +12,14 @@ from dataclasses import asdict
 import torch
 import torch.utils.cpp_extension
 
-from cuda_agent.harness.modules import (make_inputs, make_model, module_from_source, release, snapshot_inputs,
-                                        write_outputs)
+from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release
 from cuda_agent.harness.runtime import OperatorGuard, flatten_outputs, inputs_unchanged, poison_free_memory
 from cuda_agent.harness.sandbox import ChildChannel
 from cuda_agent.harness.timing import TimingPlan, time_callable
+from cuda_agent.harness.transfer import share_outputs, write_outputs
 
-_load = torch.load
-_clone = torch.Tensor.clone  # a solution may replace torch.Tensor.clone; the copy of the inputs must not alias them
+_load, _full = torch.load, torch.full
+_clone = torch.Tensor.clone  # a solution may replace torch.Tensor.clone
 
 
 class Failure(Exception):
@@ -90,43 +90,60 @@ def guarded_call(model, inputs: list, strict: bool, device: torch.device):
     return out
 
 
-def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str) -> dict[str, list]:
-    """Run forward on each input set back to back, then check and write every output; returns
-    each tag's output metadata."""
+def hand_over(outputs: list[torch.Tensor], prefix: str, route: str, keep: list) -> list[dict]:
+    """The outputs to the reference worker by `route` (see transfer.py); returns their metadata."""
+    return share_outputs(outputs, keep) if route == "ipc" else write_outputs(outputs, prefix)
+
+
+def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list) -> dict[str, list]:
+    """Run forward on each input set back to back, then check that the inputs are unchanged (against
+    the same inputs drawn again from their seed) and hand every output over; returns each tag's
+    output metadata."""
     runs = []
     for tag, seed in msg["runs"]:
         inputs = make_inputs(task, seed, device)
-        before = snapshot_inputs(inputs, _clone)
         out = guarded_call(model, inputs, strict, device)
-        runs.append((tag, inputs, before, out))
+        runs.append((tag, seed, inputs, out))
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     written = {}
-    for tag, inputs, before, out in runs:
-        changed = inputs_unchanged(before, inputs)
+    while runs:  # one input set at a time, so the inputs drawn again need little memory
+        tag, seed, inputs, out = runs.pop(0)
+        changed = inputs_unchanged(make_inputs(task, seed, device), inputs)
         if changed:
             raise Failure("correctness", changed)
+        del inputs
         flat = flatten_outputs(out)
         if isinstance(flat, str):
             raise Failure("correctness", flat)
-        written[tag] = write_outputs(flat, f"{public}/out_{tag}")
-    del runs, flat, inputs, before, out
+        written[tag] = hand_over(flat, f"{public}/out_{tag}", msg.get("route", "files"), keep)
+        del flat, out
     release(device)
     return written
 
 
-def time_solution(model, task, msg: dict, strict: bool, device: torch.device, public: str) -> dict:
+def time_solution(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list) -> dict:
     sets = [make_inputs(task, s, device) for s in msg["seeds"]]
     stats, out, last = time_callable(model, sets, device, TimingPlan(**msg["plan"]))
     flat = flatten_outputs(out)
     if isinstance(flat, str):
         raise Failure("profile", flat)
-    meta = write_outputs(flat, f"{public}/out_{msg['tag']}")  # before the calls below, which could overwrite it
+    if msg.get("route") == "ipc":  # a copy: the calls below could write into the output's memory
+        flat = [_clone(t) for t in flat]
+    meta = hand_over(flat, f"{public}/out_{msg['tag']}", msg.get("route", "files"), keep)
     for _ in range(2):  # guarded calls after the timed ones: behaviour must not change with call count
         guarded_call(model, sets[0], strict, device)
     del sets, out, flat
     release(device)
     return {"stats": asdict(stats), "last_seed": msg["seeds"][last], "meta": meta}
+
+
+def probe(msg: dict, device: torch.device, keep: list) -> dict:
+    """A small tensor shared by CUDA IPC, for the reference worker to check it can map our memory."""
+    try:
+        return {"ok": True, "meta": share_outputs([_full((4096,), float(msg["value"]), device=device)], keep)}
+    except OSError as e:
+        return {"ok": True, "meta": None, "reason": str(e)}
 
 
 def main(fd_in: int, fd_out: int) -> None:
@@ -137,15 +154,19 @@ def main(fd_in: int, fd_out: int) -> None:
     try:
         model, task = load_solution(job, device)
         channel.send({"loaded": True})
+        keep: list = []  # outputs shared with the reference worker, held until the next request
         while (msg := channel.recv()) is not None:
             op = msg.get("op")
+            keep.clear()
             if op == "weights":
                 load_weights(model, job["state_path"])
                 channel.send({"ok": True})
             elif op == "run":
-                channel.send({"ok": True, "outputs": run_pair(model, task, msg, strict, device, job["public"])})
+                channel.send({"ok": True, "outputs": run_pair(model, task, msg, strict, device, job["public"], keep)})
             elif op == "time":
-                channel.send({"ok": True, **time_solution(model, task, msg, strict, device, job["public"])})
+                channel.send({"ok": True, **time_solution(model, task, msg, strict, device, job["public"], keep)})
+            elif op == "probe":
+                channel.send(probe(msg, device, keep))
             elif op == "quit":
                 return
     except Failure as f:

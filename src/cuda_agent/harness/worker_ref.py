@@ -23,10 +23,9 @@ def main(fd_in: int, fd_out: int) -> None:
 def serve(channel) -> None:
     import torch
 
-    from cuda_agent.harness.modules import (MAX_OUTPUTS, make_inputs, make_model, module_from_source, read_outputs,
-                                            release, remove_outputs)
-    from cuda_agent.harness.runtime import compare, flatten_outputs
+    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release
     from cuda_agent.harness.timing import TimingPlan, compile_for_timing, time_baselines
+    from cuda_agent.harness.transfer import open_outputs
 
     job = channel.recv()
     device = torch.device(job["device"])
@@ -42,18 +41,14 @@ def serve(channel) -> None:
             seeds[msg["tag"]] = msg["seed"]
             channel.send({"ok": True})
         elif op == "compare":
-            actual = read_outputs(msg["prefix"], msg.get("meta"))
-            if isinstance(actual, str):
-                remove_outputs(msg["prefix"], MAX_OUTPUTS)
-                channel.send({"ok": False, "reason": f"its output could not be read ({actual})"})
-                continue
-            with torch.no_grad():
-                expected = flatten_outputs(model(*make_inputs(task, seeds.pop(msg["tag"]), device)))
-            v = compare(expected, actual, msg["atol"], msg["rtol"])
-            del expected, actual
-            remove_outputs(msg["prefix"], MAX_OUTPUTS)
-            release(device)
-            channel.send({"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error})
+            channel.send(compare_outputs(msg, model, task, seeds.pop(msg["tag"]), device))
+        elif op == "probe":  # can this process map the child's memory (CUDA IPC)?
+            opened = open_outputs(msg.get("meta"), device)
+            ok = not isinstance(opened, str) and len(opened.tensors) == 1 and \
+                bool((opened.tensors[0] == float(msg["value"])).all())
+            if not isinstance(opened, str):
+                opened.close()
+            channel.send({"ok": ok, "reason": opened if isinstance(opened, str) else ""})
         elif op == "compile":  # CPU work, done before the harness takes the device for timing
             compiled = compile_for_timing(model, make_inputs(task, msg["seed"], device))
             channel.send({"ok": True})
@@ -68,6 +63,35 @@ def serve(channel) -> None:
                           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
         elif op == "quit":
             return
+
+
+def compare_outputs(msg: dict, model, task, seed: int, device) -> dict:
+    """The verdict on the child's outputs for one input set: the reference output is computed
+    here, now, from the seed (it never leaves this process), and compared with what the child
+    handed over (mapped from its GPU memory, or read from the files it wrote)."""
+    import torch
+
+    from cuda_agent.harness.modules import make_inputs, release
+    from cuda_agent.harness.runtime import compare, flatten_outputs
+    from cuda_agent.harness.transfer import MAX_OUTPUTS, open_outputs, read_outputs, remove_outputs
+
+    ipc = msg.get("route") == "ipc"
+    opened = open_outputs(msg.get("meta"), device) if ipc else read_outputs(msg["prefix"], msg.get("meta"))
+    try:
+        if isinstance(opened, str):
+            return {"ok": False, "reason": f"its output could not be read ({opened})"}
+        with torch.no_grad():
+            expected = flatten_outputs(model(*make_inputs(task, seed, device)))
+        v = compare(expected, opened.tensors if ipc else opened, msg["atol"], msg["rtol"])
+        del expected
+        return {"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error}
+    finally:
+        if ipc and not isinstance(opened, str):
+            opened.close()
+        del opened
+        if not ipc:
+            remove_outputs(msg["prefix"], MAX_OUTPUTS)
+        release(device)
 
 
 if __name__ == "__main__":
