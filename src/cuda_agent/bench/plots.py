@@ -116,9 +116,11 @@ def sol_fractions(rows: list[Row]) -> bytes:
     fig, ax = plt.subplots(figsize=(11, 3.8))
     jitter = random.Random(1)
     width = 0.26
+    everything: list[float] = []
     for i, (name, group) in enumerate(groups.items()):
         for j, which in enumerate(metrics.TIMED):
             values = [v for r in group if (v := metrics.sol_fraction(r, which)) is not None]
+            everything += values
             x = i + (j - 1) * width
             label = {"eager": "eager", "compile": "torch.compile", "solution": "solution"}[which] if i == 0 else None
             if values:
@@ -126,17 +128,32 @@ def sol_fractions(rows: list[Row]) -> bytes:
                            color=SERIES_COLORS[which], edgecolors="none", label=label)
                 med = metrics.median(values)
                 ax.hlines(med, x - 0.11, x + 0.11, color="black", lw=2)
-    ax.set_yscale("log")
-    ax.set_ylim(top=1.5)
+    _sol_y(ax, everything)
     ax.axhline(1.0, color="black", lw=1)
     ax.set_xticks(range(len(groups)), list(groups))
+    ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.set_ylabel("SOL time / measured time")
-    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}" if v >= 0.01 else f"{v:.1%}"))
     ax.set_title("fraction of the speed of light reached (1 = physical limit; bar = median)")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="lower right", frameon=False, ncols=3)
+    if ax.get_legend_handles_labels()[0]:   # beside the axes: points fill the plot from top to bottom
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, markerscale=2)
     ax.grid(axis="x", visible=False)
     return _png(fig)
+
+
+def _sol_y(ax, values: list[float]) -> None:
+    """Log y-axis around the data with percent ticks; fractions above 1 (a roofline that is too
+    optimistic, or a timing error) stay in view instead of being cut off."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    lo, hi = min(values + [0.5]) / 1.25, max(values + [1.0]) * 1.15
+    ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
+    ticks = [t for t in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20) if lo <= t <= hi]
+    if len(ticks) < 4:   # less than a decade: finer steps
+        ticks = [t for t in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.2, 1.5, 2, 3) if lo <= t <= hi]
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}" if v >= 0.01 else f"{v:.1%}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def reward_distribution(rows: list[Row]) -> bytes:

@@ -84,7 +84,7 @@ tr.overall td{font-weight:600;border-top:2px solid #999}
 table.summary td,table.summary th{font-size:15px;padding:6px 12px}
 table.sortable th{cursor:pointer;user-select:none} table.sortable th:hover{background:#e8eaee}
 table.sortable th.asc:after{content:" \\25B2";font-size:10px} table.sortable th.desc:after{content:" \\25BC";font-size:10px}
-td.task{text-align:left;white-space:normal;min-width:190px;max-width:300px;overflow-wrap:anywhere}
+td.task{text-align:left;white-space:normal;min-width:190px;max-width:300px;overflow-wrap:break-word}
 td.reason{text-align:left;white-space:normal;min-width:170px;max-width:360px;overflow-wrap:anywhere;color:#444}
 td.good{color:#1a7f37} td.bad{color:#b42318}
 .grid{display:flex;flex-wrap:wrap;gap:8px 24px} figure{margin:8px 0} figure img{max-width:100%;border:1px solid #eee}
@@ -128,7 +128,10 @@ def _td(cell: tables.Cell, header: str) -> str:
         cls = "good" if cell.sort >= 1 + metrics.MARGIN else "bad" if cell.sort < 1 else ""
     if cls:
         attrs += f' class="{cls}"'
-    return f"<td{attrs}>{html.escape(cell.text)}</td>"
+    text = html.escape(cell.text)
+    if header == "task":   # let long names wrap at their underscores, not mid-word
+        text = text.replace("_", "_<wbr>")
+    return f"<td{attrs}>{text}</td>"
 
 
 def table_html(t: Table, css_class: str = "") -> str:
