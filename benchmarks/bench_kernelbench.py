@@ -355,6 +355,9 @@ def write_solutions(dest: Path, cuda: bool = True, ops: tuple[str, ...] | None =
     if not cuda:
         return list(OPS)
     for name, (attack, model_new) in HACKS.items():
+        if ops is not None and name not in ops:
+            continue
+        (dest / name).mkdir(parents=True, exist_ok=True)
         (dest / name / "model_new.py").write_text(model_new)
         (dest / name / "ATTACK.txt").write_text(attack + "\n")
     for name, (init, params, args, body) in GEMMS.items():

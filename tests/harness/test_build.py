@@ -1,8 +1,11 @@
 """Real builds of the workspace example and of load_inline-style sources on the CPU: caching, short
-compiler errors, refused flags and files, timeouts. One cold build is shared by the whole file."""
+compiler errors, refused flags and files, timeouts, the precompiled torch headers. One cold build is
+shared by the whole file (it also leaves the precompiled header of the binding files in its cache)."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import sys
 import time
@@ -12,9 +15,11 @@ import pytest
 import torch
 
 from cuda_agent.harness.backend import Backend, resolve_backend
-from cuda_agent.harness.build import SourceBundle, build, inline_sources, job_count, load_module, workspace_sources
+from cuda_agent.harness.build import (SourceBundle, build, choose_pch, inline_sources, job_count, load_module,
+                                      make_plan, start_pch_builds, workspace_sources)
 from cuda_agent.harness.compiler_errors import summarize_errors
-from cuda_agent.harness.toolchain import FlagError, arch_flags, check_cuda_cflags, cuda_home, split_flags
+from cuda_agent.harness.toolchain import (FlagError, arch_flags, check_cuda_cflags, cuda_home, make_toolchain,
+                                          split_flags)
 from cuda_agent.workspace import TEMPLATES
 
 CPU = Backend("cpu")
@@ -164,7 +169,8 @@ def test_cuda_file_on_cpu_backend_is_refused(example, tmp_path):
 
 @pytest.mark.parametrize("flags", [{"extra_ldflags": ("-lpthread",)}, {"extra_ldflags": ("-Wl,-rpath,/tmp",)},
                                    {"extra_cflags": ("-fplugin=/tmp/evil.so",)},
-                                   {"extra_cflags": ("-wrapper", "/bin/sh")}, {"extra_cflags": ("-I/etc",)}])
+                                   {"extra_cflags": ("-wrapper", "/bin/sh")}, {"extra_cflags": ("-I/etc",)},
+                                   {"extra_cflags": ("-include", "/tmp/own_pch.h")}])
 def test_flag_that_links_or_runs_foreign_code_is_refused(flags, tmp_path):
     bundle = SourceBundle({"kernels/k.cpp": "int k() { return 0; }\n"}, **flags)
     result = build(bundle, CPU, cache_dir=tmp_path)
@@ -259,6 +265,140 @@ def test_jobs_are_bounded_by_work_and_overridable(monkeypatch):
     monkeypatch.setenv("CUDA_AGENT_BUILD_JOBS", "many")
     with pytest.raises(ValueError, match="CUDA_AGENT_BUILD_JOBS"):
         job_count(None, 10)
+
+
+# --- precompiled headers ------------------------------------------------------------------------
+
+def binding_pch(ws: Path, cache: Path):
+    """The precompiled header that the workspace's kernels/relu_binding.cpp uses, in `cache`."""
+    plan = make_plan(workspace_sources(ws, CPU), make_toolchain(CPU, "cuda_extension"), "cuda_extension", cache)
+    return plan.pch["kernels/relu_binding.cpp"]
+
+
+def new_solution(ws: Path, tmp_path: Path) -> Path:
+    """A copy of `ws` whose binding file differs, so that no cached object fits it."""
+    ws = copy_workspace(ws, tmp_path)
+    binding = ws / "kernels" / "relu_binding.cpp"
+    binding.write_text(binding.read_text() + f"\n// solution {time.time_ns()}\n")
+    return ws
+
+
+def test_first_build_leaves_a_pch_that_a_new_solution_reuses(example, tmp_path):
+    ws, cache, first = example
+    pch = binding_pch(ws, cache)
+    first_log = Path(first.log_path).read_text()
+    assert "not cached yet, compiled without it for kernels/relu_binding.cpp" in first_log
+    assert f"precompiled header {pch.key[:16]}: built in" in first_log
+    before = pch.gch.stat()
+    result = build(workspace_sources(new_solution(ws, tmp_path), CPU), CPU, cache_dir=cache)
+    assert result.ok, result.errors
+    assert result.compiled == 1
+    log = Path(result.log_path).read_text()
+    assert f"precompiled header {pch.key[:16]} (torch/types.h torch/csrc/utils/pybind.h): used for " \
+           "kernels/relu_binding.cpp" in log
+    assert f"-include {pch.folder}/pch.h -c kernels/relu_binding.cpp" in log
+    assert "Winvalid-pch" not in log  # g++ says so when it skips a precompiled header it found
+    assert (pch.gch.stat().st_ino, pch.gch.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    x = torch.randn(100)
+    torch.testing.assert_close(load_module(result).relu_forward(x), torch.relu(x))
+
+
+def test_object_compiled_with_the_pch_is_the_same_as_without(example, tmp_path):
+    """The same source in a cache holding only the precompiled header: the object is byte for byte
+    the one the first build compiled without it."""
+    ws, cache, _ = example
+    pch, other = binding_pch(ws, cache), tmp_path / "cache"
+    twin = binding_pch(ws, other)
+    twin.folder.mkdir(parents=True)
+    shutil.copyfile(pch.folder / "pch.h", twin.folder / "pch.h")
+    os.link(pch.gch, twin.gch)  # 500 MB: shared, not copied
+    result = build(workspace_sources(ws, CPU), CPU, cache_dir=other)
+    assert result.ok and result.compiled == 3, result.errors
+    assert "used for kernels/relu_binding.cpp" in Path(result.log_path).read_text()
+    key = make_plan(workspace_sources(ws, CPU), make_toolchain(CPU, "cuda_extension"), "cuda_extension", cache)
+    obj = key.object_path("kernels/relu_binding.cpp")
+    assert (other / "objects" / obj.name).read_bytes() == obj.read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_damaged_pch_in_the_cache_does_not_break_a_build(example, tmp_path, damage):
+    """g++ skips a file that is no precompiled header; one cut short stops it, and the build runs
+    again without. Either way the damaged file leaves the cache, and the module is right."""
+    ws, cache, _ = example
+    good = binding_pch(ws, cache)
+    bad = binding_pch(ws, tmp_path / "cache")
+    bad.folder.mkdir(parents=True)
+    shutil.copyfile(good.folder / "pch.h", bad.folder / "pch.h")
+    with open(good.gch, "rb") as f:
+        bad.gch.write_bytes(b"not a precompiled header\n" * 100 if damage == "garbage" else f.read(4096))
+    result = build(workspace_sources(ws, CPU), CPU, cache_dir=tmp_path / "cache")
+    assert result.ok, result.errors
+    assert not bad.gch.exists()
+    x = torch.randn(100)
+    torch.testing.assert_close(load_module(result).relu_forward(x), torch.relu(x))
+
+
+def test_errors_in_a_file_compiled_with_the_pch_name_its_lines(example, tmp_path):
+    ws, cache, _ = example
+    ws = copy_workspace(ws, tmp_path)
+    binding = ws / "kernels" / "relu_binding.cpp"
+    text = binding.read_text().replace("auto y = torch::empty_like(x);", "auto y = torch::empty_like(x)\n  int q = 1;")
+    binding.write_text(text + "static void sizes(const torch::Tensor& x) { std::vector<int> v = x.sizes(); }\n")
+    lines = binding.read_text().splitlines()
+    result = build(workspace_sources(ws, CPU), CPU, cache_dir=cache)
+    assert not result.ok
+    assert "used for kernels/relu_binding.cpp" in Path(result.log_path).read_text()
+    assert f"kernels/relu_binding.cpp:{lines.index('  int q = 1;') + 1}: error: expected" in result.errors
+    assert f"kernels/relu_binding.cpp:{len(lines)}: error: conversion from 'c10::IntArrayRef'" in result.errors
+    assert "pch" not in result.errors.replace(result.log_path, "")
+
+
+def test_only_leading_torch_includes_choose_a_pch():
+    """A file gets the precompiled header only when it begins with exactly those includes: then g++
+    sees the same headers in the same order. Anything before them, or another order, and it does not."""
+    toolchain = make_toolchain(CPU, "cuda_extension")
+    head = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n"
+    files = {
+        "kernels/a.cpp": "// a\n/* more\n */\n#pragma once\n" + head + "int a();\n",
+        "kernels/b.cpp": '#include "../b.h"\nint b();\n',                  # through a header of includes only
+        "b.h": "#pragma once\n#include <torch/extension.h>\n#include <vector>\n",
+        "kernels/c.cpp": "#define TORCH_ASSERT_NO_OPERATORS\n" + head,         # a macro before: not the same
+        "kernels/d.cpp": "#include <torch/csrc/utils/pybind.h>\n#include <torch/types.h>\n",  # other order
+        "kernels/e.cpp": "#include <vector>\n" + head,                         # something else first
+        "kernels/f.cu": head,                                                  # nvcc takes none
+    }
+    chosen = choose_pch(SourceBundle(files), toolchain, Path("/cache/pch"))
+    assert {src: pch.headers for src, pch in chosen.items()} == {
+        "kernels/a.cpp": ("torch/types.h", "torch/csrc/utils/pybind.h"), "kernels/b.cpp": ("torch/extension.h",)}
+
+
+def test_solution_flags_or_a_stand_in_torch_header_turn_the_pch_off():
+    head = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n"
+    plain = make_toolchain(CPU, "cuda_extension")
+    assert choose_pch(SourceBundle({"kernels/a.cpp": head}), plain, Path("/p"))
+    flagged = make_toolchain(CPU, "cuda_extension", ("-DN=4",))
+    assert choose_pch(SourceBundle({"kernels/a.cpp": head}, extra_cflags=("-DN=4",)), flagged, Path("/p")) == {}
+    # -I. finds the bundle's c10/macros/Macros.h before torch's: the shared header was built with torch's
+    stand_in = SourceBundle({"kernels/a.cpp": head, "c10/macros/Macros.h": "#pragma once\n"})
+    assert choose_pch(stand_in, plain, Path("/p")) == {}
+
+
+def test_pch_another_process_is_building_is_not_built_twice(tmp_path):
+    toolchain = make_toolchain(CPU, "cuda_extension")
+    bundle = SourceBundle({"kernels/a.cpp": "#include <torch/extension.h>\n"})
+    pch = choose_pch(bundle, toolchain, tmp_path / "pch")["kernels/a.cpp"]
+    pch.folder.parent.mkdir(parents=True)
+    with open(pch.folder.parent / f"{pch.key}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert start_pch_builds([pch], toolchain, tmp_path / "scratch") == []
+
+
+def test_precompiled_header_files_in_a_solution_are_refused(tmp_path):
+    bundle = SourceBundle({"kernels/k.cpp": '#include "k.h"\nint k() { return K; }\n', "kernels/k.h": "#define K 1\n",
+                           "kernels/k.h.gch": "gpch.013"})
+    result = build(bundle, CPU, cache_dir=tmp_path)
+    assert not result.ok and result.compiled == 0
+    assert "kernels/k.h.gch: precompiled headers are the harness's own" in result.errors
 
 
 def test_nvcc_error_format_is_parsed():

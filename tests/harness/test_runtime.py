@@ -153,10 +153,12 @@ def test_a_tiny_kernel_is_not_charged_the_synchronize_latency(gpu_alone):
 
 @pytest.mark.cuda
 def test_the_same_call_timed_twice_agrees_within_two_percent(gpu_alone):
-    """Holds from about 0.2 ms per call (H100, 2026-11-24: 1.0% at 0.19 ms, 0.4% at 0.72 ms); a
-    50 us call drifts about 6% between runs, which the harness's 5% reward margin must absorb."""
+    """Holds from about 0.2 ms per call when the machine is quiet (H100, 2026-11-24: 1.0% at 0.19 ms,
+    0.4% at 0.72 ms), but a 0.36 ms call drifted 2.3% once with five test workers compiling beside
+    it, so the test times 0.72 ms; a 50 us call drifts about 6% between runs, which the harness's
+    5% reward margin must absorb."""
     dev = gpu_alone
-    x = torch.randn(1 << 27, device=dev)
+    x = torch.randn(1 << 28, device=dev)
     plan = TimingPlan(min_runs=50, max_runs=1000, budget_s=0.5)
     first, _, _ = time_callable(torch.relu, [[x]], dev, plan)
     second, _, _ = time_callable(torch.relu, [[x]], dev, plan)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cuda_agent.bench.run import HARNESS_ERROR, BenchSpec, run_task
+from cuda_agent.harness.spares import keep_warm
 from cuda_agent.bench.solutions import SolutionsDir
 from cuda_agent.tasks import Task
 
@@ -24,14 +25,15 @@ _POLL_S = 2.0
 def _worker(gpu: str, spec: BenchSpec, jobs: Any, results: Any, parent: int) -> None:
     solutions = SolutionsDir(spec.solutions) if spec.solutions else None
     results.put(("ready", gpu, None))
-    while os.getppid() == parent:
-        try:
-            task = jobs.get(timeout=_POLL_S)
-        except queue.Empty:
-            continue
-        if task is None:
-            return
-        results.put(("done", gpu, run_task(task, spec, solutions)))
+    with keep_warm():  # the next evaluation's processes start while this one runs
+        while os.getppid() == parent:
+            try:
+                task = jobs.get(timeout=_POLL_S)
+            except queue.Empty:
+                continue
+            if task is None:
+                return
+            results.put(("done", gpu, run_task(task, spec, solutions)))
 
 
 @dataclass

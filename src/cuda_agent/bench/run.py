@@ -20,6 +20,7 @@ from cuda_agent.bench.journal import Journal, latest_by, read_rows
 from cuda_agent.bench.solutions import SolutionsDir, no_solution_result
 from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.result import EvalResult
+from cuda_agent.harness.spares import keep_warm
 from cuda_agent.tasks import Task
 
 RESULTS = "results.jsonl"
@@ -191,11 +192,12 @@ def run_bench(tasks: list[Task], spec: BenchSpec, out: str | Path, *, workers: l
             run.stopped_early = run_parallel(pending, spec, workers, record, deadline)
         else:
             solutions = SolutionsDir(spec.solutions) if spec.solutions else None
-            for task in pending:
-                if deadline and time.monotonic() > deadline:
-                    run.stopped_early = True
-                    break
-                record(run_task(task, spec, solutions))
+            with keep_warm():  # the next evaluation's processes start while this one runs
+                for task in pending:
+                    if deadline and time.monotonic() > deadline:
+                        run.stopped_early = True
+                        break
+                    record(run_task(task, spec, solutions))
     return run
 
 

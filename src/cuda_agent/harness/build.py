@@ -5,12 +5,15 @@ solution loads at once. Layout of the cache (`cache_dir`, default `~/.cache/cuda
 
     objects/<key>.o               key: source, every header of the bundle, flags, compilers, torch, arch
     modules/<linkkey>/<name>.so   linkkey: the object keys and the link flags
+    pch/<pchkey>/pch.h(.gch)      a precompiled header of torch/pybind11 includes; pchkey: those
+                                  includes, the flags, compilers, torch, arch (see PCH_HEADERS)
     logs/<name>-<linkkey>.log     the full log of the last build of that module
     scratch/<tmp>/                a staging copy of the bundle while it builds, removed afterwards
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -23,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
@@ -31,13 +34,25 @@ from cuda_agent import home
 from cuda_agent.harness.backend import Backend
 from cuda_agent.harness.compiler_errors import summarize_errors
 from cuda_agent.harness.result import BuildResult
-from cuda_agent.harness.toolchain import FlagError, Toolchain, find_ninja, make_toolchain
+from cuda_agent.harness.toolchain import (FlagError, Toolchain, compiler_include_dirs, find_ninja,
+                                         make_toolchain)
 from cuda_agent.workspace import HARNESS_FILES, TEMPLATES
 
 SOURCE_SUFFIXES = (".cpp", ".cu")
 HEADER_SUFFIXES = (".h", ".cuh", ".hpp")
 SAFE_PATH = re.compile(r"[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*(/[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*)*")
 KEY_VERSION = "cuda-agent-build-1"  # bump to invalidate every cached object
+# How g++ fails on a precompiled header that passed its checks but cannot be read whole.
+PCH_FAILURE = re.compile(r"^(<command-line>|cc1plus): fatal error: .*(PCH|\.gch)|internal compiler error", re.M)
+# The includes that the harness precompiles (once per toolchain, into the cache): the binding
+# templates' and load_inline's. A .cpp whose first lines include one of these lists, in this order
+# and before anything else, is compiled with `-include` of that list's precompiled header; the
+# compiler then sees the same headers in the same order, and the object comes out the same.
+PCH_HEADERS = (
+    ("torch/types.h", "torch/csrc/utils/pybind.h", "c10/cuda/CUDAStream.h"),  # kernels_cuda/*_binding.cpp
+    ("torch/types.h", "torch/csrc/utils/pybind.h"),                           # kernels_cpu/*_binding.cpp
+    ("torch/extension.h",),                                                    # load_inline's main.cpp
+)
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,23 @@ def c_string(text: str) -> str:
 # --- build --------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Pch:
+    """A precompiled header: `headers` built with the toolchain's pch_cflags, kept in `folder`."""
+
+    key: str
+    headers: tuple[str, ...]
+    folder: Path                         # cache/pch/<key>: pch.h (the includes) and pch.h.gch
+
+    @property
+    def text(self) -> str:
+        return "".join(f"#include <{h}>\n" for h in self.headers)
+
+    @property
+    def gch(self) -> Path:
+        return self.folder / "pch.h.gch"
+
+
+@dataclass(frozen=True)
 class BuildPlan:
     """What one build needs: an object key per source, the module's key and where things go."""
 
@@ -139,6 +171,8 @@ class BuildPlan:
     object_keys: dict[str, str]          # source path -> object key
     link_key: str
     missing: tuple[str, ...]             # sources whose object is not cached
+    pch: dict[str, Pch] = field(default_factory=dict)  # source -> the precompiled header its includes allow
+    pch_ready: frozenset[str] = frozenset()            # keys of those the cache holds: these are used
 
     def object_path(self, source: str) -> Path:
         return self.cache / "objects" / f"{self.object_keys[source]}.o"
@@ -150,6 +184,17 @@ class BuildPlan:
     @property
     def log_path(self) -> Path:
         return self.cache / "logs" / f"{self.module_name}-{self.link_key[:16]}.log"
+
+    @property
+    def pch_used(self) -> dict[str, Pch]:
+        """Sources to compile now with a cached precompiled header."""
+        return {s: p for s, p in self.pch.items() if s in self.missing and p.key in self.pch_ready}
+
+    @property
+    def pch_to_build(self) -> list[Pch]:
+        """Precompiled headers that sources compiled now could use but the cache lacks."""
+        wanted = {p.key: p for s, p in self.pch.items() if s in self.missing and p.key not in self.pch_ready}
+        return list(wanted.values())
 
 
 def build(bundle: SourceBundle, backend: Backend, module_name: str = "cuda_extension", *,
@@ -185,6 +230,9 @@ def bundle_problem(bundle: SourceBundle, backend: Backend) -> str:
     unsafe = [p for p in bundle.files if not SAFE_PATH.fullmatch(p)]
     if unsafe:
         return f"{unsafe[0]}: file names may use letters, digits, '_', '-', '+' and '.', inside the workspace only"
+    precompiled = [p for p in bundle.files if p.endswith((".gch", ".pch"))]
+    if precompiled:  # g++ would read x.h.gch in place of x.h
+        return f"{precompiled[0]}: precompiled headers are the harness's own; include the header itself"
     cuda_files = [p for p in bundle.sources if p.endswith(".cu")]
     if cuda_files and not backend.is_cuda:
         cpp = cuda_files[0][:-3] + ".cpp"
@@ -193,16 +241,23 @@ def bundle_problem(bundle: SourceBundle, backend: Backend) -> str:
     return ""
 
 
-def make_plan(bundle: SourceBundle, toolchain: Toolchain, module_name: str, cache: Path) -> BuildPlan:
-    """Object keys (any header change recompiles every file: simple and never stale) and the link key."""
+def make_plan(bundle: SourceBundle, toolchain: Toolchain, module_name: str, cache: Path, *,
+              use_pch: bool = True) -> BuildPlan:
+    """Object keys (any header change recompiles every file: simple and never stale) and the link key.
+
+    A source's key names the precompiled header its includes allow, whether or not the cache holds it
+    yet: the object is the same either way, so one compiled without it stays valid."""
     headers = "".join(f"{p}\0{bundle.files[p]}\0" for p in bundle.headers)
+    pch = choose_pch(bundle, toolchain, cache.resolve() / "pch")
     keys = {}
     for src in bundle.sources:
         flags = toolchain.cuda_cflags if src.endswith(".cu") else toolchain.cflags
-        keys[src] = digest(KEY_VERSION, src, bundle.files[src], headers, *flags, toolchain.identity)
+        uses = f"pch={pch[src].key}" if src in pch else "no pch"
+        keys[src] = digest(KEY_VERSION, src, bundle.files[src], headers, *flags, toolchain.identity, uses)
     link_key = digest(KEY_VERSION, *(f"{s}={k}" for s, k in keys.items()), *toolchain.ldflags, toolchain.identity)
     missing = tuple(s for s in bundle.sources if not (cache / "objects" / f"{keys[s]}.o").exists())
-    return BuildPlan(toolchain, module_name, cache, keys, link_key, missing)
+    ready = frozenset(p.key for p in pch.values() if use_pch and p.gch.exists())
+    return BuildPlan(toolchain, module_name, cache, keys, link_key, missing, pch if use_pch else {}, ready)
 
 
 def digest(*parts: str) -> str:
@@ -226,20 +281,26 @@ def job_count(jobs: int | None, to_compile: int) -> int:
 
 def run_build(bundle: SourceBundle, plan: BuildPlan, result: BuildResult, start: float, timeout_s: float,
               jobs: int) -> BuildResult:
-    """Stage the bundle in a scratch folder, run ninja there, keep what it compiled."""
+    """Stage the bundle in a scratch folder, run ninja there (and beside it, build the precompiled
+    headers that the cache lacks, for later builds), keep what it compiled."""
     for sub in ("objects", "modules", "logs", "scratch"):
         (plan.cache / sub).mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f"{plan.module_name}-", dir=plan.cache / "scratch"))
     try:
         stage(bundle, plan, scratch)
+        pch_builds = start_pch_builds(plan.pch_to_build, plan.toolchain, scratch)
         returncode, output = run_ninja(scratch, jobs, timeout_s)
-        plan.log_path.write_text(f"# {plan.module_name}: ninja -j {jobs} in {scratch}\n{output}")
+        notes = [*pch_notes(plan), *finish_pch_builds(pch_builds, start + timeout_s), *drop_damaged_pch(plan, output)]
+        plan.log_path.write_text(f"# {plan.module_name}: ninja -j {jobs} in {scratch}\n"
+                                 + "".join(f"{n}\n" for n in notes) + output)
         result = replace(result, log_path=str(plan.log_path))
         if returncode is None:
             return finish(result, start, errors=f"build timed out after {timeout_s:g}s ({len(plan.missing)} "
                                                 f"file(s) to compile, {jobs} at a time); simplify heavy templates "
                                                 "or includes")
         result = replace(result, compiled=keep_objects(plan, scratch))
+        if returncode != 0 and plan.pch_used and PCH_FAILURE.search(output):
+            return retry_without_pch(bundle, plan, result, start, timeout_s, jobs)
         if returncode != 0:
             return finish(result, start, errors=summarize_errors(
                 output, bundle.files, str(plan.log_path), renames=error_renames(plan, scratch)))
@@ -248,6 +309,32 @@ def run_build(bundle: SourceBundle, plan: BuildPlan, result: BuildResult, start:
         return finish(result, start, ok=True, module_path=str(plan.module_path))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def retry_without_pch(bundle: SourceBundle, plan: BuildPlan, result: BuildResult, start: float, timeout_s: float,
+                      jobs: int) -> BuildResult:
+    """The compiler could not read a cached precompiled header (truncated, or damaged): drop it from
+    the cache (the next build makes it again) and build the rest without any."""
+    for pch in plan.pch_used.values():
+        pch.gch.unlink(missing_ok=True)  # pch.h stays: a compile reading it now falls back to it
+    retry = make_plan(bundle, plan.toolchain, plan.module_name, plan.cache, use_pch=False)
+    left = max(timeout_s - (time.perf_counter() - start), 1)
+    again = run_build(bundle, retry, replace(result, compiled=0), start, left, jobs)
+    with open(retry.log_path, "a") as log:
+        log.write(f"# built again without precompiled headers: the compiler could not read "
+                  f"{', '.join(sorted(p.key[:16] for p in plan.pch_used.values()))}, now dropped\n")
+    return replace(again, compiled=result.compiled + again.compiled)
+
+
+def drop_damaged_pch(plan: BuildPlan, output: str) -> list[str]:
+    """Remove the precompiled headers that g++ found to be no such thing (it compiled without them),
+    so that the next build makes them again; notes for the log."""
+    notes = []
+    for pch in set(plan.pch_used.values()):
+        if re.search(rf"^cc1plus: warning: {re.escape(str(pch.gch))}: not a PCH file", output, re.M):
+            pch.gch.unlink(missing_ok=True)
+            notes.append(f"# precompiled header {pch.key[:16]}: damaged, dropped from the cache")
+    return notes
 
 
 def stage(bundle: SourceBundle, plan: BuildPlan, scratch: Path) -> None:
@@ -264,6 +351,7 @@ def ninja_file(plan: BuildPlan) -> str:
     lines = ["ninja_required_version = 1.3", f"cxx = {ninja_value(shlex.quote(tc.cxx))}",
              f"cflags = {ninja_value(shlex.join(tc.cflags))}", f"ldflags = {ninja_value(shlex.join(tc.ldflags))}",
              "rule compile", "  command = $cxx $cflags -c $in -o $out",
+             "rule compile_pch", "  command = $cxx $cflags -Winvalid-pch -include $pch -c $in -o $out",
              "rule link", "  command = $cxx -shared $in $ldflags -o $out"]
     if tc.nvcc:
         lines += [f"nvcc = {ninja_value(shlex.quote(tc.nvcc))}",
@@ -273,7 +361,11 @@ def ninja_file(plan: BuildPlan) -> str:
     for src in plan.object_keys:
         if src in plan.missing:
             obj = f"obj/{plan.object_keys[src]}.o"
-            lines.append(f"build {obj}: {'cuda_compile' if src.endswith('.cu') else 'compile'} {ninja_path(src)}")
+            pch = plan.pch_used.get(src)
+            rule = "cuda_compile" if src.endswith(".cu") else "compile_pch" if pch else "compile"
+            lines.append(f"build {obj}: {rule} {ninja_path(src)}")
+            if pch:
+                lines.append(f"  pch = {ninja_value(shlex.quote(str(pch.folder / 'pch.h')))}")
             objects.append(obj)
         else:
             objects.append(ninja_path(str(plan.object_path(src))))
@@ -328,12 +420,183 @@ def error_renames(plan: BuildPlan, scratch: Path) -> dict[str, str]:
     for src, key in plan.object_keys.items():
         renames[str(plan.object_path(src))] = f"{src}.o"
         renames[f"obj/{key}.o"] = f"{src}.o"
+    for pch in plan.pch_used.values():
+        renames[str(pch.folder / "pch.h")] = f"<precompiled {' '.join(pch.headers)}>"
     return renames
 
 
 def finish(result: BuildResult, start: float, **changes) -> BuildResult:
     """`result` with `changes` and the wall time since `start`."""
     return replace(result, seconds=time.perf_counter() - start, **changes)
+
+
+# --- precompiled headers ------------------------------------------------------------------------
+
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_INCLUDE = re.compile(r'#\s*include\s*(<[^<>"]+>|"[^<>"]+")')
+
+
+def choose_pch(bundle: SourceBundle, toolchain: Toolchain, folder: Path) -> dict[str, Pch]:
+    """For each .cpp source, the longest PCH_HEADERS list that its leading includes begin with.
+
+    None when the solution adds compiler flags (a header per flag set would fill the disk), or when a
+    bundle file could stand in for a system header (`-I.` puts the bundle first; the shared header was
+    built without it)."""
+    if not toolchain.pch_cflags or shadows_system_header(bundle, toolchain):
+        return {}
+    chosen = {}
+    for src in (s for s in bundle.sources if s.endswith(".cpp")):
+        includes = leading_includes(bundle.files, src)[0]
+        fits = [h for h in PCH_HEADERS if tuple(includes[:len(h)]) == h
+                and (toolchain.nvcc or not any(x.startswith("c10/cuda/") for x in h))]
+        if fits:
+            headers = max(fits, key=len)
+            key = digest(KEY_VERSION, "pch", *headers, *toolchain.pch_cflags, toolchain.identity)
+            chosen[src] = Pch(key, headers, folder / key)
+    return chosen
+
+
+def leading_includes(files: dict[str, str], path: str, depth: int = 0) -> tuple[list[str], bool]:
+    """The <...> headers that `path` includes before anything else (comments, blank lines and
+    `#pragma once` aside), through its "..." includes of bundle headers; and whether nothing else
+    follows them in the file. Stops at the first line of any other kind."""
+    headers: list[str] = []
+    text = _COMMENT.sub(lambda m: "\n" * m.group().count("\n"), files[path])
+    for line in text.lstrip("\ufeff").splitlines():
+        line = line.strip()
+        m = _INCLUDE.fullmatch(line)
+        if not line or re.fullmatch(r"#\s*pragma\s+once", line):
+            continue
+        if m is None or depth > 8:
+            return headers, False
+        name = m[1][1:-1]
+        if m[1][0] == "<":
+            if name in files:  # the bundle's own file, through -I.
+                return headers, False
+            headers.append(name)
+            continue
+        found = [p for p in (os.path.normpath(os.path.join(os.path.dirname(path), name)), os.path.normpath(name))
+                 if p in files]
+        if not found:
+            return headers, False
+        inner, whole = leading_includes(files, found[0], depth + 1)
+        headers += inner
+        if not whole:
+            return headers, False
+    return headers, True
+
+
+def shadows_system_header(bundle: SourceBundle, toolchain: Toolchain) -> bool:
+    """Whether a bundle file has the path of a header in a system include folder (the compiler's own
+    and the -isystem ones), so that `#include <that path>` would find the bundle's file instead.
+    True also when the compiler does not say where it looks."""
+    flags = toolchain.pch_cflags
+    try:
+        dirs = [*compiler_include_dirs(toolchain.cxx), *(flags[i + 1] for i, f in enumerate(flags[:-1])
+                                                         if f == "-isystem")]
+    except (RuntimeError, OSError, subprocess.SubprocessError):
+        return True
+    return any((Path(d) / p).exists() for d in dirs for p in bundle.files)
+
+
+@dataclass
+class PchBuild:
+    """A precompiled header being built beside the ninja build, in a scratch folder."""
+
+    pch: Pch
+    folder: Path
+    proc: subprocess.Popen
+    lock: int                            # a file descriptor holding the header's build lock
+    started: float
+
+
+def start_pch_builds(pchs: list[Pch], toolchain: Toolchain, scratch: Path) -> list[PchBuild]:
+    """Start building `pchs`, except those that another process is building now (its lock is held).
+    A header that cannot be started is left out: the build never depends on one."""
+    builds = []
+    for pch in pchs:
+        lock = -1
+        try:
+            pch.folder.parent.mkdir(parents=True, exist_ok=True)
+            lock = os.open(pch.folder.parent / f"{pch.key}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if pch.gch.exists():  # finished by another process since the plan was made
+                raise FileExistsError(pch.gch)
+            folder = scratch / "pch" / pch.key  # alone in its folder, so that -I. finds none of the bundle
+            folder.mkdir(parents=True)
+            (folder / "pch.h").write_text(pch.text)
+            command = [toolchain.cxx, *toolchain.pch_cflags, "-x", "c++-header", "pch.h", "-o", "pch.h.gch"]
+            with open(folder / "pch.log", "wb") as log:
+                proc = subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+                                        env={**os.environ, "LC_ALL": "C"}, start_new_session=True)
+            builds.append(PchBuild(pch, folder, proc, lock, time.perf_counter()))
+        except OSError:  # BlockingIOError: another process holds the lock
+            if lock >= 0:
+                os.close(lock)
+    return builds
+
+
+def finish_pch_builds(builds: list[PchBuild], deadline: float) -> list[str]:
+    """Wait for `builds` until `deadline` (perf_counter time), move each finished header into the
+    cache (atomically: other builds may be reading it), and say what happened, for the log."""
+    notes = []
+    for b in builds:
+        name = f"# precompiled header {b.pch.key[:16]}"
+        try:
+            b.proc.wait(timeout=max(deadline - time.perf_counter(), 0))
+            if b.proc.returncode == 0:
+                install_pch(b.pch, b.folder)
+                notes.append(f"{name}: built in {time.perf_counter() - b.started:.1f}s")
+            else:
+                notes.append(f"{name}: failed, not kept:\n{(b.folder / 'pch.log').read_text(errors='replace')[-2000:]}")
+        except subprocess.TimeoutExpired:
+            notes.append(f"{name}: stopped at the build's time limit")
+        except OSError as e:
+            notes.append(f"{name}: not kept ({e})")
+        finally:
+            if b.proc.poll() is None:
+                os.killpg(b.proc.pid, signal.SIGKILL)
+                b.proc.wait()
+            os.close(b.lock)
+    return notes
+
+
+def pch_notes(plan: BuildPlan) -> list[str]:
+    """For the log: which source uses which precompiled header, and which compile without one."""
+    notes = []
+    for src, pch in plan.pch.items():
+        if src in plan.missing:
+            how = "used" if pch.key in plan.pch_ready else "not cached yet, compiled without it"
+            notes.append(f"# precompiled header {pch.key[:16]} ({' '.join(pch.headers)}): {how} for {src}")
+    return notes
+
+
+def install_pch(pch: Pch, staged: Path) -> None:
+    """pch.h first, then pch.h.gch: a plan takes the header as cached once the .gch is there."""
+    pch.folder.mkdir(parents=True, exist_ok=True)
+    tmp = pch.folder / f"pch.h.{os.getpid()}.tmp"
+    tmp.write_text(pch.text)
+    os.replace(tmp, pch.folder / "pch.h")
+    os.replace(staged / "pch.h.gch", pch.gch)
+
+
+def warm_pch(backend: Backend, cache_dir: Path | None = None, timeout_s: float = 600) -> list[str]:
+    """Build the precompiled headers that the workspace example's binding files use, where the cache
+    lacks them (for a harness's setup: a build otherwise makes them itself, beside its first compile).
+    Returns what was done, one line per header."""
+    files = {f"kernels/{f.name}": f.read_text() for f in (TEMPLATES / f"kernels_{backend.device}").iterdir()}
+    bundle = SourceBundle({**files, "binding_registry.h": (TEMPLATES / "binding_registry.h").read_text()})
+    toolchain = make_toolchain(backend, "cuda_extension")
+    cache = Path(cache_dir) if cache_dir else home.subdir("build")
+    pchs = list({p.key: p for p in choose_pch(bundle, toolchain, cache.resolve() / "pch").values()}.values())
+    (cache / "scratch").mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="pch-", dir=cache / "scratch"))
+    try:
+        missing = [p for p in pchs if not p.gch.exists()]
+        notes = finish_pch_builds(start_pch_builds(missing, toolchain, scratch), time.perf_counter() + timeout_s)
+        return notes + [f"# precompiled header {p.key[:16]}: cached" for p in pchs if p not in missing]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def load_module(result: BuildResult) -> ModuleType:

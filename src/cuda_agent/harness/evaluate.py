@@ -22,6 +22,7 @@ from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.result import BuildResult, EvalResult, TimingStats
 from cuda_agent.harness.reward import milestone
 from cuda_agent.harness.sandbox import ChildFailed, Exchange, Process, sandbox_user
+from cuda_agent.harness.spares import take_pair
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
 from cuda_agent.harness.timing import device_lock, lock_name
 from cuda_agent.home import subdir
@@ -48,6 +49,15 @@ def _timed(result: EvalResult, step: str):
         yield
     finally:
         result.stage_seconds[step] = round(result.stage_seconds.get(step, 0.0) + time.monotonic() - t0, 3)
+
+
+def _add_steps(result: EvalResult, who: str, steps) -> None:
+    """A worker's own seconds per step, summed into result.details["steps_s"] (diagnostics)."""
+    if isinstance(steps, dict):
+        total = result.details.setdefault("steps_s", {})
+        for k, v in steps.items():
+            if isinstance(v, (int, float)):
+                total[f"{who}.{k}"] = round(total.get(f"{who}.{k}", 0.0) + v, 4)
 
 
 def _private_dir() -> Path:
@@ -124,25 +134,20 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
         result.flags.append("weak_isolation")
         result.details["isolation"] = note
     result.stage = "run"
-    with Exchange(user) as ex:
-        job = _write_job_files(task, sol, result.build, ex, backend, config)
-        ref = Process("cuda_agent.harness.worker_ref", cwd=ex.private, log=ex.private / "reference.log")
-        child = Process("cuda_agent.harness.worker_child", cwd=ex.public, log=ex.private / "child.log",
-                        user=user, memory_bytes=int(config.memory_limit_gb * 2**30),
-                        limit_address_space=not backend.is_cuda, isolate_network=True)
-        try:
-            session = _Session(ref, child, config, job, time.monotonic() + config.timeout_s)
-            with device_lock(subdir("locks"), lock_name(backend.device), shared=True):
-                with _timed(result, "start"):
-                    session.start()
-                    session.choose_route(backend, result)
-                with _timed(result, "correctness"):
-                    session.correctness(result)
-            if config.profile:
-                session.profile(task, backend, result)
-        finally:
-            for p in (child, ref):
-                p.close()
+    pair = take_pair(user, backend, config)
+    try:
+        job = _write_job_files(task, sol, result.build, pair.exchange, backend, config)
+        session = _Session(pair.ref, pair.child, config, job, time.monotonic() + config.timeout_s)
+        with device_lock(subdir("locks"), lock_name(backend.device), shared=True):
+            with _timed(result, "start"):
+                session.start()
+                session.choose_route(backend, result)
+            with _timed(result, "correctness"):
+                session.correctness(result)
+        if config.profile:
+            session.profile(task, backend, result)
+    finally:
+        pair.close()
     _score(result, config)
 
 
@@ -236,9 +241,12 @@ class _Session:
         runs = self._new_tags(trials)
         for i in range(0, trials, 2):
             pair = runs[i:i + 2]
-            written = self._child({"op": "run", "runs": pair, "route": self.route}, "correctness").get("outputs")
+            reply = self._child({"op": "run", "runs": pair, "route": self.route}, "correctness")
+            _add_steps(result, "child", reply.get("steps"))
+            written = reply.get("outputs")
             for tag, _ in pair:
                 v = self._check(tag, written.get(tag) if isinstance(written, dict) else None)
+                _add_steps(result, "reference", v.get("steps"))
                 if not v["ok"]:
                     n = int(tag[1:])
                     raise Stop("correctness", f"wrong output on input set {n} of {trials}: {v['reason']}")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 import types
+from contextlib import contextmanager
 
 import torch
 
 # Bound at import, before a solution's code runs in the child (which could replace them).
-_empty_cache, _manual_seed = torch.cuda.empty_cache, torch.manual_seed
+_empty_cache, _manual_seed, _perf_counter = torch.cuda.empty_cache, torch.manual_seed, time.perf_counter
 
 
 def module_from_source(source: str, name: str, filename: str) -> types.ModuleType:
@@ -49,3 +51,19 @@ def release(device: torch.device) -> None:
     and the solution child share one GPU, and a multi-gigabyte task needs it all in turn."""
     if device.type == "cuda":
         _empty_cache()
+
+
+class Steps:
+    """Seconds spent in each named step of a worker's requests: where an evaluation's time goes
+    (diagnostics only, never part of a verdict)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        t0 = _perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + _perf_counter() - t0, 4)

@@ -35,6 +35,8 @@ class Toolchain:
     cuda_cflags: tuple[str, ...]    # for .cu files, extra_cuda_cflags included; () on cpu
     ldflags: tuple[str, ...]        # after the objects on the link line
     identity: str                   # compiler versions, torch and CUDA versions, arch
+    pch_cflags: tuple[str, ...] = ()  # for a precompiled header: cflags without the module's name; ()
+                                      # when the solution adds flags of its own (then it compiles without)
 
 
 class FlagError(ValueError):
@@ -61,7 +63,10 @@ def make_toolchain(backend: Backend, module_name: str, extra_cflags: tuple[str, 
     ldflags = link_flags(backend, extra_ldflags)
     identity = "\n".join([compiler_version(cxx), compiler_version(nvcc) if nvcc else "no nvcc",
                           torch_identity(), f"arch={backend.arch or 'cpu'}"])
-    return Toolchain(cxx, nvcc, cflags, cuda_cflags, ldflags, identity)
+    # The module's name is left out so that every module shares one header: no torch or pybind11
+    # header uses TORCH_EXTENSION_NAME, and g++ accepts a header built without a macro the file defines.
+    pch_cflags = () if extra_cflags else tuple(f for f in cflags if not f.startswith("-DTORCH_EXTENSION_NAME="))
+    return Toolchain(cxx, nvcc, cflags, cuda_cflags, ldflags, identity, pch_cflags)
 
 
 # --- where things are ---------------------------------------------------------------------------
@@ -89,6 +94,18 @@ def find_ninja() -> str:
     if path is None:
         raise RuntimeError("ninja not found: pip install ninja")
     return path
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_include_dirs(cxx: str) -> tuple[str, ...]:
+    """The folders `cxx` searches for <...> includes of its own (the standard library's, /usr/include),
+    as `cxx -v` lists them."""
+    out = subprocess.run([cxx, "-x", "c++", "-E", "-v", "-"], input="", capture_output=True, text=True,
+                         timeout=30)
+    lines = [line.strip() for line in out.stderr.splitlines()]
+    if "#include <...> search starts here:" not in lines or "End of search list." not in lines:
+        raise RuntimeError(f"{cxx} -v did not list its include folders:\n{out.stderr[-2000:]}")
+    return tuple(lines[lines.index("#include <...> search starts here:") + 1:lines.index("End of search list.")])
 
 
 @functools.lru_cache(maxsize=1)

@@ -103,7 +103,7 @@ def remove_outputs(prefix: str, count: int) -> None:
 # ---------------------------------------------------------------- CUDA IPC
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]  # bytes, not c_char (which stops at the first NUL)
 
 
 _driver: ctypes.CDLL | None = None
@@ -145,7 +145,7 @@ def share_outputs(outputs: list[torch.Tensor], keep: list) -> list[dict]:
             base, size = _address_range(t.data_ptr())
             handle = _Handle()
             _call("cuIpcGetMemHandle", ctypes.byref(handle), ctypes.c_uint64(base))
-            m["ipc"] = {"handle": bytes(handle.reserved).hex(), "offset": t.data_ptr() - base}
+            m["ipc"] = {"handle": bytes(handle).hex(), "offset": t.data_ptr() - base}
         meta.append(m)
     return meta
 
@@ -199,8 +199,7 @@ def open_outputs(meta, device: torch.device) -> OpenedOutputs | str:
                     and type(ipc.get("offset")) is int and ipc["offset"] >= 0):
                 return f"output {i} has no valid IPC handle"
             if ipc["handle"] not in mapped:  # a handle opens once per process: outputs can share an allocation
-                handle = _Handle()
-                handle.reserved = bytes.fromhex(ipc["handle"])
+                handle = _Handle.from_buffer_copy(bytes.fromhex(ipc["handle"]))
                 base = ctypes.c_uint64()
                 _call("cuIpcOpenMemHandle", ctypes.byref(base), handle, ctypes.c_uint(1))  # lazy peer access
                 opened._bases.append(base.value)

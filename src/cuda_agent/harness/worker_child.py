@@ -3,6 +3,7 @@ when the harness is root). It writes outputs and timing samples; it never decide
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from dataclasses import asdict
@@ -12,9 +13,10 @@ from dataclasses import asdict
 import torch
 import torch.utils.cpp_extension
 
-from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release
+from cuda_agent.harness.modules import Steps, make_inputs, make_model, module_from_source, release
 from cuda_agent.harness.runtime import OperatorGuard, flatten_outputs, inputs_unchanged, poison_free_memory
 from cuda_agent.harness.sandbox import ChildChannel
+from cuda_agent.harness.spares import WARM_ENV
 from cuda_agent.harness.timing import TimingPlan, time_callable
 from cuda_agent.harness.transfer import share_outputs, write_outputs
 
@@ -95,30 +97,37 @@ def hand_over(outputs: list[torch.Tensor], prefix: str, route: str, keep: list) 
     return share_outputs(outputs, keep) if route == "ipc" else write_outputs(outputs, prefix)
 
 
-def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list) -> dict[str, list]:
+def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list,
+             steps: Steps) -> dict[str, list]:
     """Run forward on each input set back to back, then check that the inputs are unchanged (against
     the same inputs drawn again from their seed) and hand every output over; returns each tag's
     output metadata."""
     runs = []
     for tag, seed in msg["runs"]:
-        inputs = make_inputs(task, seed, device)
-        out = guarded_call(model, inputs, strict, device)
+        with steps("inputs"):
+            inputs = make_inputs(task, seed, device)
+        with steps("forward"):
+            out = guarded_call(model, inputs, strict, device)
         runs.append((tag, seed, inputs, out))
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    with steps("forward"):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
     written = {}
     while runs:  # one input set at a time, so the inputs drawn again need little memory
         tag, seed, inputs, out = runs.pop(0)
-        changed = inputs_unchanged(make_inputs(task, seed, device), inputs)
+        with steps("inputs_unchanged"):
+            changed = inputs_unchanged(make_inputs(task, seed, device), inputs)
         if changed:
             raise Failure("correctness", changed)
         del inputs
         flat = flatten_outputs(out)
         if isinstance(flat, str):
             raise Failure("correctness", flat)
-        written[tag] = hand_over(flat, f"{public}/out_{tag}", msg.get("route", "files"), keep)
+        with steps("hand_over"):
+            written[tag] = hand_over(flat, f"{public}/out_{tag}", msg.get("route", "files"), keep)
         del flat, out
-    release(device)
+    with steps("release"):
+        release(device)
     return written
 
 
@@ -146,9 +155,19 @@ def probe(msg: dict, device: torch.device, keep: list) -> dict:
         return {"ok": True, "meta": None, "reason": str(e)}
 
 
+def warm_up() -> None:
+    """A spare (see spares.py) creates its CUDA context while it waits for a job."""
+    device = os.environ.get(WARM_ENV)
+    if device and device.startswith("cuda"):
+        torch.empty(1, device=device)
+
+
 def main(fd_in: int, fd_out: int) -> None:
     channel = ChildChannel(fd_in, fd_out)
+    warm_up()
     job = channel.recv()
+    if job is None:  # a spare that was never used
+        return
     device = torch.device(job["device"])
     strict = job["policy"] == "strict"
     try:
@@ -162,7 +181,9 @@ def main(fd_in: int, fd_out: int) -> None:
                 load_weights(model, job["state_path"])
                 channel.send({"ok": True})
             elif op == "run":
-                channel.send({"ok": True, "outputs": run_pair(model, task, msg, strict, device, job["public"], keep)})
+                steps = Steps()
+                written = run_pair(model, task, msg, strict, device, job["public"], keep, steps)
+                channel.send({"ok": True, "outputs": written, "steps": steps.seconds})
             elif op == "time":
                 channel.send({"ok": True, **time_solution(model, task, msg, strict, device, job["public"], keep)})
             elif op == "probe":

@@ -21,13 +21,22 @@ def main(fd_in: int, fd_out: int) -> None:
 
 
 def serve(channel) -> None:
+    import os
+
     import torch
+
+    from cuda_agent.harness.spares import WARM_ENV
 
     from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release
     from cuda_agent.harness.timing import TimingPlan, compile_for_timing, time_baselines
     from cuda_agent.harness.transfer import open_outputs
 
+    warm = os.environ.get(WARM_ENV, "")
+    if warm.startswith("cuda"):  # a spare (see spares.py): the CUDA context while it waits for a job
+        torch.empty(1, device=warm)
     job = channel.recv()
+    if job is None:
+        return
     device = torch.device(job["device"])
     task = module_from_source(open(job["task_path"]).read(), "reference", "model.py")
     model = make_model(task.Model, task, job["weights_seed"], device)
@@ -71,27 +80,31 @@ def compare_outputs(msg: dict, model, task, seed: int, device) -> dict:
     handed over (mapped from its GPU memory, or read from the files it wrote)."""
     import torch
 
-    from cuda_agent.harness.modules import make_inputs, release
+    from cuda_agent.harness.modules import Steps, make_inputs, release
     from cuda_agent.harness.runtime import compare, flatten_outputs
     from cuda_agent.harness.transfer import MAX_OUTPUTS, open_outputs, read_outputs, remove_outputs
 
     ipc = msg.get("route") == "ipc"
-    opened = open_outputs(msg.get("meta"), device) if ipc else read_outputs(msg["prefix"], msg.get("meta"))
+    steps = Steps()
+    with steps("open"):
+        opened = open_outputs(msg.get("meta"), device) if ipc else read_outputs(msg["prefix"], msg.get("meta"))
     try:
         if isinstance(opened, str):
             return {"ok": False, "reason": f"its output could not be read ({opened})"}
-        with torch.no_grad():
+        with steps("reference"), torch.no_grad():
             expected = flatten_outputs(model(*make_inputs(task, seed, device)))
-        v = compare(expected, opened.tensors if ipc else opened, msg["atol"], msg["rtol"])
+        with steps("compare"):
+            v = compare(expected, opened.tensors if ipc else opened, msg["atol"], msg["rtol"])
         del expected
-        return {"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error}
+        return {"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error, "steps": steps.seconds}
     finally:
-        if ipc and not isinstance(opened, str):
-            opened.close()
-        del opened
-        if not ipc:
-            remove_outputs(msg["prefix"], MAX_OUTPUTS)
-        release(device)
+        with steps("close"):
+            if ipc and not isinstance(opened, str):
+                opened.close()
+            del opened
+            if not ipc:
+                remove_outputs(msg["prefix"], MAX_OUTPUTS)
+            release(device)
 
 
 if __name__ == "__main__":
