@@ -5,7 +5,8 @@
 # here), with runs/ (resumable results) inside it.
 #   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo kb synth
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
-# (TEST_ARGS: pytest's flags and paths; default `tests`). runs/ (resumable results) stays on a warm
+# (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
+# for those steps, the last of a repeated flag wins). runs/ (resumable results) stays on a warm
 # machine and comes back in results.tgz; the kb step starts from benchmarks/kernelbench_h100/bench
 # when runs/kb has none, so commit what comes back there to go on in a later session.
 set -uo pipefail
@@ -37,7 +38,7 @@ for arg in "$@"; do
     tests) step tests "$limit" $py -m pytest -q -m cuda -rfEsx -p no:cacheprovider --durations=15 ${TEST_ARGS:-tests} ;;
     build) step build "$limit" $py benchmarks/build_bench.py --device cuda --json "$LOGS/build_bench.json" ;;
     harness) step harness "$limit" $py benchmarks/harness_bench.py --device cuda --evals 5 --fidelity ${FIDELITY:-20} \
-               --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$LOGS/harness_bench.json" ;;
+               --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$LOGS/harness_bench.json" ${HARNESS_ARGS:-} ;;
     demo) step demo "$limit" $py -m cuda_agent demo ;;
     kb) [ -d runs/kb/bench ] || { mkdir -p runs/kb && cp -r benchmarks/kernelbench_h100/bench runs/kb/; }  # go on from the last run
         step kb "$limit" $py benchmarks/bench_kernelbench.py --out runs/kb --kernelbench "$KB/kernelbench.jsonl" \
