@@ -186,6 +186,7 @@ def open_outputs(meta, device: torch.device) -> OpenedOutputs | str:
     opened = OpenedOutputs()
     mapped: dict[str, tuple[int, int]] = {}  # handle -> (base, size)
     try:
+        torch.zeros(1, device=device)  # the driver calls below need this thread's CUDA context current
         for i in range(len(meta)):
             checked = _checked(meta, i)
             if isinstance(checked, str):
