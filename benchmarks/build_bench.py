@@ -3,17 +3,25 @@ build folder (what the reference layout's utils/compile.py does on every compile
 
     python benchmarks/build_bench.py [--device cuda|cpu] [--repeat N] [--json OUT]
 
-Three scenarios on the workspace example kernel (kernels_cuda on cuda, kernels_cpu on cpu):
-cold build into an empty cache, rebuild after editing one kernel file, and an unchanged rebuild.
+Scenarios on the workspace example kernel (kernels_cuda on cuda, kernels_cpu on cpu):
+- cold build: an empty cache, the first build ever; it also builds the precompiled torch header of
+  the binding file (beside the compiles, which do not wait for it) and waits for it to finish;
+- cold build, PCH cached: a cache that holds only that precompiled header (warm_pch), as for a new
+  solution; every object is compiled;
+- edit the binding file, edit one kernel: a rebuild after changing kernels/relu_binding.cpp, or the
+  kernel file (relu.cu / relu.cpp);
+- unchanged (cache hit).
 Each build runs in a fresh interpreter (as each compile of the reference layout does), timed from
-sources to an imported module, after `import torch`; both sides in the same run.
-Prints a markdown table with seconds and ratios.
+sources to an imported module, after `import torch`; ours with precompiled headers, ours without
+them (CUDA_AGENT_PCH=0, caches of its own) and torch's load, all in the same run.
+Prints a markdown table with seconds and ratios, and what building the precompiled header cost.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import shutil
@@ -24,7 +32,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-SCENARIOS = ("cold build", "edit one kernel", "unchanged (cache hit)")
+SCENARIOS = ("cold build", "cold build, PCH cached", "edit the binding file", "edit one kernel",
+             "unchanged (cache hit)")
 
 
 def make_workspace(dest: Path, device: str) -> Path:
@@ -39,9 +48,9 @@ def make_workspace(dest: Path, device: str) -> Path:
     return dest
 
 
-def edit_kernel(ws: Path, device: str) -> None:
-    kernel = ws / "kernels" / ("relu.cu" if device == "cuda" else "relu.cpp")
-    kernel.write_text(kernel.read_text() + f"\n// edited {time.time_ns()}\n")
+def edit(ws: Path, name: str) -> None:
+    path = ws / "kernels" / name
+    path.write_text(path.read_text() + f"\n// edited {time.time_ns()}\n")
 
 
 OURS = """
@@ -60,6 +69,18 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "ok": result.ok, "errors"
                   "compiled": result.compiled, "cached": result.cached}))
 """
 
+WARM = """
+import json, sys, time
+from pathlib import Path
+import torch
+from cuda_agent.harness.backend import Backend
+from cuda_agent.harness.build import warm_pch
+device, arch, cache = sys.argv[1:4]
+t0 = time.perf_counter()
+notes = warm_pch(Backend(device, arch=arch or None), Path(cache))
+print(json.dumps({"seconds": time.perf_counter() - t0, "notes": notes}))
+"""
+
 TORCH = """
 import json, sys, time
 import torch
@@ -72,17 +93,19 @@ print(json.dumps({"seconds": time.perf_counter() - t0}))
 """
 
 
-def in_child(script: str, *args: str) -> dict:
+def in_child(script: str, *args: str, env: dict | None = None) -> dict:
     """Run `script` in a fresh interpreter, as each compile of the reference layout does, and return
     what it prints; the timing inside excludes interpreter start and `import torch` on both sides."""
-    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                         env={**os.environ, **(env or {})})
     if out.returncode != 0:
         raise SystemExit(f"benchmark child failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def time_ours(ws: Path, backend, cache: Path) -> tuple[float, dict]:
-    report = in_child(OURS, str(ws), backend.device, backend.arch or "", str(cache))
+def time_ours(ws: Path, backend, cache: Path, pch: bool = True) -> tuple[float, dict]:
+    report = in_child(OURS, str(ws), backend.device, backend.arch or "", str(cache),
+                      env=None if pch else {"CUDA_AGENT_PCH": "0"})
     if not report["ok"]:
         raise SystemExit(f"our build failed:\n{report['errors']}")
     return report["seconds"], {"compiled": report["compiled"], "cached": report["cached"]}
@@ -96,6 +119,15 @@ def time_torch(ws: Path, scratch: Path) -> float:
     return in_child(TORCH, build_dir, *sources)["seconds"]
 
 
+def warm_cache(backend, cache: Path) -> dict:
+    """A new cache holding only the precompiled header(s) of the example's binding file; its cost."""
+    report = in_child(WARM, backend.device, backend.arch or "", str(cache))
+    sizes = [f.stat().st_size for f in (cache / "pch").glob("*/pch.h.gch")]
+    if not sizes:
+        raise SystemExit(f"warm_pch built nothing:\n{report['notes']}")
+    return {"pch_s": report["seconds"], "pch_mb": sum(sizes) / 1e6}
+
+
 def run(device: str, repeat: int = 1) -> dict:
     """Each scenario `repeat` times (a fresh cache for each cold build, a new edit for each rebuild);
     the table shows medians."""
@@ -105,30 +137,39 @@ def run(device: str, repeat: int = 1) -> dict:
 
     backend = resolve_backend("cuda") if device == "cuda" else Backend("cpu")
     console = Console(stderr=True)
-    rows = []
+    rows, pch = [], []
+    kernel = "relu.cu" if device == "cuda" else "relu.cpp"
     with tempfile.TemporaryDirectory(prefix="build_bench-") as tmp:
         scratch = Path(tmp)
         ws = make_workspace(scratch / "ws", device)
         for scenario in SCENARIOS:
-            ours_s, torch_s = [], []
+            ours_s, plain_s, torch_s = [], [], []
             for i in range(repeat):
                 if scenario == "cold build":
-                    cache = scratch / f"cache{i}"
-                if scenario == "edit one kernel":
-                    edit_kernel(ws, device)
+                    cache, plain_cache = scratch / f"cache{i}", scratch / f"no_pch_cache{i}"
+                if scenario == "cold build, PCH cached":
+                    cache, plain_cache = scratch / f"pch_only{i}", scratch / f"no_pch_empty{i}"
+                    with console.status(f"{scenario} ({i + 1}/{repeat}): precompiling the binding's headers"):
+                        pch.append(warm_cache(backend, cache))
+                if scenario.startswith("edit"):
+                    edit(ws, "relu_binding.cpp" if "binding" in scenario else kernel)
                 with console.status(f"{scenario} ({i + 1}/{repeat}): ours"):
                     seconds, counts = time_ours(ws, backend, cache)
                     ours_s.append(seconds)
+                with console.status(f"{scenario} ({i + 1}/{repeat}): ours without precompiled headers"):
+                    plain_s.append(time_ours(ws, backend, plain_cache, pch=False)[0])
                 with console.status(f"{scenario} ({i + 1}/{repeat}): torch load (empty build folder)"):
                     torch_s.append(time_torch(ws, scratch))
                 console.log(f"{scenario}: ours {ours_s[-1]:.3f}s ({counts['compiled']} compiled), "
-                            f"torch {torch_s[-1]:.1f}s")
-            ours, theirs = statistics.median(ours_s), statistics.median(torch_s)
-            rows.append({"scenario": scenario, "ours_s": ours, "torch_s": theirs, "ours_over_torch": ours / theirs,
-                         "speedup": theirs / ours, "ours_runs_s": ours_s, "torch_runs_s": torch_s, **counts})
+                            f"without PCH {plain_s[-1]:.3f}s, torch {torch_s[-1]:.1f}s")
+            ours, plain, theirs = (statistics.median(x) for x in (ours_s, plain_s, torch_s))
+            rows.append({"scenario": scenario, "ours_s": ours, "no_pch_s": plain, "torch_s": theirs,
+                         "pch_speedup": plain / ours, "ours_over_torch": ours / theirs, "speedup": theirs / ours,
+                         "ours_runs_s": ours_s, "no_pch_runs_s": plain_s, "torch_runs_s": torch_s, **counts})
     return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device_name(device),
             "backend": {"device": backend.device, "arch": backend.arch}, "versions": versions(device),
-            "repeat": repeat, "rows": rows}
+            "repeat": repeat, "rows": rows, "pch": {"seconds": statistics.median(p["pch_s"] for p in pch),
+                                                    "mb": pch[0]["pch_mb"]}}
 
 
 def device_name(device: str) -> str:
@@ -157,11 +198,14 @@ def versions(device: str) -> dict:
 def table(report: dict) -> str:
     lines = [f"Build benchmark, {report['date']}, {report['device']}, torch {report['versions']['torch']}, "
              f"median of {report['repeat']}", "",
-             "| scenario | ours (s) | compiled | torch load (s) | ours / torch | speed-up |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| scenario | ours (s) | compiled | ours without PCH (s) | PCH speed-up | torch load (s) | ours / torch "
+             "| speed-up |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["rows"]:
-        lines.append(f"| {r['scenario']} | {r['ours_s']:.3f} | {r['compiled']} | {r['torch_s']:.2f} | "
-                     f"{r['ours_over_torch']:.3f} | {r['speedup']:.1f}x |")
+        lines.append(f"| {r['scenario']} | {r['ours_s']:.3f} | {r['compiled']} | {r['no_pch_s']:.3f} | "
+                     f"{r['pch_speedup']:.2f}x | {r['torch_s']:.2f} | {r['ours_over_torch']:.3f} | "
+                     f"{r['speedup']:.1f}x |")
+    lines += ["", f"The binding file's precompiled header, built alone (warm_pch): {report['pch']['seconds']:.1f} s, "
+                  f"{report['pch']['mb']:.0f} MB in the cache; the cold build makes it beside its compiles."]
     return "\n".join(lines)
 
 

@@ -43,7 +43,8 @@ HEADER_SUFFIXES = (".h", ".cuh", ".hpp")
 SAFE_PATH = re.compile(r"[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*(/[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*)*")
 KEY_VERSION = "cuda-agent-build-1"  # bump to invalidate every cached object
 # How g++ fails on a precompiled header that passed its checks but cannot be read whole.
-PCH_FAILURE = re.compile(r"^(<command-line>|cc1plus): fatal error: .*(PCH|\.gch)|internal compiler error", re.M)
+PCH_FAILURE = re.compile(r"^(<command-line>|cc1plus): (fatal )?error: .*(PCH|\.gch|precompiled header)"
+                         r"|internal compiler error", re.M)
 # The includes that the harness precompiles (once per toolchain, into the cache): the binding
 # templates' and load_inline's. A .cpp whose first lines include one of these lists, in this order
 # and before anything else, is compiled with `-include` of that list's precompiled header; the
@@ -252,8 +253,8 @@ def make_plan(bundle: SourceBundle, toolchain: Toolchain, module_name: str, cach
     keys = {}
     for src in bundle.sources:
         flags = toolchain.cuda_cflags if src.endswith(".cu") else toolchain.cflags
-        uses = f"pch={pch[src].key}" if src in pch else "no pch"
-        keys[src] = digest(KEY_VERSION, src, bundle.files[src], headers, *flags, toolchain.identity, uses)
+        uses = [f"pch={pch[src].key}"] if src in pch else []
+        keys[src] = digest(KEY_VERSION, src, bundle.files[src], headers, *flags, toolchain.identity, *uses)
     link_key = digest(KEY_VERSION, *(f"{s}={k}" for s, k in keys.items()), *toolchain.ldflags, toolchain.identity)
     missing = tuple(s for s in bundle.sources if not (cache / "objects" / f"{keys[s]}.o").exists())
     ready = frozenset(p.key for p in pch.values() if use_pch and p.gch.exists())
@@ -439,9 +440,11 @@ _INCLUDE = re.compile(r'#\s*include\s*(<[^<>"]+>|"[^<>"]+")')
 def choose_pch(bundle: SourceBundle, toolchain: Toolchain, folder: Path) -> dict[str, Pch]:
     """For each .cpp source, the longest PCH_HEADERS list that its leading includes begin with.
 
-    None when the solution adds compiler flags (a header per flag set would fill the disk), or when a
+    None when the solution adds compiler flags (a header per flag set would fill the disk), when a
     bundle file could stand in for a system header (`-I.` puts the bundle first; the shared header was
-    built without it)."""
+    built without it), or with $CUDA_AGENT_PCH=0 (what the build benchmark compares with)."""
+    if os.environ.get("CUDA_AGENT_PCH") == "0":
+        return {}
     if not toolchain.pch_cflags or shadows_system_header(bundle, toolchain):
         return {}
     chosen = {}
