@@ -94,3 +94,33 @@ def test_workers_time_real_tasks_in_parallel_processes(tmp_path):
     assert rows["sbr_small"]["eager"]["median_ms"] > 0 and rows["sbr_small"]["compile"]["median_ms"] > 0
     assert "error" in rows["rowsum_varlen"]  # its inputs change shape per seed: timing refuses it
     assert baselines(tasks, "cpu", out, config=config, roofline=False, workers=2).timed == 0
+
+
+class OutOfMemoryOnce:
+    """A timer whose task 2 runs out of device memory the first time (as beside other workers)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def __call__(self, task, config):
+        import torch
+
+        mark = self.folder / task.name
+        if task.problem_id == 2 and not mark.exists():
+            mark.touch()
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+        return TimingStats(2.0, 2.0, 1.9, 2.2, 0.1, 0.1, 50), TimingStats(1.0, 1.0, 0.9, 1.1, 0.05, 0.04, 50)
+
+
+def test_a_task_out_of_memory_beside_other_workers_is_timed_again_alone(tmp_path):
+    tasks, out = relu_tasks(4), tmp_path / "b.jsonl"
+    run = baselines(tasks, "cpu", out, timer=OutOfMemoryOnce(tmp_path), roofline=False, workers=2)
+    rows = {r["task"]: r for r in read_rows(out)}
+    assert (run.timed, run.failed, len(rows)) == (4, 0, 4)          # one line each: the retry's, not the failure
+    assert (tmp_path / tasks[1].name).exists() and rows[tasks[1].name]["eager"]["median_ms"] == 2.0
+
+
+def test_an_out_of_memory_left_at_the_deadline_stays_pending(tmp_path):
+    tasks, out = relu_tasks(2), tmp_path / "b.jsonl"
+    baselines(tasks, "cpu", out, timer=OutOfMemoryOnce(tmp_path), roofline=False, workers=2, max_seconds=1e-9)
+    assert {r["task"] for r in read_rows(out)} <= {tasks[0].name}     # task 2 not recorded as failed

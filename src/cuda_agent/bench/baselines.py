@@ -99,7 +99,9 @@ def baselines(tasks: list[Task], device: str, out_path: str | Path, *, config: E
               max_seconds: float | None = None, retry_errors: bool = False, roofline: bool = True,
               on_row: Callable[[dict[str, Any]], None] | None = None, workers: int = 1) -> BaselinesRun:
     """Time eager and torch.compile for every task not yet in `out_path` (JSONL), appending a line
-    each; `workers` > 1 runs that many processes on the device at once (see _rows_in_workers)."""
+    each; `workers` > 1 runs that many processes on the device at once (see _rows_in_workers), and
+    a task that runs out of device memory beside the others is timed again alone at the end (big
+    level-1 tasks hold 12+ GB each); one left untimed at the deadline stays pending for the next run."""
     out_path = Path(out_path)
     config = config or EvalConfig(device=device)
     published = published or {}
@@ -108,19 +110,36 @@ def baselines(tasks: list[Task], device: str, out_path: str | Path, *, config: E
     pending = [t for t in tasks if t.name not in done]
     run = BaselinesRun(out_path, len(tasks), 0, 0, False)
     deadline = time.monotonic() + max_seconds if max_seconds else None
-    jobs = [(t, device, config, timer, published, roofline) for t in pending]
+    jobs = {t.name: (t, device, config, timer, published, roofline) for t in pending}
+    alone: list[tuple] = []  # ran out of device memory beside other workers: timed again alone
     with Journal(out_path) as journal:
-        rows = _rows_in_workers(jobs, workers, deadline) if workers > 1 else _rows_here(jobs, deadline)
+        rows = _rows_in_workers(list(jobs.values()), workers, deadline) if workers > 1 else \
+            _rows_here(list(jobs.values()), deadline)
         for row in rows:
             if row is None:
                 run.stopped_early = True
                 break
-            journal.append(row)
-            run.timed += 1
-            run.failed += bool(row.get("error"))
-            if on_row:
-                on_row(row)
+            if workers > 1 and OUT_OF_MEMORY in (row.get("error") or ""):
+                alone.append(jobs[row["task"]])
+                continue
+            _record(run, journal, row, on_row)
+        for row in _rows_in_workers(alone, 1, deadline) if alone and not run.stopped_early else ():
+            if row is None:
+                run.stopped_early = True
+                break
+            _record(run, journal, row, on_row)
     return run
+
+
+OUT_OF_MEMORY = "OutOfMemoryError"
+
+
+def _record(run: BaselinesRun, journal: Journal, row: dict[str, Any], on_row) -> None:
+    journal.append(row)
+    run.timed += 1
+    run.failed += bool(row.get("error"))
+    if on_row:
+        on_row(row)
 
 
 def _rows_here(jobs: list[tuple], deadline: float | None) -> Iterator[dict[str, Any] | None]:
