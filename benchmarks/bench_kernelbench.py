@@ -7,6 +7,7 @@ tables (eager and torch.compile with spread, speed-of-light) for levels 1, 2 and
         [--baseline-levels 1 2 3] [--workers 6] [--budget 0.5]
         [--kernelbench ../shared/kernelbench/kernelbench.jsonl]
         [--published ../shared/kernelbench/h100_modal_eager.json] [--skip-bench] [--skip-baselines]
+        [--retry-errors]
         [--cpu-check]
 
 Resumable: run it again with the same --out (kept between device calls) and it goes on where it
@@ -412,7 +413,7 @@ def device_run(args: argparse.Namespace) -> None:
                       select_tasks(str(args.kernelbench), [level], None, None),
                       "cuda", out / f"baselines_level{level}.jsonl", config=config, max_seconds=_left(deadline),
                       published=published_times(args.published) if args.published.is_file() else {},
-                      workers=args.workers, on_row=lambda r: print(
+                      workers=args.workers, retry_errors=args.retry_errors, on_row=lambda r: print(
                           f"baseline L{r.get('level')} {r['task']}: {r.get('error') or 'ok'} {r.get('seconds', 0):.0f}s",
                           flush=True))
         print(f"baselines level {level}: {b.timed} timed now; table "
@@ -454,6 +455,7 @@ def main() -> int:
     ap.add_argument("--baseline-levels", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--workers", type=int, default=6, help="baseline processes sharing the GPU")
     ap.add_argument("--budget", type=float, default=0.5, help="timing budget per model, seconds")
+    ap.add_argument("--retry-errors", action="store_true", help="time again baseline rows that failed")
     ap.add_argument("--cpu-check", action="store_true")
     args = ap.parse_args()
     if args.cpu_check:
