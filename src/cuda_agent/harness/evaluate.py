@@ -135,6 +135,9 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
         result.details["isolation"] = note
     result.stage = "run"
     pair = take_pair(user, backend, config)
+    if user is not None and pair.slot is None:
+        result.flags.append("shared_sandbox_user")
+        result.details["isolation"] = "no sandbox user of its own was free: the child shares one with other children"
     try:
         job = _write_job_files(task, sol, result.build, pair.exchange, backend, config)
         session = _Session(pair.ref, pair.child, config, job, time.monotonic() + config.timeout_s)

@@ -10,6 +10,7 @@ of its own who can write neither the harness, the reference, its build cache nor
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import pwd
@@ -59,6 +60,59 @@ def ensure_user(name: str = EVAL_USER) -> SandboxUser | None:
         except KeyError:
             pw = pwd.getpwnam("nobody")
     return SandboxUser(pw.pw_uid, pw.pw_gid, pw.pw_name)
+
+
+EVAL_USER_SLOTS = 64  # users cuda-agent-eval-0..63: one per live solution child
+
+
+@dataclass
+class UserSlot:
+    """A sandbox user held by one solution child while it lives (a lock file), so that no two live
+    children share a uid: a child cannot ptrace, signal or write the files of another (a spare
+    waiting for the next evaluation, or one running beside it)."""
+
+    user: SandboxUser
+    fd: int
+
+    def release(self) -> None:
+        """Kill whatever still runs as this user (a child that escaped its session), then free it."""
+        kill_user_processes(self.user.uid)
+        os.close(self.fd)
+
+
+def claim_user(lock_dir: Path) -> UserSlot | None:
+    """A sandbox user no other live child holds (created if missing); None when not root or when
+    every slot is taken (the caller then falls back to the shared user and says so)."""
+    if os.geteuid() != 0:
+        return None
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    for i in range(EVAL_USER_SLOTS):
+        fd = os.open(lock_dir / f"eval-user-{i}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        user = ensure_user(f"{EVAL_USER}-{i}")
+        if user is None or user.name == "nobody":  # useradd refused: no user of its own
+            os.close(fd)
+            return None
+        kill_user_processes(user.uid)  # left over from a harness that died without releasing
+        return UserSlot(user, fd)
+    return None
+
+
+def kill_user_processes(uid: int) -> None:
+    """SIGKILL every process running as `uid` (root only; a sandbox user runs nothing else)."""
+    if os.geteuid() != 0 or uid == 0:
+        return
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def reachable_by_others(path: str | Path) -> bool:

@@ -13,9 +13,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+from cuda_agent import home
 from cuda_agent.harness.backend import Backend
 from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.sandbox import Exchange, Process, SandboxUser
+from cuda_agent.harness.sandbox import Exchange, Process, SandboxUser, UserSlot, claim_user
 
 WARM_ENV = "CUDA_AGENT_WARM_DEVICE"  # set for a spare: create the CUDA context before the job comes
 
@@ -26,6 +27,7 @@ class Pair:
     ref: Process
     child: Process
     key: tuple
+    slot: UserSlot | None = None  # the child's own sandbox user, held while it lives
 
     def alive(self) -> bool:
         return self.ref.proc.poll() is None and self.child.proc.poll() is None
@@ -34,6 +36,8 @@ class Pair:
         for p in (self.child, self.ref):
             p.close()
         self.exchange.close()
+        if self.slot is not None:
+            self.slot.release()
 
 
 def _key(user: SandboxUser | None, backend: Backend, config: EvalConfig) -> tuple:
@@ -41,17 +45,23 @@ def _key(user: SandboxUser | None, backend: Backend, config: EvalConfig) -> tupl
 
 
 def start_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig) -> Pair:
-    ex = Exchange(user)
+    """A reference worker and a solution child; with a sandbox `user` (the harness is root), the
+    child runs as a user of its own (a slot no other live child holds), else as `user` itself."""
+    slot = claim_user(home.subdir("locks")) if user is not None else None
+    child_user = slot.user if slot is not None else user
+    ex = Exchange(child_user)
     env = {WARM_ENV: backend.device} if backend.is_cuda else {}
     try:
         ref = Process("cuda_agent.harness.worker_ref", cwd=ex.private, log=ex.private / "reference.log", env=env)
-        child = Process("cuda_agent.harness.worker_child", cwd=ex.public, log=ex.private / "child.log", user=user,
-                        memory_bytes=int(config.memory_limit_gb * 2**30), limit_address_space=not backend.is_cuda,
-                        isolate_network=True, env=env)
+        child = Process("cuda_agent.harness.worker_child", cwd=ex.public, log=ex.private / "child.log",
+                        user=child_user, memory_bytes=int(config.memory_limit_gb * 2**30),
+                        limit_address_space=not backend.is_cuda, isolate_network=True, env=env)
     except BaseException:
         ex.close()
+        if slot is not None:
+            slot.release()
         raise
-    return Pair(ex, ref, child, _key(user, backend, config))
+    return Pair(ex, ref, child, _key(user, backend, config), slot)
 
 
 _lock = threading.Lock()
