@@ -28,6 +28,7 @@ from cuda_agent.agent.tools import Tools
 from cuda_agent.agent.trajectory import Resumed, TrajectoryWriter, load_for_resume
 from cuda_agent.harness.backend import resolve_backend
 from cuda_agent.harness.sandbox import reachable_by_others
+from cuda_agent.harness.spares import keep_warm
 from cuda_agent.tasks import EXAMPLES_DIR, Task, load_task
 from cuda_agent.workspace import create_workspace, read_manifest
 
@@ -105,9 +106,10 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
                             tokens=step.tokens, elapsed=step.elapsed, best=keeper.summary())
 
         progress.update(task.name, status="running")
-        outcome = Agent(llm, tools, config, trajectory, on_step).run(messages, **state)
-        if config.run.final_profile and outcome.status != "interrupted":
-            _final_profile(tools, keeper, initial, trajectory, progress, task.name)
+        with keep_warm():  # each verify/profile finds its two processes already started
+            outcome = Agent(llm, tools, config, trajectory, on_step).run(messages, **state)
+            if config.run.final_profile and outcome.status != "interrupted":
+                _final_profile(tools, keeper, initial, trajectory, progress, task.name)
         result = _result(task.name, outcome, keeper, llm.name, device, out, isolation)
         trajectory.write("end", status=outcome.status, error=outcome.error, turns=outcome.turns,
                          usage=outcome.usage.to_dict(), elapsed=round(outcome.elapsed, 3),
