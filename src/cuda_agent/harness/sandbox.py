@@ -80,10 +80,28 @@ class UserSlot:
         os.close(self.fd)
 
 
-def claim_user(lock_dir: Path) -> UserSlot | None:
+def slot_dir() -> Path | None:
+    """Where the slots' lock files live: one folder for the whole machine (users are machine-wide,
+    whatever CUDA_AGENT_HOME each harness uses), writable by root only."""
+    for base in ("/run", "/var/lib", tempfile.gettempdir()):
+        folder = Path(base) / "cuda-agent-eval-users"
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)
+            st = os.lstat(folder)
+        except OSError:
+            continue
+        if st.st_uid == 0 and not st.st_mode & 0o022 and Path(folder).is_dir() and not folder.is_symlink():
+            return folder
+    return None
+
+
+def claim_user(lock_dir: Path | None = None) -> UserSlot | None:
     """A sandbox user no other live child holds (created if missing); None when not root or when
     every slot is taken (the caller then falls back to the shared user and says so)."""
     if os.geteuid() != 0:
+        return None
+    lock_dir = lock_dir or slot_dir()
+    if lock_dir is None:
         return None
     lock_dir.mkdir(parents=True, exist_ok=True)
     for i in range(EVAL_USER_SLOTS):

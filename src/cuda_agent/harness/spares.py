@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from cuda_agent import home
 from cuda_agent.harness.backend import Backend
 from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.sandbox import Exchange, Process, SandboxUser, UserSlot, claim_user
@@ -47,7 +46,7 @@ def _key(user: SandboxUser | None, backend: Backend, config: EvalConfig) -> tupl
 def start_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig) -> Pair:
     """A reference worker and a solution child; with a sandbox `user` (the harness is root), the
     child runs as a user of its own (a slot no other live child holds), else as `user` itself."""
-    slot = claim_user(home.subdir("locks")) if user is not None else None
+    slot = claim_user() if user is not None else None
     child_user = slot.user if slot is not None else user
     ex = Exchange(child_user)
     env = {WARM_ENV: backend.device} if backend.is_cuda else {}
