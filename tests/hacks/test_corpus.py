@@ -102,9 +102,8 @@ def check(result: EvalResult, e: dict) -> None:
     if "hole" in e:  # xfail until the harness catches the attack, for whatever reason
         assert result.reward == -1, said
         return
-    if "reward_at_least" in e:
-        assert result.reward >= e["reward_at_least"], said
-        assert result.reward <= e.get("reward_at_most", result.reward), said
+    if "reward_at_least" in e or "reward_at_most" in e:  # honest, or an attack that gains nothing
+        assert e.get("reward_at_least", -1) <= result.reward <= e.get("reward_at_most", 3), said
         return
     assert result.reward == e.get("reward", -1), said
     stages = e["stage"] if isinstance(e["stage"], list) else [e["stage"]]
@@ -146,13 +145,13 @@ def no_static_checks(monkeypatch):
 
 @pytest.mark.parametrize("folder", params("cpu", "runtime"))
 def test_runtime_backstop(folder: Path, tmp_path: Path, no_static_checks) -> None:
-    run_case(folder, "cpu", tmp_path, {**expectation(folder)["runtime"], "reward": -1})
+    run_case(folder, "cpu", tmp_path, {"reward": -1, **expectation(folder)["runtime"]})
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("folder", params("cuda", "runtime"))
 def test_runtime_backstop_cuda(folder: Path, tmp_path: Path, no_static_checks) -> None:
-    run_case(folder, "cuda", tmp_path, {**expectation(folder)["runtime"], "reward": -1})
+    run_case(folder, "cuda", tmp_path, {"reward": -1, **expectation(folder)["runtime"]})
 
 
 def test_next_evaluation_runs_normally(tmp_path: Path, no_static_checks) -> None:

@@ -5,7 +5,7 @@ import torch
 
 from cuda_agent.harness.result import TimingStats
 from cuda_agent.harness.runtime import OperatorGuard, compare, flatten_outputs, inputs_unchanged
-from cuda_agent.harness.timing import TimingPlan, device_lock, lock_name, time_callable
+from cuda_agent.harness.timing import TimingPlan, call_seed, cycle, device_lock, lock_name, time_callable
 from cuda_agent.home import subdir
 
 
@@ -90,18 +90,55 @@ def test_in_place_input_edit_is_detected():
     assert "modified in place" in inputs_unchanged(before, [x])
 
 
-def test_timing_sees_new_contents_each_iteration_and_reports_last_set():
+def test_every_timed_call_gets_inputs_of_its_own_and_the_last_index_is_reported():
     seen = []
 
     def fn(x):
         seen.append(float(x[0]))
         return x * 2
 
-    sets = [[torch.zeros(8)], [torch.ones(8)]]
-    stats, out, last = time_callable(fn, sets, torch.device("cpu"), TimingPlan(min_runs=5, budget_s=0.01))
-    assert isinstance(stats, TimingStats) and stats.runs >= 5
-    assert {0.0, 1.0} <= set(seen)
-    assert float(out[0]) == 2.0 * last
+    timed = time_callable(fn, lambda i: [torch.full((8,), float(i))], torch.device("cpu"),
+                          TimingPlan(min_runs=5, budget_s=0.01), check_at=(0.0, 0.5))
+    assert isinstance(timed.stats, TimingStats) and timed.stats.runs >= 5
+    assert seen == [float(i) for i in range(len(seen))]   # warm-up and timed calls: never the same inputs twice
+    assert timed.index == len(seen) - 1 and float(timed.output[0]) == 2.0 * timed.index
+    first_timed = len(seen) - timed.stats.runs
+    assert sorted(timed.kept) == [first_timed, first_timed + timed.stats.runs // 2]
+    for index, out in timed.kept.items():
+        assert torch.equal(out, torch.full((8,), 2.0 * index))
+
+
+def test_a_kept_output_is_a_copy_the_solution_cannot_rewrite_later():
+    """A solution that writes into the tensor it returned last time (one buffer for every call)
+    cannot change the copy the harness kept of an earlier timed output."""
+    buffer = torch.zeros(4)
+
+    def fn(x):
+        buffer.copy_(x)
+        return buffer
+
+    timed = time_callable(fn, lambda i: [torch.full((4,), float(i))], torch.device("cpu"),
+                          TimingPlan(min_runs=6, budget_s=0.01), check_at=(0.2,))
+    (index, out), = timed.kept.items()
+    assert float(out[0]) == index and float(timed.output[0]) == timed.index != index
+
+
+def test_call_seeds_differ_per_call_and_per_run():
+    seeds = {call_seed(r, i) for r in (1, 2, 1 << 61) for i in range(1000)}
+    assert len(seeds) == 3000 and all(0 <= s < 1 << 62 for s in seeds)
+
+
+def test_a_slow_draw_ends_the_loop_at_its_wall_limit_after_min_runs():
+    import time as _time
+
+    def slow(i):
+        _time.sleep(0.02)
+        return [torch.ones(4)]
+
+    t0 = _time.monotonic()
+    stats = time_callable(lambda x: x + 1, slow, torch.device("cpu"),
+                          TimingPlan(min_runs=5, max_runs=100000, budget_s=0.0001, warmup_s=0.0, min_warmup=1)).stats
+    assert stats.runs >= 5 and _time.monotonic() - t0 < 60
 
 
 def test_timing_stats_from_samples():
@@ -126,8 +163,8 @@ def test_work_left_on_a_side_stream_is_counted(gpu_alone):
             y = y @ x
         return y
 
-    direct, _, _ = time_callable(lambda x: (x @ x) @ x, [[a]], dev, plan)
-    hidden, _, _ = time_callable(on_side, [[a]], dev, plan)
+    direct = time_callable(lambda x: (x @ x) @ x, cycle([[a]]), dev, plan).stats
+    hidden = time_callable(on_side, cycle([[a]]), dev, plan).stats
     assert hidden.median_ms > 0.8 * direct.median_ms, (hidden, direct)
 
 
@@ -137,7 +174,7 @@ def test_a_tiny_kernel_is_not_charged_the_synchronize_latency(gpu_alone):
     harness takes less than the same op timed with the synchronize inside the measured window."""
     dev = gpu_alone
     x = torch.randn(16, device=dev)
-    stats, _, _ = time_callable(lambda t: t + 1, [[x]], dev, TimingPlan(min_runs=50, max_runs=200, budget_s=0.2))
+    stats = time_callable(lambda t: t + 1, cycle([[x]]), dev, TimingPlan(min_runs=50, max_runs=200, budget_s=0.2)).stats
     charged = []
     for _ in range(200):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -160,8 +197,8 @@ def test_the_same_call_timed_twice_agrees_within_two_percent(gpu_alone):
     dev = gpu_alone
     x = torch.randn(1 << 28, device=dev)
     plan = TimingPlan(min_runs=50, max_runs=1000, budget_s=0.5)
-    first, _, _ = time_callable(torch.relu, [[x]], dev, plan)
-    second, _, _ = time_callable(torch.relu, [[x]], dev, plan)
+    first = time_callable(torch.relu, cycle([[x]]), dev, plan).stats
+    second = time_callable(torch.relu, cycle([[x]]), dev, plan).stats
     assert abs(first.median_ms / second.median_ms - 1) < 0.02, (first, second)
 
 

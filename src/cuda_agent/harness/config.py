@@ -21,6 +21,7 @@ class EvalConfig:
     min_timing_runs: int = 30
     max_timing_runs: int = 1000
     timing_budget_s: float = 2.0         # per model, after warm-up
+    timed_outputs_checked: int = 2       # timed calls chosen at random whose outputs are checked too (and the last)
     sanity_speedup: float = 10.0         # above this vs torch.compile: re-measured and flagged
     use_baseline_cache: bool = True
     transfer: str = "auto"               # outputs to the reference: "auto" (CUDA IPC where it works) | "files"

@@ -24,7 +24,7 @@ from cuda_agent.harness.reward import milestone
 from cuda_agent.harness.sandbox import ChildFailed, Exchange, Process, sandbox_user
 from cuda_agent.harness.spares import take_pair
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
-from cuda_agent.harness.timing import device_lock, lock_name
+from cuda_agent.harness.timing import call_seed, device_lock, lock_name
 from cuda_agent.home import subdir
 from cuda_agent.tasks import Task
 
@@ -257,18 +257,32 @@ class _Session:
         result.correct, result.max_abs_error = True, worst
         result.reason = f"correct on {trials} input sets (max abs error {worst:.2g})"
 
-    def _time_solution(self) -> TimingStats:
-        (tag, _), = self._new_tags(1)
-        seeds = [_seed(), _seed()]
-        msg = {"op": "time", "tag": tag, "seeds": seeds, "plan": self._plan(), "route": self.route}
+    def _time_solution(self, result: EvalResult) -> TimingStats:
+        """The solution timed in the child on inputs new at every call; the outputs of the last
+        call and of calls chosen at random (where memory allows a copy) are checked, so results
+        cached across calls or work skipped on some calls fail the solution."""
+        self.tags += 1
+        tag, run_seed = f"t{self.tags}", _seed()
+        check_at = [secrets.randbelow(1 << 20) / (1 << 20) for _ in range(self.config.timed_outputs_checked)]
+        msg = {"op": "time", "tag": tag, "seed": run_seed, "plan": self._plan(), "route": self.route,
+               "check_at": check_at}
         reply = self._child(msg, "profile")
-        if reply.get("last_seed") not in seeds:
-            raise Stop("profile", "the timing reply names an input set the harness did not send")
-        self.ref.request({"op": "reference", "tag": tag, "seed": reply["last_seed"]}, 900)
-        v = self._check(tag, reply.get("meta"))
-        if not v["ok"]:
-            raise Stop("profile", f"output of the timed runs is wrong ({v['reason']}): results cached "
-                                  "across calls or work skipped when inputs repeat?")
+        last, outputs = reply.get("last_index"), reply.get("outputs")
+        limit = self.config.max_timing_runs + 64  # warm-up calls come first
+        outputs = {int(k): v for k, v in outputs.items() if str(k).isdigit()} if isinstance(outputs, dict) else {}
+        indices = sorted(outputs)
+        if not isinstance(last, int) or isinstance(last, bool) or not 0 <= last < limit or last not in indices \
+                or len(indices) > len(check_at) + 1 or max(indices) != last:
+            raise Stop("profile", f"the timing reply names calls {last!r} / {indices}, which the timing loop "
+                                  "cannot have made")
+        for index in indices:
+            self._ref({"op": "reference", "tag": f"{tag}_{index}", "seed": call_seed(run_seed, index)})
+            v = self._check(f"{tag}_{index}", outputs[index])
+            if not v["ok"]:
+                which = "last timed call" if index == last else f"timed call {index}"
+                raise Stop("profile", f"output of the {which} is wrong ({v['reason']}): results cached "
+                                      "across calls or work skipped on some calls?")
+        result.details["timed_outputs_checked"] = len(indices)
         stats = TimingStats(**reply["stats"])
         if not stats.median_ms > 0:
             raise Stop("profile", f"the timed runs report {stats.median_ms} ms per call, which no real call takes: "
@@ -291,18 +305,18 @@ class _Session:
             cached = baselines.load(key) if use_cache else None  # another evaluation may have timed them
             if cached is None:
                 with _timed(result, "baselines"):
-                    reply = self._ref({"op": "baselines", "seeds": [_seed(), _seed()], "plan": self._plan()})
+                    reply = self._ref({"op": "baselines", "seed": _seed(), "plan": self._plan()})
                 cached = TimingStats(**reply["eager"]), TimingStats(**reply["compile"])
                 baselines.store(key, *cached, {"task": task.name, "device_name": reply["device_name"]})
             else:
                 result.flags.append("baseline_cached")
             result.eager, result.compile = cached
             with _timed(result, "timing"):
-                result.solution = self._time_solution()
+                result.solution = self._time_solution(result)
                 if result.compile.median_ms / result.solution.median_ms > self.config.sanity_speedup:
                     result.flags.append("speedup_remeasured")
                     result.details["first_solution_timing"] = asdict(result.solution)
-                    result.solution = self._time_solution()
+                    result.solution = self._time_solution(result)
         result.speedup_vs_eager = result.eager.median_ms / result.solution.median_ms
         result.speedup_vs_compile = result.compile.median_ms / result.solution.median_ms
         if result.speedup_vs_compile > self.config.sanity_speedup:

@@ -6,8 +6,10 @@ wait kernel (so the launch latency of the first kernel is not in the time; a sam
 than the host's time to issue the call); then a device-wide synchronize, and whatever time it
 takes beyond an idle device's synchronize (work the call left on other streams) is added, so side
 streams are counted without charging every call the synchronize's own latency. L2
-flushed before each iteration; warm-up excluded; the inputs' contents alternate between two sets
-(copied in, untimed) so a result cached by pointer or shape is caught by checking the last output.
+flushed before each iteration; warm-up excluded. Every call gets inputs of its own, drawn (untimed)
+from a seed derived from the run's seed and the call's index, so no two calls see the same
+contents: a result cached by pointer, shape or a fingerprint of the contents is wrong at the last
+call, whose output the reference checks (it draws the same inputs from the same seed).
 CPU: the same loop with a monotonic clock and a cache-sized flush.
 """
 
@@ -17,9 +19,9 @@ import fcntl
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -32,6 +34,7 @@ _perf_counter_ns = time.perf_counter_ns
 _Event = torch.cuda.Event
 _synchronize = torch.cuda.synchronize
 _sleep = torch.cuda._sleep
+_clone, _mem_get_info = torch.Tensor.clone, torch.cuda.mem_get_info
 # Before each timed call the GPU spins this long, so the call's kernels are queued behind the spin
 # and run back to back: the time is the device's, never less than the host took to issue the call.
 SPIN_MS = 0.2
@@ -53,10 +56,52 @@ def _flush_buffer(device: torch.device) -> torch.Tensor:
     return torch.empty(_CPU_FLUSH_BYTES // 4, dtype=torch.int32)
 
 
-def _copy_into(dst: list, src: list) -> None:
-    for d, s in zip(dst, src):
-        if isinstance(d, torch.Tensor):
-            d.copy_(s)
+_SEED_MASK = (1 << 62) - 1
+
+
+def call_seed(run_seed: int, index: int) -> int:
+    """The input seed of call `index` of a timing run: every process derives the same one."""
+    return (run_seed * 0x9E3779B97F4A7C15 + (index + 1) * 0xBF58476D1CE4E5B9) & _SEED_MASK
+
+
+@dataclass
+class Timed:
+    """What a timing run gives back: the stats, the last call's output and index, and copies of
+    the outputs of the calls chosen by `check_at` (index -> output) that fitted in memory."""
+
+    stats: TimingStats
+    output: object
+    index: int
+    kept: dict[int, object] = field(default_factory=dict)
+
+
+def _tensors(out: object) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+def _copy_if_room(out: object, device: torch.device) -> object | None:
+    """A copy of `out` (tensors cloned), or None where the device has no room for one: a check of
+    a timed output must never make an honest solution run out of memory."""
+    if device.type == "cuda":
+        need = sum(t.numel() * t.element_size() for t in _tensors(out))
+        if need + (1 << 30) > _mem_get_info(device)[0]:
+            return None
+
+    def copy(o: object) -> object:
+        if isinstance(o, torch.Tensor):
+            return _clone(o)
+        return type(o)(copy(x) for x in o) if isinstance(o, (list, tuple)) else o
+
+    return copy(out)
+
+
+def cycle(sets: Sequence[list]) -> Callable[[int], list]:
+    """Input sets used in turn (trusted code and microbenchmarks; the harness draws fresh ones)."""
+    return lambda i: sets[i % len(sets)]
 
 
 def _spin_cycles(device: torch.device, ms: float) -> int:
@@ -82,13 +127,15 @@ def _idle_sync_ms(device: torch.device, samples: int = 21) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def time_callable(fn: Callable[..., object], input_sets: list[list], device: torch.device,
-                  plan: TimingPlan = TimingPlan()) -> tuple[TimingStats, object, int]:
-    """Time `fn(*inputs)`; returns the stats, the last output and which input set it was run on.
-
-    Before each iteration the next input set is copied into fixed buffers (untimed) and the cache
-    flushed, so every call sees new contents at the same addresses."""
-    buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in input_sets[0]]
+def time_callable(fn: Callable[..., object], draw: Callable[[int], list], device: torch.device,
+                  plan: TimingPlan = TimingPlan(), check_at: Sequence[float] = ()) -> Timed:
+    """Time `fn(*draw(i))` for i = 0, 1, ...: the stats, the last output and the index of the call
+    that made it. `draw` runs before each call, untimed (the harness draws new inputs from
+    `call_seed(run_seed, i)`), and the cache is flushed after it. `check_at`: fractions in [0, 1)
+    of the way through the timed calls whose outputs are also kept (copied after the call,
+    untimed), so that a solution skipping work on some calls cannot count on the last one alone
+    being checked. The loop stops early once it has min_runs samples and its wall time is far
+    beyond the budget (a slow `draw`)."""
     flush = _flush_buffer(device)
     cuda = device.type == "cuda"
     sync = (lambda: _synchronize(device)) if cuda else (lambda: None)
@@ -96,7 +143,7 @@ def time_callable(fn: Callable[..., object], input_sets: list[list], device: tor
     spin = _spin_cycles(device, SPIN_MS) if cuda else 0
 
     def one(i: int) -> tuple[float, object]:
-        _copy_into(buffers, input_sets[i % len(input_sets)])
+        inputs = draw(i)
         flush.zero_()
         sync()
         if cuda:
@@ -104,7 +151,7 @@ def time_callable(fn: Callable[..., object], input_sets: list[list], device: tor
             _sleep(spin)  # the GPU is busy while the host issues the call: its launch latency is hidden
             start.record()
             t0 = _perf_counter_ns()
-            out = fn(*buffers)
+            out = fn(*inputs)
             host_ms = (_perf_counter_ns() - t0) / 1e6
             end.record()
             end.synchronize()
@@ -113,27 +160,38 @@ def time_callable(fn: Callable[..., object], input_sets: list[list], device: tor
             left_ms = (_perf_counter_ns() - t0) / 1e6 - idle_ms
             return max(start.elapsed_time(end), host_ms) + max(left_ms, 0.0), out
         t0 = _perf_counter_ns()
-        out = fn(*buffers)
+        out = fn(*inputs)
         return (_perf_counter_ns() - t0) / 1e6, out
 
     with torch.no_grad():
         t_warm = time.perf_counter()
         i = 0
         while i < plan.min_warmup or time.perf_counter() - t_warm < plan.warmup_s:
-            est, _ = one(i)
+            est = one(i)[0]
             i += 1
             if i >= 50:
                 break
         runs = int(min(plan.max_runs, max(plan.min_runs, plan.budget_s * 1000 / max(est, 1e-3))))
-        samples, out, last = [], None, 0
-        for j in range(runs):
+        wall_limit = 10 * plan.budget_s + 30
+        t_loop = time.perf_counter()
+        samples: list[float] = []
+        out: object = None
+        chosen = {i + min(runs - 1, int(f * runs)) for f in check_at if 0 <= f < 1}
+        kept: dict[int, object] = {}
+        for j in range(i, i + runs):
+            out = None  # the previous output's memory is free before the next inputs are drawn
             ms, out = one(j)
             samples.append(ms)
-            last = j % len(input_sets)
-            if j >= plan.min_runs and sum(samples) > 3 * plan.budget_s * 1000:
+            if j in chosen and j != i + runs - 1:
+                copied = _copy_if_room(out, device)
+                if copied is not None:
+                    kept[j] = copied
+            if len(samples) >= plan.min_runs and (sum(samples) > 3 * plan.budget_s * 1000
+                                                  or time.perf_counter() - t_loop > wall_limit):
                 break
         sync()
-    return TimingStats.from_samples(samples), out, last
+    kept.pop(j, None)  # the loop stopped early at a chosen call: it is the last one, checked anyway
+    return Timed(TimingStats.from_samples(samples), out, j, kept)
 
 
 def compile_for_timing(model: torch.nn.Module, inputs: list) -> Callable[..., object]:
@@ -145,12 +203,10 @@ def compile_for_timing(model: torch.nn.Module, inputs: list) -> Callable[..., ob
     return compiled
 
 
-def time_baselines(model: torch.nn.Module, compiled: Callable[..., object], input_sets: list[list],
+def time_baselines(model: torch.nn.Module, compiled: Callable[..., object], draw: Callable[[int], list],
                    device: torch.device, plan: TimingPlan) -> tuple[TimingStats, TimingStats]:
-    """Eager and torch.compile timings of the same model on the same input sets."""
-    eager, _, _ = time_callable(model, input_sets, device, plan)
-    compiled_stats, _, _ = time_callable(compiled, input_sets, device, plan)
-    return eager, compiled_stats
+    """Eager and torch.compile timings of the same model, each call on inputs `draw` gives it."""
+    return time_callable(model, draw, device, plan).stats, time_callable(compiled, draw, device, plan).stats
 
 
 def lock_name(device: str) -> str:

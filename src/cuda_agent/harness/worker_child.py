@@ -17,7 +17,7 @@ from cuda_agent.harness.modules import Steps, make_inputs, make_model, module_fr
 from cuda_agent.harness.runtime import OperatorGuard, flatten_outputs, inputs_unchanged, poison_free_memory
 from cuda_agent.harness.sandbox import ChildChannel
 from cuda_agent.harness.spares import WARM_ENV
-from cuda_agent.harness.timing import TimingPlan, time_callable
+from cuda_agent.harness.timing import TimingPlan, call_seed, time_callable
 from cuda_agent.harness.transfer import share_outputs, write_outputs
 
 _load, _full = torch.load, torch.full
@@ -132,19 +132,30 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
 
 
 def time_solution(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list) -> dict:
-    sets = [make_inputs(task, s, device) for s in msg["seeds"]]
-    stats, out, last = time_callable(model, sets, device, TimingPlan(**msg["plan"]))
-    flat = flatten_outputs(out)
-    if isinstance(flat, str):
-        raise Failure("profile", flat)
-    if msg.get("route") == "ipc":  # a copy: the calls below could write into the output's memory
-        flat = [_clone(t) for t in flat]
-    meta = hand_over(flat, f"{public}/out_{msg['tag']}", msg.get("route", "files"), keep)
+    """Time the solution on inputs of its own for every call (see timing.py) and hand over the
+    last call's output and those of the calls the harness chose (`check_at`), each named by its
+    call's index, for the reference to check."""
+    run_seed = int(msg["seed"])
+    timed = time_callable(model, lambda i: make_inputs(task, call_seed(run_seed, i), device), device,
+                          TimingPlan(**msg["plan"]), check_at=[float(f) for f in msg.get("check_at", [])])
+    route = msg.get("route", "files")
+    outputs = {timed.index: timed.output, **timed.kept}
+    del timed.output, timed.kept
+    meta = {}
+    for index in sorted(outputs):
+        flat = flatten_outputs(outputs.pop(index))
+        if isinstance(flat, str):
+            raise Failure("profile", flat)
+        if route == "ipc" and index == timed.index:  # a copy: the calls below could write into its memory
+            flat = [_clone(t) for t in flat]
+        meta[index] = hand_over(flat, f"{public}/out_{msg['tag']}_{index}", route, keep)
+        del flat
+    inputs = make_inputs(task, call_seed(run_seed, 0), device)
     for _ in range(2):  # guarded calls after the timed ones: behaviour must not change with call count
-        guarded_call(model, sets[0], strict, device)
-    del sets, out, flat
+        guarded_call(model, inputs, strict, device)
+    del inputs
     release(device)
-    return {"stats": asdict(stats), "last_seed": msg["seeds"][last], "meta": meta}
+    return {"stats": asdict(timed.stats), "last_index": timed.index, "outputs": meta}
 
 
 def probe(msg: dict, device: torch.device, keep: list) -> dict:

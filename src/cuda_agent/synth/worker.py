@@ -145,11 +145,10 @@ def _lock(msg: dict, shared: bool = False):
 
 
 def _timed(fn, sets, device, msg: dict):
-    from cuda_agent.harness.timing import TimingPlan, time_callable
+    from cuda_agent.harness.timing import TimingPlan, cycle, time_callable
 
-    with _lock(msg):
-        stats, _, _ = time_callable(fn, sets, device, TimingPlan(**msg["plan"]))
-    return stats
+    with _lock(msg):  # the reference is trusted code: two input sets in turn are enough
+        return time_callable(fn, cycle(sets), device, TimingPlan(**msg["plan"])).stats
 
 
 def _stats(t) -> dict:
