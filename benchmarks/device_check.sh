@@ -3,7 +3,7 @@
 # the KernelBench bench and the synth benchmark, each under its own time limit. Logs and results
 # go to $OUT/results.tgz (the device tool's output folder, which takes few files; ./device_out
 # here), with runs/ (resumable results) inside it.
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo kb synth
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb synth
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins). runs/ (resumable results) stays on a warm
@@ -40,13 +40,14 @@ for arg in "$@"; do
     harness) step harness "$limit" $py benchmarks/harness_bench.py --device cuda --evals 5 --fidelity ${FIDELITY:-20} \
                --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$LOGS/harness_bench.json" ${HARNESS_ARGS:-} ;;
     demo) step demo "$limit" $py -m cuda_agent demo ;;
+    timing) step timing "$limit" $py benchmarks/timing_bench.py --device cuda --json "$LOGS/timing_bench.json" ${TIMING_ARGS:-} ;;
     kb) [ -d runs/kb/bench ] || { mkdir -p runs/kb && cp -r benchmarks/kernelbench_h100/bench runs/kb/ &&
                                   cp benchmarks/kernelbench_h100/baselines_level*.jsonl runs/kb/ 2>/dev/null; }  # go on from the last run
         step kb "$limit" $py benchmarks/bench_kernelbench.py --out runs/kb --kernelbench "$KB/kernelbench.jsonl" \
           --published "$KB/h100_modal_eager.json" --max-seconds $((limit - 60)) ${KB_ARGS:-} ;;
     synth) step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out runs/synth/ops.parquet \
              --kernelbench "$KB/kernelbench.jsonl" ${SYNTH_ARGS:-} ;;
-    *) echo "unknown step $name (tests build harness demo kb synth)"; exit 2 ;;
+    *) echo "unknown step $name (tests build harness demo timing kb synth)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"
