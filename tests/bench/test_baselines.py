@@ -83,16 +83,25 @@ def test_harness_timer_times_a_real_task_on_cpu():
 def test_workers_time_real_tasks_in_parallel_processes(tmp_path):
     """Two worker processes (each compiles on its own, then takes the device lock to time): every
     task gets its row, a task whose timing fails gets an error row, and a second run adds none."""
+    import shutil
+
     from cuda_agent.tasks import load_tasks
 
-    tasks = load_tasks(REPO / "tests" / "hacks" / "tasks").tasks
+    folder = tmp_path / "tasks"
+    shutil.copytree(REPO / "tests" / "hacks" / "tasks", folder)
+    (folder / "broken.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        raise RuntimeError('this reference is broken')\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4)]\n\n\ndef get_init_inputs():\n    return []\n")
+    tasks = load_tasks(folder).tasks
     out = tmp_path / "b.jsonl"
     config = EvalConfig(device="cpu", timing_budget_s=0.05, min_timing_runs=3, max_timing_runs=10)
     run = baselines(tasks, "cpu", out, config=config, roofline=False, workers=2)
     rows = {r["task"]: r for r in read_rows(out)}
     assert run.timed == len(tasks) == len(rows)
     assert rows["sbr_small"]["eager"]["median_ms"] > 0 and rows["sbr_small"]["compile"]["median_ms"] > 0
-    assert "error" in rows["rowsum_varlen"]  # its inputs change shape per seed: timing refuses it
+    assert rows["rowsum_varlen"]["eager"]["median_ms"] > 0   # inputs whose shape changes per seed time too
+    assert "this reference is broken" in rows["broken"]["error"]
     assert baselines(tasks, "cpu", out, config=config, roofline=False, workers=2).timed == 0
 
 

@@ -13,6 +13,10 @@ import torch
 from cuda_agent.harness.result import TimingStats
 from cuda_agent.home import subdir
 
+# Bumped whenever timing.py measures differently, so that no figure taken the old way is reused:
+# 2 = inputs drawn for every call, L2 emptied by reading, side-stream work charged above noise.
+TIMING_METHOD = 2
+
 
 def device_name(device: str) -> str:
     if device == "cuda":
@@ -24,7 +28,7 @@ def device_name(device: str) -> str:
 
 def cache_key(task_code: str, device: str, plan: dict) -> str:
     blob = json.dumps({"code": task_code, "device": device_name(device), "torch": torch.__version__,
-                       "plan": plan}, sort_keys=True)
+                       "plan": plan, "method": TIMING_METHOD}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 

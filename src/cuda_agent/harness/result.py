@@ -65,16 +65,17 @@ class TimingStats:
     std_ms: float
     iqr_ms: float
     runs: int
+    offstream_ms: float = 0.0   # work left on other streams per call, charged to every sample (CUDA)
 
     @classmethod
-    def from_samples(cls, samples_ms: list[float]) -> "TimingStats":
+    def from_samples(cls, samples_ms: list[float], offstream_ms: float = 0.0) -> "TimingStats":
         import statistics
 
         s = sorted(samples_ms)
         n = len(s)
         q1, q3 = s[n // 4], s[(3 * n) // 4] if n > 1 else s[0]
         return cls(median_ms=statistics.median(s), mean_ms=statistics.fmean(s), min_ms=s[0], max_ms=s[-1],
-                   std_ms=statistics.pstdev(s) if n > 1 else 0.0, iqr_ms=q3 - q1, runs=n)
+                   std_ms=statistics.pstdev(s) if n > 1 else 0.0, iqr_ms=q3 - q1, runs=n, offstream_ms=offstream_ms)
 
 
 @dataclass
