@@ -1,11 +1,18 @@
-"""Where the spread of small-call timings comes from: the harness's timing loop taken apart, each
-sample's parts recorded (GPU events, host issue time, the synchronize after the call, an idle
-synchronize right after it), for several variants of the loop, each run several times.
+"""Where the spread of small-call timings comes from: the harness's timing loop taken apart, with
+knobs the harness does not have, each variant timed several times in a row (a new flush buffer
+and a new spin calibration each time, as every `time_callable` call does).
 
-    python benchmarks/timing_diag.py [--repeats 4] [--budget 0.3] [--json OUT]
+    python benchmarks/timing_diag.py [--repeats 5] [--runs 300] [--json OUT]
 
-Prints, per op and variant, each run's median of: the harness's sample, the GPU-event time, the
-host issue time, the first synchronize after the call, and a second (idle) synchronize.
+Prints, per op and variant, each run's median of the harness's sample (max(GPU events, host
+issue time)) and of the GPU-event time alone, their spread over the runs, and the SM clock
+(NVML) at the end of each run. Variants:
+- base: the harness's loop (inputs drawn for each call and freed after it; L2 emptied by reading
+  a buffer twice its size, allocated for each run)
+- rotate: the last three input sets kept alive, so that calls cycle through four placements
+- bigflush: a flush buffer eight times the L2
+- write: the flush buffer zeroed instead of read
+- keepflush: one flush buffer for the whole process
 """
 
 from __future__ import annotations
@@ -15,42 +22,54 @@ import json
 import statistics
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
+VARIANTS = {
+    "base": {},
+    "rotate": {"rotate": 3},
+    "bigflush": {"flush_factor": 8},
+    "write": {"flush_mode": "write"},
+    "keepflush": {"keep_flush": True},
+}
+_KEPT_FLUSH = {}
 
-def _idle_sync_ms(samples: int = 21) -> float:
-    """What the harness subtracted until 2026-11-24: the median of idle synchronizes, taken once."""
+
+def _clock() -> int:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetClockInfo(pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.NVML_CLOCK_SM)
+    except Exception:
+        return -1
+
+
+def run(fn, draw, runs: int, rotate: int = 0, flush_factor: int = 2, flush_mode: str = "read",
+        keep_flush: bool = False) -> dict:
     import torch
 
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        t0 = time.perf_counter_ns()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter_ns() - t0) / 1e6)
-    return statistics.median(times)
+    from cuda_agent.harness.timing import _spin_cycles
 
-
-def run(fn, draw, dev, runs: int, spin_ms: float, flush_mode: str, busy_gap: bool) -> dict:
-    import torch
-
-    from cuda_agent.harness.timing import _flush_buffer, _spin_cycles
-
-    flush = _flush_buffer(dev)
-    idle = _idle_sync_ms()
-    spin = _spin_cycles(dev, spin_ms)
-    parts = {k: [] for k in ("gpu", "host", "sync1", "sync2")}
+    dev = torch.device("cuda")
+    l2 = torch.cuda.get_device_properties(dev).L2_cache_size
+    if keep_flush:
+        flush = _KEPT_FLUSH.setdefault("buf", torch.empty(2 * l2 // 4, dtype=torch.int32, device=dev))
+    else:
+        flush = torch.empty(flush_factor * l2 // 4, dtype=torch.int32, device=dev)
+    spin = _spin_cycles(dev, 0.2)
+    alive: deque = deque(maxlen=max(rotate, 1))
+    own, gpu = [], []
     for i in range(runs + 10):
         x = draw(i)
         if flush_mode == "write":
             flush.zero_()
         else:
             torch.sum(flush)
-        if not busy_gap:
-            torch.cuda.synchronize()
+        torch.cuda.synchronize()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda._sleep(spin)
         s.record()
@@ -59,53 +78,42 @@ def run(fn, draw, dev, runs: int, spin_ms: float, flush_mode: str, busy_gap: boo
         host = (time.perf_counter_ns() - t0) / 1e6
         e.record()
         e.synchronize()
-        t0 = time.perf_counter_ns()
-        torch.cuda.synchronize()
-        t1 = (time.perf_counter_ns() - t0) / 1e6
-        t0 = time.perf_counter_ns()
-        torch.cuda.synchronize()
-        t2 = (time.perf_counter_ns() - t0) / 1e6
         del out
+        if rotate:
+            alive.append(x)
+        del x
         if i >= 10:
-            for k, v in zip(parts, (s.elapsed_time(e), host, t1, t2)):
-                parts[k].append(v)
-    med = {k: statistics.median(v) for k, v in parts.items()}
-    harness = [max(g, h) + max(a - idle, 0.0) for g, h, a in zip(parts["gpu"], parts["host"], parts["sync1"])]
-    paired = [max(g, h) + (a - b) for g, h, a, b in zip(parts["gpu"], parts["host"], parts["sync1"], parts["sync2"])]
-    return {**med, "idle": idle, "harness": statistics.median(harness), "paired": statistics.median(paired)}
+            g = s.elapsed_time(e)
+            gpu.append(g)
+            own.append(max(g, host))
+    return {"own": statistics.median(own), "gpu": statistics.median(gpu), "clock": _clock()}
 
 
 def main() -> None:
     import torch
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--runs", type=int, default=300)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     dev = torch.device("cuda")
-    ops = {"relu 4M": (torch.relu, 1 << 22), "sbr 4M": (lambda x: torch.relu(x * 1.5 + 0.25), 1 << 22),
+    ops = {"relu 4M": (torch.relu, 1 << 22), "sbr 8M": (lambda x: torch.relu(x * 1.5 + 0.25), 1 << 23),
            "relu 16M": (torch.relu, 1 << 24)}
-    variants = {"fresh read": dict(fresh=True, spin_ms=0.2, flush_mode="read", busy_gap=False),
-                "fresh write": dict(fresh=True, spin_ms=0.2, flush_mode="write", busy_gap=False),
-                "fixed read": dict(fresh=False, spin_ms=0.2, flush_mode="read", busy_gap=False),
-                "fresh read spin1ms": dict(fresh=True, spin_ms=1.0, flush_mode="read", busy_gap=False),
-                "fresh read nosync": dict(fresh=True, spin_ms=0.2, flush_mode="read", busy_gap=True)}
+    print("| op | variant | own medians (us) | spread | GPU-event medians (us) | spread | SM MHz |")
+    print("|---|---|---|--:|---|--:|---|")
     rows = []
     for op, (fn, n) in ops.items():
-        fixed = [torch.randn(n, device=dev)]
-        for name, v in variants.items():
-            draw = (lambda i, n=n: [torch.randn(n, device=dev)]) if v["fresh"] else (lambda i: fixed)
-            for r in range(args.repeats):
-                res = run(fn, draw, dev, args.runs, v["spin_ms"], v["flush_mode"], v["busy_gap"])
-                rows.append({"op": op, "variant": name, "repeat": r, **res})
-                print(f"| {op} | {name} | {r} | " + " | ".join(f"{res[k] * 1000:.1f}" for k in
-                      ("harness", "paired", "gpu", "host", "sync1", "sync2", "idle")) + " |", flush=True)
+        for name, knobs in VARIANTS.items():
+            res = [run(fn, lambda i, n=n: [torch.randn(n, device=dev)], args.runs, **knobs) for _ in range(args.repeats)]
+            own, gpu = [r["own"] * 1000 for r in res], [r["gpu"] * 1000 for r in res]
+            rows.append({"op": op, "variant": name, "runs": res})
+            print(f"| {op} | {name} | {', '.join(f'{v:.1f}' for v in own)} | {(max(own) / min(own) - 1) * 100:.1f}% | "
+                  f"{', '.join(f'{v:.1f}' for v in gpu)} | {(max(gpu) / min(gpu) - 1) * 100:.1f}% | "
+                  f"{', '.join(str(r['clock']) for r in res)} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
-    print("| op | variant | run | harness us | paired us | gpu us | host us | sync1 us | sync2 us | idle us |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     main()
