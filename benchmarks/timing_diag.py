@@ -13,6 +13,7 @@ issue time)) and of the GPU-event time alone, their spread over the runs, and th
 - bigflush: a flush buffer eight times the L2
 - write: the flush buffer zeroed instead of read
 - keepflush: one flush buffer for the whole process
+- pinned: the process pinned to one CPU core while it times
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ sys.path.insert(0, str(REPO / "src"))
 
 VARIANTS = {
     "base": {},
+    "base again": {},
     "rotate": {"rotate": 3},
     "bigflush": {"flush_factor": 8},
     "write": {"flush_mode": "write"},
     "keepflush": {"keep_flush": True},
+    "pinned": {"pin": True},
 }
 _KEPT_FLUSH = {}
 
@@ -49,8 +52,14 @@ def _clock() -> int:
 
 
 def run(fn, draw, runs: int, rotate: int = 0, flush_factor: int = 2, flush_mode: str = "read",
-        keep_flush: bool = False) -> dict:
+        keep_flush: bool = False, pin: bool = False) -> dict:
+    import os
+
     import torch
+
+    cpus = os.sched_getaffinity(0)
+    if pin:
+        os.sched_setaffinity(0, {max(cpus)})
 
     from cuda_agent.harness.timing import _spin_cycles
 
@@ -62,7 +71,7 @@ def run(fn, draw, runs: int, rotate: int = 0, flush_factor: int = 2, flush_mode:
         flush = torch.empty(flush_factor * l2 // 4, dtype=torch.int32, device=dev)
     spin = _spin_cycles(dev, 0.2)
     alive: deque = deque(maxlen=max(rotate, 1))
-    own, gpu = [], []
+    own, gpu, hosts = [], [], []
     for i in range(runs + 10):
         x = draw(i)
         if flush_mode == "write":
@@ -85,8 +94,21 @@ def run(fn, draw, runs: int, rotate: int = 0, flush_factor: int = 2, flush_mode:
         if i >= 10:
             g = s.elapsed_time(e)
             gpu.append(g)
+            hosts.append(host)
             own.append(max(g, host))
-    return {"own": statistics.median(own), "gpu": statistics.median(gpu), "clock": _clock()}
+    os.sched_setaffinity(0, cpus)
+    floor = sorted(hosts)[len(hosts) // 10]
+    return {"own": statistics.median(own), "gpu": statistics.median(gpu), "clock": _clock(),
+            "host_p10": floor, "host_p50": statistics.median(hosts),
+            "floor": statistics.median([max(g, floor) for g in gpu])}
+
+
+def _list(values: list[float]) -> str:
+    return ", ".join(f"{v:.1f}" for v in values)
+
+
+def _spread(values: list[float]) -> str:
+    return f"{(max(values) / min(values) - 1) * 100:.1f}%"
 
 
 def main() -> None:
@@ -100,17 +122,18 @@ def main() -> None:
     dev = torch.device("cuda")
     ops = {"relu 4M": (torch.relu, 1 << 22), "sbr 8M": (lambda x: torch.relu(x * 1.5 + 0.25), 1 << 23),
            "relu 16M": (torch.relu, 1 << 24)}
-    print("| op | variant | own medians (us) | spread | GPU-event medians (us) | spread | SM MHz |")
-    print("|---|---|---|--:|---|--:|---|")
+    print("| op | variant | own medians (us) | spread | GPU-event medians (us) | spread | host p10 / p50 (us) | "
+          "max(GPU, host p10) (us) | spread |")
+    print("|---|---|---|--:|---|--:|---|---|--:|")
     rows = []
     for op, (fn, n) in ops.items():
         for name, knobs in VARIANTS.items():
             res = [run(fn, lambda i, n=n: [torch.randn(n, device=dev)], args.runs, **knobs) for _ in range(args.repeats)]
-            own, gpu = [r["own"] * 1000 for r in res], [r["gpu"] * 1000 for r in res]
             rows.append({"op": op, "variant": name, "runs": res})
-            print(f"| {op} | {name} | {', '.join(f'{v:.1f}' for v in own)} | {(max(own) / min(own) - 1) * 100:.1f}% | "
-                  f"{', '.join(f'{v:.1f}' for v in gpu)} | {(max(gpu) / min(gpu) - 1) * 100:.1f}% | "
-                  f"{', '.join(str(r['clock']) for r in res)} |", flush=True)
+            us = {k: [r[k] * 1000 for r in res] for k in ("own", "gpu", "host_p10", "host_p50", "floor")}
+            hosts = ", ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(us["host_p10"], us["host_p50"]))
+            print(f"| {op} | {name} | {_list(us['own'])} | {_spread(us['own'])} | {_list(us['gpu'])} | "
+                  f"{_spread(us['gpu'])} | {hosts} | {_list(us['floor'])} | {_spread(us['floor'])} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 
