@@ -7,8 +7,9 @@
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins). runs/ (resumable results) stays on a warm
-# machine and comes back in results.tgz; the kb step starts from benchmarks/kernelbench_h100/ (bench/
-# and baselines_level*.jsonl) when runs/kb has none, so commit what comes back there to go on later.
+# machine and comes back in results.tgz; the kb step starts from $KB_FROM (default
+# benchmarks/kernelbench_h100/: its bench/ and baselines_level*.jsonl; `none`: afresh) when there is
+# no runs/kb, so commit what comes back there to go on later.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -41,8 +42,9 @@ for arg in "$@"; do
                --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$LOGS/harness_bench.json" ${HARNESS_ARGS:-} ;;
     demo) step demo "$limit" $py -m cuda_agent demo ;;
     timing) step timing "$limit" $py benchmarks/timing_bench.py --device cuda --json "$LOGS/timing_bench.json" ${TIMING_ARGS:-} ;;
-    kb) [ -d runs/kb/bench ] || { mkdir -p runs/kb && cp -r benchmarks/kernelbench_h100/bench runs/kb/ &&
-                                  cp benchmarks/kernelbench_h100/baselines_level*.jsonl runs/kb/ 2>/dev/null; }  # go on from the last run
+    kb) from=${KB_FROM:-benchmarks/kernelbench_h100}  # KB_FROM=none starts afresh
+        [ -d runs/kb ] || { mkdir -p runs/kb; [ "$from" = none ] || { cp -r "$from/bench" runs/kb/ 2>/dev/null
+                            cp "$from"/baselines_level*.jsonl runs/kb/ 2>/dev/null; }; }  # go on from the last run
         step kb "$limit" $py benchmarks/bench_kernelbench.py --out runs/kb --kernelbench "$KB/kernelbench.jsonl" \
           --published "$KB/h100_modal_eager.json" --max-seconds $((limit - 60)) ${KB_ARGS:-} ;;
     synth) step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out runs/synth/ops.parquet \
