@@ -98,7 +98,7 @@ def test_every_timed_call_gets_inputs_of_its_own_and_the_last_index_is_reported(
         return x * 2
 
     timed = time_callable(fn, lambda i: [torch.full((8,), float(i))], torch.device("cpu"),
-                          TimingPlan(min_runs=5, budget_s=0.01), check_at=(0.0, 0.5))
+                          TimingPlan(min_runs=5, max_runs=20, budget_s=0.01), check_at=(0.0, 0.5))
     assert isinstance(timed.stats, TimingStats) and timed.stats.runs >= 5
     assert seen == [float(i) for i in range(len(seen))]   # warm-up and timed calls: never the same inputs twice
     assert timed.index == len(seen) - 1 and float(timed.output[0]) == 2.0 * timed.index
@@ -118,7 +118,7 @@ def test_a_kept_output_is_a_copy_the_solution_cannot_rewrite_later():
         return buffer
 
     timed = time_callable(fn, lambda i: [torch.full((4,), float(i))], torch.device("cpu"),
-                          TimingPlan(min_runs=6, budget_s=0.01), check_at=(0.2,))
+                          TimingPlan(min_runs=6, max_runs=20, budget_s=0.01), check_at=(0.2,))
     (index, out), = timed.kept.items()
     assert float(out[0]) == index and float(timed.output[0]) == timed.index != index
 

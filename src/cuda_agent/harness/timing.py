@@ -8,8 +8,8 @@ done in every call cannot hide under the spin, and the jitter of the host's Pyth
 overhead, which moved small calls' medians by 15-65% between runs, stays out (H100, 2026-11-24:
 GPU-event medians agree within 0.5% between runs, and so do these samples). After each call two device-wide synchronizes: the first
 waits for work the call left on other streams, the second finds the device idle; their
-difference, averaged over the run, is charged to every sample where it is beyond the noise of an
-idle synchronize (OFFSTREAM_TOLERANCE_MS), so side streams are counted without charging every
+difference, averaged over the run, is charged to every sample where it is beyond the noise of
+honest calls (OFFSTREAM_TOLERANCE_*), so side streams are counted without charging every
 call a synchronize's latency and its jitter. L2 emptied before each call; warm-up excluded. Every call gets inputs of its own, drawn (untimed)
 from a seed derived from the run's seed and the call's index, so no two calls see the same
 contents: a result cached by pointer, shape or a fingerprint of the contents is wrong at the last
@@ -42,9 +42,13 @@ _clone, _mem_get_info, _sum = torch.Tensor.clone, torch.cuda.mem_get_info, torch
 # Before each timed call the GPU spins this long, so the call's kernels are queued behind the spin
 # and run back to back: the time is the device's, never less than the host took to issue the call.
 SPIN_MS = 0.2
-# A difference of two back-to-back synchronizes of an idle H100 averages 1-5 us (2026-11-24); work
-# left on other streams is charged only above this, so that honest calls are not charged noise.
+# Two back-to-back synchronizes after an honest call differ too: 1-5 us on an idle H100 in a quiet
+# process, 5-45 us (0.2-4.6% of the call) in the baseline workers of the KernelBench tables
+# (2026-11-24). Work left on other streams is charged only beyond the larger of these bounds, so
+# honest calls are not charged that noise, and hiding work there gains less than the 5% margin
+# the reward asks for.
 OFFSTREAM_TOLERANCE_MS = 0.005
+OFFSTREAM_TOLERANCE_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -211,9 +215,11 @@ def time_callable(fn: Callable[..., object], draw: Callable[[int], list], device
         sync()
     kept.pop(j, None)  # the loop stopped early at a chosen call: it is the last one, checked anyway
     host_floor = sorted(hosts)[len(hosts) // 10] if cuda else 0.0  # on the CPU a sample is the host's time
+    own = [max(x, host_floor) for x in samples]
     offstream = _trimmed_mean(lefts)
-    offstream = offstream if offstream > OFFSTREAM_TOLERANCE_MS else 0.0
-    stats = TimingStats.from_samples([max(x, host_floor) + offstream for x in samples], offstream_ms=offstream)
+    tolerance = max(OFFSTREAM_TOLERANCE_MS, OFFSTREAM_TOLERANCE_SHARE * sorted(own)[len(own) // 2])
+    offstream = offstream if offstream > tolerance else 0.0
+    stats = TimingStats.from_samples([x + offstream for x in own], offstream_ms=offstream)
     return Timed(stats, out, j, kept)
 
 
