@@ -51,6 +51,7 @@ def eval_command(task: str = typer.Option(..., help="a .py task, or a name looke
                  policy: str = typer.Option("strict", help="strict (the paper's rules) or relaxed (KernelBench's)"),
                  trials: int = typer.Option(5, help="correctness input sets"),
                  profile: bool = typer.Option(True, help="time eager, torch.compile and the solution"),
+                 timing_budget: float = typer.Option(2.0, help="seconds of timed calls per model"),
                  as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Compile, verify and time SOLUTION against TASK; print the verdict and the reward."""
     from cuda_agent.harness.evaluate import evaluate
@@ -65,7 +66,7 @@ def eval_command(task: str = typer.Option(..., help="a .py task, or a name looke
         err.print("[bold red]error:[/] --policy is strict or relaxed")
         raise typer.Exit(2)
     result = evaluate(t, solution, EvalConfig(device=device, policy=policy, correctness_trials=trials,
-                                              profile=profile))
+                                              profile=profile, timing_budget_s=timing_budget))
     if as_json:
         print(json.dumps(result.to_dict()))
     else:
