@@ -95,8 +95,8 @@ def large_task(kernelbench: Path, name: str) -> list[dict]:
 def fidelity(device: str, kernelbench: Path, published: Path, count: int) -> list[dict]:
     import torch
 
-    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source
-    from cuda_agent.harness.timing import TimingPlan, call_seed, time_callable
+    from cuda_agent.harness.modules import make_model, module_from_source, timing_draw
+    from cuda_agent.harness.timing import TimingPlan, time_callable
     from cuda_agent.tasks import load_tasks
 
     pub = json.loads(published.read_text())["level1"]
@@ -107,7 +107,7 @@ def fidelity(device: str, kernelbench: Path, published: Path, count: int) -> lis
     for t in tasks[::step][:count]:
         mod = module_from_source(t.code, "reference", t.name)
         model = make_model(mod.Model, mod, 0, dev)
-        stats = time_callable(model, lambda i: make_inputs(mod, call_seed(1, i), dev), dev,
+        stats = time_callable(model, timing_draw(mod, 1, dev), dev,
                               TimingPlan(budget_s=1.0)).stats
         ref = pub[f"{t.name}.py"]["mean"]
         rows.append({"task": t.name, "ours_median_ms": stats.median_ms, "ours_iqr_ms": stats.iqr_ms,

@@ -38,9 +38,8 @@ def harness_time_baselines(task: Task, config: EvalConfig) -> tuple[TimingStats,
 
     from cuda_agent.harness import baselines as cache
     from cuda_agent.harness.backend import resolve_backend
-    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source
-    from cuda_agent.harness.timing import (TimingPlan, call_seed, compile_for_timing, device_lock, lock_name,
-                                           time_baselines)
+    from cuda_agent.harness.modules import make_model, module_from_source, timing_draw
+    from cuda_agent.harness.timing import TimingPlan, compile_for_timing, device_lock, lock_name, time_baselines
     from cuda_agent.home import subdir
 
     device = resolve_backend(config.device).device
@@ -54,11 +53,7 @@ def harness_time_baselines(task: Task, config: EvalConfig) -> tuple[TimingStats,
     try:
         module = module_from_source(task.code, "reference", f"{task.name}.py")
         model = make_model(module.Model, module, random.getrandbits(31), dev)
-        run_seed = random.getrandbits(62)
-
-        def draw(i: int) -> list:
-            return make_inputs(module, call_seed(run_seed, i), dev)
-
+        draw = timing_draw(module, random.getrandbits(62), dev)
         compiled = compile_for_timing(model, draw(0))  # before taking the device: parallel workers compile at once
         with device_lock(subdir("locks"), lock_name(device)):
             eager, compiled_stats = time_baselines(model, compiled, draw, dev, TimingPlan(**plan))

@@ -229,11 +229,14 @@ class _Session:
         return self._ref({"op": "compare", "tag": tag, "prefix": f"{self.job['public']}/out_{tag}", "meta": meta,
                           "route": self.route, "atol": self.config.atol, "rtol": self.config.rtol})
 
+    def _next_tag(self) -> str:
+        self.tags += 1
+        return f"t{self.tags}"
+
     def _new_tags(self, n: int) -> list[tuple[str, int]]:
         out = []
         for _ in range(n):
-            self.tags += 1
-            tag, seed = f"t{self.tags}", _seed()
+            tag, seed = self._next_tag(), _seed()
             self._ref({"op": "reference", "tag": tag, "seed": seed})
             out.append((tag, seed))
         return out
@@ -261,8 +264,7 @@ class _Session:
         """The solution timed in the child on inputs new at every call; the outputs of the last
         call and of calls chosen at random (where memory allows a copy) are checked, so results
         cached across calls or work skipped on some calls fail the solution."""
-        self.tags += 1
-        tag, run_seed = f"t{self.tags}", _seed()
+        tag, run_seed = self._next_tag(), _seed()
         check_at = [secrets.randbelow(1 << 20) / (1 << 20) for _ in range(self.config.timed_outputs_checked)]
         msg = {"op": "time", "tag": tag, "seed": run_seed, "plan": self._plan(), "route": self.route,
                "check_at": check_at}

@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 import types
 from contextlib import contextmanager
+from typing import Callable
 
 import torch
+
+from cuda_agent.harness.timing import call_seed
 
 # Bound at import, before a solution's code runs in the child (which could replace them).
 _empty_cache, _manual_seed, _perf_counter = torch.cuda.empty_cache, torch.manual_seed, time.perf_counter
@@ -38,6 +41,12 @@ def make_inputs(task_module: types.ModuleType, seed: int, device: torch.device) 
             pass
     _manual_seed(seed)
     return to_device(list(task_module.get_inputs()), device)
+
+
+def timing_draw(task_module: types.ModuleType, run_seed: int, device: torch.device) -> Callable[[int], list]:
+    """The inputs of call i of a timing run: drawn from `call_seed(run_seed, i)`, so the reference
+    worker can draw the same inputs again for any call whose output it checks."""
+    return lambda i: make_inputs(task_module, call_seed(run_seed, i), device)
 
 
 def make_model(model_cls, task_module: types.ModuleType, seed: int, device: torch.device) -> torch.nn.Module:

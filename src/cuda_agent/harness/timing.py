@@ -6,11 +6,12 @@ wait kernel (so the launch latency of the first kernel is not in the time). A sa
 than the host's time to issue the call, taken as the run's 10th percentile of those times: CPU work
 done in every call cannot hide under the spin, and the jitter of the host's Python and dispatch
 overhead, which moved small calls' medians by 15-65% between runs, stays out (H100, 2026-11-24:
-GPU-event medians agree within 0.5% between runs, and so do these samples). After each call two device-wide synchronizes: the first
-waits for work the call left on other streams, the second finds the device idle; their
-difference, averaged over the run, is charged to every sample where it is beyond the noise of
-honest calls (OFFSTREAM_TOLERANCE_*), so side streams are counted without charging every
-call a synchronize's latency and its jitter. L2 emptied before each call; warm-up excluded. Every call gets inputs of its own, drawn (untimed)
+GPU-event medians agree within 0.5% between runs, and so do these samples).
+After each call two device-wide synchronizes: the first waits for work the call left on other
+streams, the second finds the device idle; their difference, averaged over the run, is charged to
+every sample where it is beyond the noise of honest calls (OFFSTREAM_TOLERANCE_*), so side streams
+are counted without charging every call a synchronize's latency and its jitter.
+L2 emptied before each call; warm-up excluded. Every call gets inputs of its own, drawn (untimed)
 from a seed derived from the run's seed and the call's index, so no two calls see the same
 contents: a result cached by pointer, shape or a fingerprint of the contents is wrong at the last
 call, whose output the reference checks (it draws the same inputs from the same seed).

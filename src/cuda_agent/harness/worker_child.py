@@ -13,11 +13,11 @@ from dataclasses import asdict
 import torch
 import torch.utils.cpp_extension
 
-from cuda_agent.harness.modules import Steps, make_inputs, make_model, module_from_source, release
+from cuda_agent.harness.modules import Steps, make_inputs, make_model, module_from_source, release, timing_draw
 from cuda_agent.harness.runtime import OperatorGuard, flatten_outputs, inputs_unchanged, poison_free_memory
 from cuda_agent.harness.sandbox import ChildChannel
 from cuda_agent.harness.spares import WARM_ENV
-from cuda_agent.harness.timing import TimingPlan, call_seed, time_callable
+from cuda_agent.harness.timing import TimingPlan, time_callable
 from cuda_agent.harness.transfer import share_outputs, write_outputs
 
 _load, _full = torch.load, torch.full
@@ -135,12 +135,12 @@ def time_solution(model, task, msg: dict, strict: bool, device: torch.device, pu
     """Time the solution on inputs of its own for every call (see timing.py) and hand over the
     last call's output and those of the calls the harness chose (`check_at`), each named by its
     call's index, for the reference to check."""
-    run_seed = int(msg["seed"])
-    timed = time_callable(model, lambda i: make_inputs(task, call_seed(run_seed, i), device), device,
-                          TimingPlan(**msg["plan"]), check_at=[float(f) for f in msg.get("check_at", [])])
+    draw = timing_draw(task, int(msg["seed"]), device)
+    timed = time_callable(model, draw, device, TimingPlan(**msg["plan"]),
+                          check_at=[float(f) for f in msg.get("check_at", [])])
     route = msg.get("route", "files")
     outputs = {timed.index: timed.output, **timed.kept}
-    del timed.output, timed.kept
+    timed.output, timed.kept = None, {}  # each output's memory goes as soon as it is handed over
     meta = {}
     for index in sorted(outputs):
         flat = flatten_outputs(outputs.pop(index))
@@ -150,7 +150,7 @@ def time_solution(model, task, msg: dict, strict: bool, device: torch.device, pu
             flat = [_clone(t) for t in flat]
         meta[index] = hand_over(flat, f"{public}/out_{msg['tag']}_{index}", route, keep)
         del flat
-    inputs = make_inputs(task, call_seed(run_seed, 0), device)
+    inputs = draw(0)
     for _ in range(2):  # guarded calls after the timed ones: behaviour must not change with call count
         guarded_call(model, inputs, strict, device)
     del inputs

@@ -27,8 +27,8 @@ def serve(channel) -> None:
 
     from cuda_agent.harness.spares import WARM_ENV
 
-    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release
-    from cuda_agent.harness.timing import TimingPlan, call_seed, compile_for_timing, time_baselines
+    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release, timing_draw
+    from cuda_agent.harness.timing import TimingPlan, compile_for_timing, time_baselines
     from cuda_agent.harness.transfer import open_outputs
 
     warm = os.environ.get(WARM_ENV, "")
@@ -62,12 +62,10 @@ def serve(channel) -> None:
             compiled = compile_for_timing(model, make_inputs(task, msg["seed"], device))
             channel.send({"ok": True})
         elif op == "baselines":
-            run_seed = int(msg["seed"])
+            draw = timing_draw(task, int(msg["seed"]), device)
             if compiled is None:
-                compiled = compile_for_timing(model, make_inputs(task, call_seed(run_seed, 0), device))
-            eager, compiled_stats = time_baselines(model, compiled,
-                                                   lambda i: make_inputs(task, call_seed(run_seed, i), device),
-                                                   device, TimingPlan(**msg["plan"]))
+                compiled = compile_for_timing(model, draw(0))
+            eager, compiled_stats = time_baselines(model, compiled, draw, device, TimingPlan(**msg["plan"]))
             release(device)
             channel.send({"eager": asdict(eager), "compile": asdict(compiled_stats),
                           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
