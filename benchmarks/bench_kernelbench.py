@@ -383,10 +383,11 @@ def device_run(args: argparse.Namespace) -> None:
     """The bench over the solutions folder first (the report), then the baseline tables (long;
     resumable): each stops starting new tasks at the deadline."""
     from cuda_agent.bench.baselines import baselines, published_times, write_baselines_table
-    from cuda_agent.bench.cli import report_meta, select_tasks, visible_gpus
+    from cuda_agent.cli.bench import report_meta, select_tasks
+    from cuda_agent.devices import visible_gpus
     from cuda_agent.bench.report import write_report
     from cuda_agent.bench.run import BenchSpec, report_rows, run_bench
-    from cuda_agent.harness.config import EvalConfig
+    from cuda_agent.harness import EvalConfig, TimingPlan
 
     deadline = time.monotonic() + args.max_seconds if args.max_seconds else None
     tasks = select_tasks(str(args.kernelbench), args.levels, None, None)
@@ -394,7 +395,7 @@ def device_run(args: argparse.Namespace) -> None:
     solutions = out / "solutions"
     if not solutions.is_dir():
         write_solutions(solutions, cuda=True, ops=DEVICE_OPS)
-    config = EvalConfig(device="cuda", timing_budget_s=args.budget)
+    config = EvalConfig(device="cuda", timing=TimingPlan(budget_s=args.budget))
     if not args.skip_bench:
         spec = BenchSpec(device="cuda", eval_config=config, solutions=solutions.resolve())
         run = run_bench(tasks, spec, out / "bench", workers=visible_gpus(None), max_seconds=_left(deadline),
@@ -425,8 +426,7 @@ def device_run(args: argparse.Namespace) -> None:
 
 def cpu_check(args: argparse.Namespace) -> int:
     """Each solution's CPU twin against its task with shrunk inputs, through the real harness."""
-    from cuda_agent.harness.config import EvalConfig
-    from cuda_agent.harness.evaluate import evaluate
+    from cuda_agent.harness import EvalConfig, evaluate
     from cuda_agent.tasks import Task, load_tasks
 
     ts = load_tasks(args.kernelbench)

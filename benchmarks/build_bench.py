@@ -58,7 +58,7 @@ import json, sys, time
 from pathlib import Path
 import torch
 from cuda_agent.harness.backend import Backend
-from cuda_agent.harness.build import build, load_module, workspace_sources
+from cuda_agent.harness.build.extension import build, load_module, workspace_sources
 ws, device, arch, cache = sys.argv[1:5]
 backend = Backend(device, arch=arch or None)
 t0 = time.perf_counter()
@@ -74,7 +74,7 @@ import json, sys, time
 from pathlib import Path
 import torch
 from cuda_agent.harness.backend import Backend
-from cuda_agent.harness.build import warm_pch
+from cuda_agent.harness.build.extension import warm_pch
 device, arch, cache = sys.argv[1:4]
 t0 = time.perf_counter()
 notes = warm_pch(Backend(device, arch=arch or None), Path(cache))
@@ -185,7 +185,7 @@ def device_name(device: str) -> str:
 def versions(device: str) -> dict:
     import torch
 
-    from cuda_agent.harness.toolchain import compiler_version, find_cxx, find_ninja, find_nvcc
+    from cuda_agent.harness.build.toolchain import compiler_version, find_cxx, find_ninja, find_nvcc
 
     found = {"torch": torch.__version__, "python": platform.python_version(),
              "cxx": compiler_version(find_cxx()).splitlines()[0],
@@ -215,7 +215,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per scenario; the table shows medians")
     ap.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = ap.parse_args()
-    from cuda_agent.harness.backend import default_device
+    from cuda_agent.devices import default_device
 
     report = run(args.device or default_device(), args.repeat)
     print(table(report))

@@ -26,8 +26,7 @@ REFERENCE_CYCLE_S = 21.6 + 6.0 + 30.8
 
 
 def _one(task, sol: Path, device: str) -> tuple[float, object]:
-    from cuda_agent.harness.config import EvalConfig
-    from cuda_agent.harness.evaluate import evaluate
+    from cuda_agent.harness import EvalConfig, TimingPlan, evaluate
 
     t0 = time.perf_counter()
     r = evaluate(task, sol, EvalConfig(device=device))
@@ -35,9 +34,7 @@ def _one(task, sol: Path, device: str) -> tuple[float, object]:
 
 
 def throughput(device: str, evals: int) -> dict:
-    from cuda_agent.harness.config import EvalConfig
-    from cuda_agent.harness.evaluate import evaluate
-    from cuda_agent.harness.spares import keep_warm
+    from cuda_agent.harness import EvalConfig, evaluate, keep_warm
     from cuda_agent.tasks import load_task
 
     task = load_task("scale_bias_relu")
@@ -74,8 +71,7 @@ def large_task(kernelbench: Path, name: str) -> list[dict]:
     sys.path.insert(0, str(REPO / "benchmarks"))
     from bench_kernelbench import write_solutions
 
-    from cuda_agent.harness.config import EvalConfig
-    from cuda_agent.harness.evaluate import evaluate
+    from cuda_agent.harness import EvalConfig, TimingPlan, evaluate
     from cuda_agent.tasks import load_tasks
 
     task = load_tasks(kernelbench).find(name)
@@ -84,7 +80,7 @@ def large_task(kernelbench: Path, name: str) -> list[dict]:
         write_solutions(Path(d), cuda=True, ops=(name,))
         for transfer in ("auto", "files", "auto"):  # the first also times the baselines (then cached)
             t0 = time.perf_counter()
-            r = evaluate(task, Path(d) / name, EvalConfig(device="cuda", transfer=transfer, timing_budget_s=0.5))
+            r = evaluate(task, Path(d) / name, EvalConfig(device="cuda", transfer=transfer, timing=TimingPlan(budget_s=0.5)))
             rows.append({"transfer": r.details.get("transfer"), "seconds": time.perf_counter() - t0,
                          "reward": r.reward, "reason": r.reason[:200], "stage_seconds": r.stage_seconds,
                          "steps_s": r.details.get("steps_s", {}),
@@ -95,8 +91,7 @@ def large_task(kernelbench: Path, name: str) -> list[dict]:
 def fidelity(device: str, kernelbench: Path, published: Path, count: int) -> list[dict]:
     import torch
 
-    from cuda_agent.harness.modules import make_model, module_from_source, timing_draw
-    from cuda_agent.harness.timing import TimingPlan, time_callable
+    from cuda_agent.harness import TimingPlan, make_model, module_from_source, time_callable, timing_draw
     from cuda_agent.tasks import load_tasks
 
     pub = json.loads(published.read_text())["level1"]
@@ -128,7 +123,7 @@ def main() -> None:
     ap.add_argument("--large", default="19_ReLU", help="big level-1 task for the files-vs-IPC comparison ('' skips)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
-    from cuda_agent.harness.backend import default_device
+    from cuda_agent.devices import default_device
 
     device = args.device or default_device()
     out: dict = {"device": device, "date": time.strftime("%Y-%m-%d")}

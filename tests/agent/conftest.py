@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.agent.config import AgentConfig, load_config, override
-from cuda_agent.agent.sandbox_user import CommandRunner
+from cuda_agent.harness import CommandRunner
 from cuda_agent.agent.solution import SolutionKeeper
 from cuda_agent.agent.tools import Tools
 from cuda_agent.tasks import EXAMPLES_DIR, load_task
@@ -16,7 +16,7 @@ from .fakes import FakeEvaluator
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "harness: runs the real harness (cuda_agent.harness.evaluate)")
+    config.addinivalue_line("markers", "harness: runs the real harness (cuda_agent.harness.evaluation)")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from cuda_agent.agent.cli import demo_command
+from cuda_agent.cli.agent import demo_command
 from cuda_agent.agent.run import DEMO_TASK, DEMO_TRAJECTORIES, demo, optimize
 from cuda_agent.agent.trajectory import read_records
 

@@ -25,7 +25,7 @@ def run(task, tmp_path, config, script, **kwargs):
     out = tmp_path / "out"
     with ChatServer(script) as server:
         result = optimize(task, model="test-model", base_url=server.url, device="cpu", out=out, config=config,
-                          evaluator=lambda ws, device: FakeEvaluator(ws), **kwargs)
+                          evaluator=lambda ws, device, timing: FakeEvaluator(ws), **kwargs)
     return result, server, out
 
 
@@ -120,7 +120,7 @@ def test_a_run_killed_while_waiting_for_the_model_resumes(task, tmp_path, fast_c
         child.wait()
         assert not (out / "report.json").exists()
         result = optimize(task, model="test-model", base_url=server.url, device="cpu", out=out,
-                          config=fast_config, resume=True, evaluator=lambda ws, device: FakeEvaluator(ws))
+                          config=fast_config, resume=True, evaluator=lambda ws, device, timing: FakeEvaluator(ws))
     assert (result.status, result.turns, result.reward) == ("done", 4, 3.0)
     resumed_request = server.requests[3]["messages"]
     assert [m["role"] for m in resumed_request] == ["system", "user", "assistant", "tool", "assistant", "tool"]
@@ -140,7 +140,7 @@ def test_a_run_killed_inside_a_tool_resumes_with_that_call_answered(task, tmp_pa
     child.send_signal(signal.SIGKILL)
     child.wait()
     result = optimize(task, policy=policy, device="cpu", out=out, config=fast_config, resume=True,
-                      evaluator=lambda ws, device: FakeEvaluator(ws))
+                      evaluator=lambda ws, device, timing: FakeEvaluator(ws))
     assert (result.status, result.turns, result.reward) == ("done", 4, 3.0)
     compile_answer = [m for m in read_messages(out / "trajectory.jsonl") if m["role"] == "tool"][0]
     assert compile_answer["content"].startswith("The session was interrupted before this tool call finished")
@@ -169,7 +169,7 @@ def test_many_tasks_run_side_by_side_and_a_bad_one_does_not_stop_the_others(task
     (tmp_path / "many" / "other" / "something").write_text("")   # a folder in use: that task cannot start
     with ChatServer([reply("", WRITE_FAST, ("profile", {})), reply("done")]) as server:
         results = optimize_many([task, other], out=tmp_path / "many", parallel=2, model="m", base_url=server.url,
-                                device="cpu", config=fast_config, evaluator=lambda ws, device: FakeEvaluator(ws))
+                                device="cpu", config=fast_config, evaluator=lambda ws, device, timing: FakeEvaluator(ws))
     assert [(r.task, r.status, r.reward) for r in results] == [("scale_bias_relu", "done", 3.0), ("other", "error", -1.0)]
     assert "is not empty" in results[1].error
     summary = json.loads((tmp_path / "many" / "summary.json").read_text())

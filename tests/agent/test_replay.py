@@ -20,10 +20,10 @@ def test_a_replay_reissues_the_recorded_tool_calls_without_a_model(task, tmp_pat
               reply("done")]
     with ChatServer(script) as server:
         recorded = optimize(task, model="m", base_url=server.url, device="cpu", out=tmp_path / "a",
-                            config=fast_config, evaluator=lambda ws, device: FakeEvaluator(ws))
+                            config=fast_config, evaluator=lambda ws, device, timing: FakeEvaluator(ws))
     evaluator = FakeEvaluator(tmp_path / "b" / "workspace")
     replayed = optimize(task, policy=f"replay:{tmp_path}/a/trajectory.jsonl", device="cpu", out=tmp_path / "b",
-                        config=fast_config, evaluator=lambda ws, device: evaluator)
+                        config=fast_config, evaluator=lambda ws, device, timing: evaluator)
     calls = lambda out: [(c["function"]["name"], c["function"]["arguments"])  # noqa: E731
                          for m in read_messages(out / "trajectory.jsonl") for c in m.get("tool_calls", [])]
     assert calls(tmp_path / "b") == calls(tmp_path / "a")

@@ -107,7 +107,7 @@ def test_malformed_arguments_come_back_as_observations(tools):
 
 
 def test_harness_failures_come_back_as_observations(tools):
-    def broken(profile):
+    def broken(profile, keep):
         raise NotImplementedError("evaluate_workspace is not there yet")
 
     tools.evaluator.evaluate = broken

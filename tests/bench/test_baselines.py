@@ -8,8 +8,8 @@ from pathlib import Path
 
 from cuda_agent.bench.baselines import (baselines, baselines_markdown, harness_time_baselines, published_times,
                                         write_baselines_table)
-from cuda_agent.bench.journal import read_rows
-from cuda_agent.harness.config import EvalConfig
+from cuda_agent.journal import read_rows
+from cuda_agent.harness.config import EvalConfig, TimingPlan
 from cuda_agent.harness.result import TimingStats
 
 from .synthetic import relu_tasks
@@ -73,7 +73,7 @@ def test_table_has_sol_columns(tmp_path):
 
 def test_harness_timer_times_a_real_task_on_cpu():
     task = relu_tasks(1)[0]
-    config = EvalConfig(device="cpu", min_timing_runs=3, max_timing_runs=5, timing_budget_s=0.05)
+    config = EvalConfig(device="cpu", timing=TimingPlan(min_runs=3, max_runs=5, budget_s=0.05))
     eager, compiled = harness_time_baselines(task, config)
     assert eager.runs >= 3 and compiled.runs >= 3
     assert eager.median_ms > 0 and compiled.median_ms > 0
@@ -95,7 +95,7 @@ def test_workers_time_real_tasks_in_parallel_processes(tmp_path):
         "def get_inputs():\n    return [torch.randn(4)]\n\n\ndef get_init_inputs():\n    return []\n")
     tasks = load_tasks(folder).tasks
     out = tmp_path / "b.jsonl"
-    config = EvalConfig(device="cpu", timing_budget_s=0.05, min_timing_runs=3, max_timing_runs=10)
+    config = EvalConfig(device="cpu", timing=TimingPlan(budget_s=0.05, min_runs=3, max_runs=10))
     run = baselines(tasks, "cpu", out, config=config, roofline=False, workers=2)
     rows = {r["task"]: r for r in read_rows(out)}
     assert run.timed == len(tasks) == len(rows)

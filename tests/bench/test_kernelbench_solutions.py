@@ -40,7 +40,7 @@ def test_cuda_solutions_follow_the_strict_rules_and_the_hacks_do_not(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["31_ELU", "5_Matrix_scalar_multiplication"])
 def test_cpu_twin_verifies_on_shrunk_inputs(tmp_path, name, kernelbench_jsonl):
-    from cuda_agent.harness.evaluate import evaluate
+    from cuda_agent.harness.evaluation import evaluate
 
     _script().write_solutions(tmp_path, cuda=False)
     task = load_tasks(kernelbench_jsonl).find(name)

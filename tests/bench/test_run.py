@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.bench.journal import read_rows
+from cuda_agent.journal import read_rows
 from cuda_agent.bench.run import HARNESS_ERROR, RESULTS, BenchError, BenchSpec, run_bench
 from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.result import EvalResult, TimingStats
@@ -45,7 +45,7 @@ def _solutions(tmp_path: Path, tasks) -> Path:
 
 def _spec(solutions: Path, roofline: bool = False) -> BenchSpec:
     return BenchSpec(device="cpu", eval_config=EvalConfig(device="cpu"), solutions=solutions,
-                     roofline=roofline, evaluator=fake_evaluate)
+                     roofline=roofline, evaluate=fake_evaluate)
 
 
 def _calls(log: Path) -> list[str]:
@@ -109,7 +109,7 @@ def test_resuming_with_other_settings_is_refused(tmp_path):
     out = tmp_path / "out"
     run_bench(tasks, _spec(_solutions(tmp_path, tasks)), out)
     other = BenchSpec(device="cpu", eval_config=EvalConfig(device="cpu"), solutions=tmp_path / "elsewhere",
-                      roofline=False, evaluator=fake_evaluate)
+                      roofline=False, evaluate=fake_evaluate)
     with pytest.raises(BenchError, match="--restart"):
         run_bench(tasks, other, out)
     (tmp_path / "elsewhere").mkdir()

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.evaluate import evaluate
+from cuda_agent.harness.config import EvalConfig, TimingPlan
+from cuda_agent.harness.evaluation import evaluate
 from cuda_agent.harness.result import EvalResult, StaticReport
 from cuda_agent.tasks import load_task
 from cuda_agent.workspace import create_workspace
@@ -62,9 +62,12 @@ def load(task: str):
 
 def config_for(e: dict, device: str) -> EvalConfig:
     """Short timing (only where the expectation needs a speed-up or the attack targets timing)."""
-    kw = {"device": device, "timeout_s": 120, "timing_budget_s": 0.3, "min_timing_runs": 10,
-          "max_timing_runs": 50, "profile": bool(e.get("profile", False))}
-    kw.update(e.get("config", {}))
+    kw = {"device": device, "timeout_s": 120, "timing": TimingPlan(budget_s=0.3, min_runs=10, max_runs=50),
+          "profile": bool(e.get("profile", False))}
+    extra = dict(e.get("config", {}))
+    if "timing" in extra:  # a partial plan over the short one
+        kw["timing"] = TimingPlan(**{**kw["timing"].to_dict(), **extra.pop("timing")})
+    kw.update(extra)
     return EvalConfig(**kw)
 
 

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from cuda_agent.harness import TimingPlan
 from cuda_agent.synth.filters import Window
 from cuda_agent.synth.run import SynthConfig
 
@@ -24,4 +25,4 @@ def catalog(tmp_path_factory):
 def cpu_config(tmp_path: Path) -> SynthConfig:
     kb = KERNELBENCH_JSONL if KERNELBENCH_JSONL.exists() else None
     return SynthConfig(out=tmp_path / "ds.parquet", count=1, device="cpu", window=Window(0.02, 20.0),
-                       kernelbench=kb, timing=dict(FAST_TIMING), max_candidates=12)
+                       kernelbench=kb, timing=TimingPlan(**FAST_TIMING), max_candidates=12)

@@ -5,7 +5,7 @@ import pytest
 
 from agent.fakes import ChatServer, error, reply
 from cuda_agent.agent.config import load_config, override
-from cuda_agent.agent.models import Endpoint, OpenAIModel
+from cuda_agent.llm import Endpoint, OpenAIModel
 from cuda_agent.synth.compose import ComposeError
 from cuda_agent.synth.llm_compose import LLMComposer
 from cuda_agent.synth.run import Run

@@ -6,26 +6,26 @@ from pathlib import Path
 
 import typer
 
-from cuda_agent.synth.cli import synth_app
+from cuda_agent.cli.synth import synth_app
 from cuda_agent.synth.pipeline import SynthError, synthesize
-from cuda_agent.synth.run import Journal, Run
+from cuda_agent.synth.run import Candidates, Run
 from cuda_agent.tasks import load_tasks
 
 
 def test_journal_survives_a_line_cut_by_a_kill(tmp_path: Path):
     path = tmp_path / "candidates.jsonl"
     path.write_text(json.dumps({"index": 0, "filter": "window"}) + "\n" + '{"index": 1, "filt')
-    journal = Journal(path)
+    journal = Candidates(path)
     assert set(journal.records) == {0}  # candidate 1 is redone
     journal.append({"index": 1, "filter": "eager"})
-    assert set(Journal(path).records) == {0, 1}
+    assert set(Candidates(path).records) == {0, 1}
 
 
 def test_resume_skips_done_candidates(catalog, cpu_config):
     from cuda_agent.synth.compose import ProgramComposer
 
-    Journal(cpu_config.state_dir / "candidates.jsonl").append({"index": 0, "filter": "window"})
-    Journal(cpu_config.state_dir / "candidates.jsonl").append({"index": 2, "filter": "eager"})
+    Candidates(cpu_config.state_dir / "candidates.jsonl").append({"index": 0, "filter": "window"})
+    Candidates(cpu_config.state_dir / "candidates.jsonl").append({"index": 2, "filter": "eager"})
     run = Run(cpu_config, ProgramComposer(catalog.usable()))
     assert [run._claim() for _ in range(3)] == [1, 3, 4]
 
@@ -52,7 +52,7 @@ def test_small_dataset_end_to_end_then_resumed_without_loss_or_duplicates(catalo
     if cpu_config.kernelbench is None:
         args += ["--kernelbench", "none"]
     cmd(args, standalone_mode=False)
-    first = Journal(cpu_config.state_dir / "candidates.jsonl").records
+    first = Candidates(cpu_config.state_dir / "candidates.jsonl").records
     assert sum(r["filter"] == "accepted" for r in first.values()) == 1
     # A second, longer run on the same OUT continues where the first stopped.
     cpu_config.count, cpu_config.jsonl = 2, True

@@ -9,7 +9,7 @@ is kept.
 
 from cuda_agent.agent.config import AgentConfig, load_config, override
 from cuda_agent.agent.loop import Agent, Outcome
-from cuda_agent.agent.models import Model, ModelError, ModelReply, OpenAIModel, ToolCall, Usage
+from cuda_agent.llm import Model, ModelError, ModelReply, OpenAIModel, ToolCall, Usage
 from cuda_agent.agent.report import RunResult
 from cuda_agent.agent.run import demo, make_model, optimize, optimize_many
 

@@ -14,6 +14,8 @@ except ModuleNotFoundError:  # Python 3.10
     except ModuleNotFoundError:
         raise ImportError("reading the agent's config on Python 3.10 needs tomli: pip install tomli") from None
 
+from cuda_agent.llm import ModelSettings
+
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "config.toml"
 
 
@@ -30,17 +32,6 @@ class Limits:
     max_read_lines: int
     max_search_matches: int
     turns_left_warning: int
-
-
-@dataclass(frozen=True)
-class ModelSettings:
-    timeout_s: float
-    max_retries: int
-    backoff_s: float
-    backoff_max_s: float
-    protocol: str                      # "native" | "text"
-    temperature: float | None = None   # None: the endpoint's default
-    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.evaluate import compile_solution, evaluate_workspace
-from cuda_agent.harness.result import BuildResult, EvalResult, TimingStats
+from cuda_agent.harness import (BuildResult, EvalConfig, EvalResult, TimingPlan, TimingStats, compile_solution,
+                                evaluate_workspace)
 
 MAX_FINDINGS = 10
 
@@ -17,8 +16,9 @@ MAX_FINDINGS = 10
 class Evaluator(Protocol):
     def compile(self) -> BuildResult: ...
 
-    def evaluate(self, profile: bool) -> EvalResult:
-        """verify (profile=False) or profile (profile=True) of the workspace as it is now."""
+    def evaluate(self, profile: bool, keep: Path) -> EvalResult:
+        """verify (profile=False) or profile (profile=True) of the workspace as it is now; the
+        files judged are left in `keep`."""
         ...
 
 
@@ -28,12 +28,14 @@ class WorkspaceEvaluator:
 
     workspace: Path
     device: str
+    timing: TimingPlan = TimingPlan()
 
     def compile(self) -> BuildResult:
         return compile_solution(self.workspace, EvalConfig(device=self.device))
 
-    def evaluate(self, profile: bool) -> EvalResult:
-        return evaluate_workspace(self.workspace, EvalConfig(device=self.device, profile=profile))
+    def evaluate(self, profile: bool, keep: Path) -> EvalResult:
+        config = EvalConfig(device=self.device, profile=profile, timing=self.timing)
+        return evaluate_workspace(self.workspace, config, keep=keep)
 
 
 def format_build(r: BuildResult) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cuda_agent.agent.config import AgentConfig
-from cuda_agent.agent.models import Model, ModelError, Usage
+from cuda_agent.llm import Model, ModelError, Usage
 from cuda_agent.agent.tools import Tools
 from cuda_agent.agent.trajectory import TrajectoryWriter
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.agent.models import ModelReply, ToolCall
+from cuda_agent.llm import ModelReply, ToolCall
 from cuda_agent.agent.trajectory import read_messages
 
 END_OF_RECORDING = "(The recorded run ends here.)"

@@ -17,18 +17,15 @@ from typing import Any, Callable, Sequence
 from cuda_agent.agent.config import AgentConfig, load_config
 from cuda_agent.agent.evaluator import Evaluator, WorkspaceEvaluator
 from cuda_agent.agent.loop import Agent, Outcome, Step
-from cuda_agent.agent.models import Endpoint, Model, OpenAIModel
 from cuda_agent.agent.progress import NoProgress, Progress
 from cuda_agent.agent.replay import ReplayModel
 from cuda_agent.agent.report import RunResult, write_report, write_summary
-from cuda_agent.agent.sandbox_user import CommandRunner, prepare_workspace, shared_workspace_dir, tool_user
 from cuda_agent.agent.solution import SolutionKeeper
-from cuda_agent.agent.textprotocol import TextProtocolModel
 from cuda_agent.agent.tools import Tools
 from cuda_agent.agent.trajectory import Resumed, TrajectoryWriter, load_for_resume
-from cuda_agent.harness.backend import resolve_backend
-from cuda_agent.harness.sandbox import reachable_by_others
-from cuda_agent.harness.spares import keep_warm
+from cuda_agent.harness import (CommandRunner, TimingPlan, claim_tool_user, keep_warm, prepare_workspace,
+                                reachable_by_others, resolve_backend, shared_workspace_dir)
+from cuda_agent.llm import Endpoint, Model, OpenAIModel, TextProtocolModel
 from cuda_agent.tasks import EXAMPLES_DIR, Task, load_task
 from cuda_agent.workspace import create_workspace, read_manifest
 
@@ -57,11 +54,12 @@ def make_model(policy: str | None = None, model: str | None = None, base_url: st
 def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str | None = None,
              api_key: str | None = None, policy: str | None = None, device: str | None = None,
              out: str | Path | None = None, config: AgentConfig | None = None, resume: bool = False,
-             force: bool = False, progress: Progress | None = None,
-             evaluator: Callable[[Path, str], Evaluator] = WorkspaceEvaluator) -> RunResult:
+             force: bool = False, progress: Progress | None = None, timing: TimingPlan | None = None,
+             evaluator: Callable[[Path, str, TimingPlan], Evaluator] = WorkspaceEvaluator) -> RunResult:
     """Let a model make `task` fast in a fresh workspace (or continue the run in `out` with `resume`)
-    and leave the best verified solution, the reports and the trajectory in `out`. `evaluator` makes
-    the harness for a workspace and a device (tests pass a stand-in)."""
+    and leave the best verified solution, the reports and the trajectory in `out`. `timing`: how
+    profile times (the harness's default plan if None). `evaluator` makes the harness for a
+    workspace, a device and a timing plan (tests pass a stand-in)."""
     task = task if isinstance(task, Task) else load_task(task)
     config = config or load_config()
     out = Path(out) if out else Path("runs") / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -71,15 +69,21 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
     resumed = _prepare_out(task, out, resume, force)
     device = device or resolve_backend(resumed.header.get("device") if resumed else None).device
 
-    user = tool_user() if config.run.isolation else None
-    workspace, fresh = _workspace(task, out, device, user)
-    protected = set(read_manifest(workspace)[0].protected)
-    runner = CommandRunner(workspace, user)
+    slot = claim_tool_user() if config.run.isolation else None
+    user = slot.user if slot is not None else None
+    runner = None
+    try:
+        workspace, fresh = _workspace(task, out, device, user)
+        protected = set(read_manifest(workspace)[0].protected)
+        runner = CommandRunner(workspace, slot)
+    finally:
+        if runner is None and slot is not None:
+            slot.release()
     if user is not None:
         prepare_workspace(workspace, user, protected)
     keeper = SolutionKeeper(workspace, out)
     keeper.restore()
-    tools = Tools(workspace, evaluator(workspace, device), keeper, runner,
+    tools = Tools(workspace, evaluator(workspace, device, timing or TimingPlan()), keeper, runner,
                   config.limits, config.prompts, protected)
     trajectory = TrajectoryWriter(out / "trajectory.jsonl")
     isolation = runner.describe()
@@ -116,6 +120,7 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
                          best=keeper.best.result if keeper.best else None)
     finally:
         trajectory.close()
+        runner.close()
         shutil.rmtree(out / ".staging", ignore_errors=True)
     write_report(result)
     progress.update(task.name, status=outcome.status, best=keeper.summary(), elapsed=outcome.elapsed)

@@ -1,7 +1,8 @@
 """The best verified solution, kept the moment it appears: the harness's verdict decides, never
-what the model says. `out/solution/` holds the files the harness evaluated (model_new.py and
-kernels/, in the workspace layout) and `out/solution.json` its verdict, so a crash or a budget
-stop loses nothing."""
+what the model says. `out/solution/` holds the very files the harness judged (its own snapshot,
+model_new.py and kernels/ in the workspace layout; never a second copy of the workspace, which a
+process the model started could change between the two) and `out/solution.json` its verdict, so a
+crash or a budget stop loses nothing."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.harness.result import EvalResult
-from cuda_agent.harness.solution import SolutionError, snapshot
+from cuda_agent.harness import EvalResult, SolutionError, snapshot
 
 def copy_solution(workspace: Path, dest: Path) -> Path:
     """Copy the files the harness evaluates (its own `snapshot`: model_new.py and the sources) to `dest`."""
@@ -61,11 +61,12 @@ class SolutionKeeper:
         self.profiled: set[str] = set()   # contents already profiled: no need to profile them again
 
     def stage(self) -> Path:
-        """A copy of the workspace's solution files as they are now, before the harness sees them."""
+        """An empty folder for the next evaluation, where the harness leaves the files it judges."""
         self.evaluations += 1
         dest = self._staging / str(self.evaluations)
         shutil.rmtree(dest, ignore_errors=True)
-        return copy_solution(self.workspace, dest)
+        dest.mkdir(parents=True)
+        return dest
 
     def current_content(self) -> str:
         """content_hash of the workspace's solution as it is now."""

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from cuda_agent.agent.config import Limits, Prompts
 from cuda_agent.agent.evaluator import Evaluator, format_build, format_eval
-from cuda_agent.agent.sandbox_user import CommandRunner
+from cuda_agent.harness import CommandRunner
 from cuda_agent.agent.solution import SolutionKeeper
 
 HARNESS_FOLDERS = ("utils", ".cuda_agent")   # the harness's own: never written by the tools
@@ -240,7 +240,7 @@ class Tools:
 
     def evaluate(self, action: str) -> Observation:
         staged = self.keeper.stage()
-        result = self.evaluator.evaluate(profile=action == "profile")
+        result = self.evaluator.evaluate(profile=action == "profile", keep=staged)
         improved = self.keeper.offer(result, staged, action)
         note = "new best verified solution, kept" if improved else "best verified solution"
         text = f"{format_eval(result, action)}\n{note}: {self.keeper.summary()}"

@@ -12,43 +12,33 @@ Records (`type`):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.agent.models import Usage
+from cuda_agent.journal import Journal, drop_partial_tail, read_rows
+from cuda_agent.llm import Usage
 
 
 class TrajectoryWriter:
-    """Appends records, each flushed at once."""
+    """Appends records to the run's journal, each on disk before the next turn."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8")
+        self._journal = Journal(self.path)
 
     def write(self, type: str, **fields: Any) -> None:
-        self._file.write(json.dumps({"type": type, **fields}, default=str) + "\n")
-        self._file.flush()
+        self._journal.append({"type": type, **fields})
 
     def close(self) -> None:
-        self._file.close()
+        self._journal.close()
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """Every complete record; a last line cut short by a kill is left out."""
-    records = []
-    with Path(path).open(encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                if line.endswith("\n"):
-                    raise ValueError(f"{path}:{i}: not a JSON record; is this a cuda-agent trajectory?") from None
-    return records
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such trajectory")
+    return read_rows(path, strict=True)
 
 
 def read_messages(path: str | Path) -> list[dict[str, Any]]:
@@ -77,7 +67,7 @@ class Resumed:
 def load_for_resume(path: str | Path) -> Resumed:
     """The state of the run recorded in `path`; a last line cut short by a kill is removed from the file."""
     path = Path(path)
-    _drop_partial_line(path)
+    drop_partial_tail(path)
     records = read_records(path)
     header = next((r for r in records if r.get("type") == "run"), None)
     if header is None:
@@ -89,10 +79,3 @@ def load_for_resume(path: str | Path) -> Resumed:
     elapsed = max((r.get("elapsed", 0.0) for r in records), default=0.0)
     turns = sum(1 for r in messages if r["message"]["role"] == "assistant")
     return Resumed(header, [r["message"] for r in messages], turns, usage, elapsed, records)
-
-
-def _drop_partial_line(path: Path) -> None:
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        with path.open("r+b") as f:
-            f.truncate(data.rfind(b"\n") + 1)

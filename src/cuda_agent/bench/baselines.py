@@ -20,49 +20,19 @@ from typing import Any, Callable, Iterator
 import torch
 
 from cuda_agent.bench import metrics
-from cuda_agent.bench.journal import Journal, latest_by, read_rows
-from cuda_agent.bench.run import roofline_for
+from cuda_agent.bench.roofline import roofline_for
 from cuda_agent.bench.tables import ms, pct, times
-from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.result import TimingStats
+from cuda_agent.harness import EvalConfig, TimingStats, task_baselines
+from cuda_agent.journal import Journal, latest_by, read_rows
 from cuda_agent.tasks import Task
 
 BaselineTimer = Callable[[Task, EvalConfig], tuple[TimingStats, TimingStats]]
 
 
 def harness_time_baselines(task: Task, config: EvalConfig) -> tuple[TimingStats, TimingStats]:
-    """Eager and torch.compile timings of `task`, measured the way the harness measures them
-    (its timing functions and device lock), read from and written to its baseline cache so later
-    evaluations reuse these numbers. Runs in this process: the reference is trusted code."""
-    import random
-
-    from cuda_agent.harness import baselines as cache
-    from cuda_agent.harness.backend import resolve_backend
-    from cuda_agent.harness.modules import make_model, module_from_source, timing_draw
-    from cuda_agent.harness.timing import TimingPlan, compile_for_timing, device_lock, lock_name, time_baselines
-    from cuda_agent.home import subdir
-
-    device = resolve_backend(config.device).device
-    plan = {"min_runs": config.min_timing_runs, "max_runs": config.max_timing_runs,
-            "budget_s": config.timing_budget_s}
-    key = cache.cache_key(task.code, device, plan)
-    cached = cache.load(key) if config.use_baseline_cache else None
-    if cached is not None:
-        return cached
-    dev = torch.device(device)
-    try:
-        module = module_from_source(task.code, "reference", f"{task.name}.py")
-        model = make_model(module.Model, module, random.getrandbits(31), dev)
-        draw = timing_draw(module, random.getrandbits(62), dev)
-        compiled = compile_for_timing(model, draw(0))  # before taking the device: parallel workers compile at once
-        with device_lock(subdir("locks"), lock_name(device)):
-            eager, compiled_stats = time_baselines(model, compiled, draw, dev, TimingPlan(**plan))
-    finally:  # free this task's memory and compiled graphs before the next one
-        torch._dynamo.reset()
-        if dev.type == "cuda":
-            torch.cuda.empty_cache()
-    cache.store(key, eager, compiled_stats, {"task": task.name, "device_name": cache.device_name(device)})
-    return eager, compiled_stats
+    """Eager and torch.compile timings of `task` as every evaluation takes them (the harness's one
+    baseline function, its device lock and its cache, which later evaluations then read)."""
+    return task_baselines(task.code, task.name, config)
 
 
 def published_times(path: str | Path | None) -> dict[tuple[int, str], float]:

@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Literal
 
-from cuda_agent.harness.reward import RewardSchedule, beats
+from cuda_agent.harness import RewardSchedule, beats
 
 Row = dict[str, Any]
 Baseline = Literal["eager", "compile"]

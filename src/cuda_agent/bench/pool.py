@@ -14,15 +14,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cuda_agent.bench.run import HARNESS_ERROR, BenchSpec, run_task
-from cuda_agent.harness.spares import keep_warm
 from cuda_agent.bench.solutions import SolutionsDir
+from cuda_agent.harness import keep_warm
 from cuda_agent.tasks import Task
 
 _POLL_S = 2.0
 
 
-def _worker(gpu: str, spec: BenchSpec, jobs: Any, results: Any, parent: int) -> None:
+def _worker(gpu: str, spec: Any, jobs: Any, results: Any, parent: int, run_task: Callable) -> None:
     solutions = SolutionsDir(spec.solutions) if spec.solutions else None
     results.put(("ready", gpu, None))
     with keep_warm():  # the next evaluation's processes start while this one runs
@@ -44,12 +43,12 @@ class _Worker:
     task: Task | None = None
 
 
-def _start(ctx: Any, gpu: str, spec: BenchSpec, results: Any) -> _Worker:
+def _start(ctx: Any, gpu: str, spec: Any, results: Any, run_task: Callable) -> _Worker:
     jobs = ctx.Queue()
     old = os.environ.get("CUDA_VISIBLE_DEVICES")
     os.environ["CUDA_VISIBLE_DEVICES"] = gpu   # a spawned child copies the environment at start
     try:
-        p = ctx.Process(target=_worker, args=(gpu, spec, jobs, results, os.getpid()), name=f"bench-gpu{gpu}")
+        p = ctx.Process(target=_worker, args=(gpu, spec, jobs, results, os.getpid(), run_task), name=f"bench-gpu{gpu}")
         p.start()
     finally:
         if old is None:
@@ -59,22 +58,14 @@ def _start(ctx: Any, gpu: str, spec: BenchSpec, results: Any) -> _Worker:
     return _Worker(gpu, p, jobs)
 
 
-def _died(w: _Worker, spec: BenchSpec) -> dict[str, Any]:
-    task = w.task
-    assert task is not None
-    return {"task": task.name, "level": task.level, "problem_id": task.problem_id, "task_sha256": task.sha256,
-            "reward": spec.eval_config.reward.failed, "correct": False, "stage": "run", "milestone": "failed",
-            "reason": f"harness error: the worker on GPU {w.gpu} died (exit code {w.process.exitcode})",
-            "device": spec.device, "flags": [HARNESS_ERROR], "speedup_vs_eager": None,
-            "speedup_vs_compile": None}
-
-
-def run_parallel(pending: list[Task], spec: BenchSpec, gpus: list[str],
-                 record: Callable[[dict[str, Any]], None], deadline: float | None) -> bool:
-    """Run `pending` over one worker per GPU id; returns True when stopped early by `deadline`."""
+def run_parallel(pending: list[Task], spec: Any, gpus: list[str], record: Callable[[dict[str, Any]], None],
+                 deadline: float | None, run_task: Callable, died_row: Callable) -> bool:
+    """Run `pending` over one worker per GPU id, each turning a task into a results line with
+    `run_task(task, spec, solutions)` (`died_row(task, spec, why)` where its worker died); returns
+    True when stopped early by `deadline`."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    workers = {g: _start(ctx, g, spec, results) for g in gpus}
+    workers = {g: _start(ctx, g, spec, results, run_task) for g in gpus}
     active = set(workers)           # workers not yet told to stop
     todo = list(pending)
     stopped = False
@@ -93,9 +84,10 @@ def run_parallel(pending: list[Task], spec: BenchSpec, gpus: list[str],
             except queue.Empty:
                 for g in [g for g in active if not workers[g].process.is_alive()]:
                     if workers[g].task is not None:
-                        record(_died(workers[g], spec))
+                        w = workers[g]
+                        record(died_row(w.task, spec, f"the worker on GPU {g} died (exit code {w.process.exitcode})"))
                     if todo:
-                        workers[g] = _start(ctx, g, spec, results)
+                        workers[g] = _start(ctx, g, spec, results, run_task)
                     else:
                         active.discard(g)
                 continue

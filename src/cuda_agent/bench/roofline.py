@@ -192,3 +192,14 @@ def task_roofline(task: Task, peaks: Peaks, fallback_device: str = "cpu") -> dic
         return speed_of_light(count_work(task, fallback_device), peaks).to_dict()
     except Exception as e:
         return {"error": f"{type(e).__name__}: {e}"[:500]}
+
+
+def roofline_for(task: Task, device: str) -> dict[str, Any]:
+    """The task's roofline on this process's device (peaks measured once and cached)."""
+    from cuda_agent.bench.peaks import device_peaks
+
+    try:
+        peaks = device_peaks(device)
+    except Exception as e:
+        return {"error": f"peak rates of {device} could not be measured: {type(e).__name__}: {e}"}
+    return task_roofline(task, peaks, fallback_device=device)

@@ -16,18 +16,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cuda_agent.bench import metrics
-from cuda_agent.bench.journal import Journal, latest_by, read_rows
+from cuda_agent.bench.roofline import roofline_for
 from cuda_agent.bench.solutions import SolutionsDir, no_solution_result
-from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.result import EvalResult
-from cuda_agent.harness.spares import keep_warm
+from cuda_agent.harness import EvalConfig, EvalResult, keep_warm
+from cuda_agent.journal import Journal, latest_by, read_rows
 from cuda_agent.tasks import Task
 
 RESULTS = "results.jsonl"
 SETTINGS = "bench.json"
 HARNESS_ERROR = "harness_error"
 
-Evaluator = Callable[[Task, Path, EvalConfig], EvalResult]
 
 
 class BenchError(RuntimeError):
@@ -35,8 +33,8 @@ class BenchError(RuntimeError):
 
 
 def harness_evaluate(task: Task, solution: Path, config: EvalConfig) -> EvalResult:
-    """The harness's one entry point (imported late: workers import it in their own process)."""
-    from cuda_agent.harness.evaluate import evaluate
+    """The harness's one entry point."""
+    from cuda_agent.harness import evaluate
 
     return evaluate(task, solution, config)
 
@@ -64,7 +62,7 @@ class BenchSpec:
     model: str | None = None               # ... or run the agent with this model
     agent_dir: Path | None = None          # where the agent's runs go (one folder per task)
     roofline: bool = True
-    evaluator: Evaluator = harness_evaluate
+    evaluate: Callable[[Task, Path, EvalConfig], EvalResult] = harness_evaluate
 
     def mode(self) -> dict[str, Any]:
         """What a results.jsonl was made with; resuming with other settings is refused."""
@@ -79,6 +77,14 @@ def _solve(task: Task, spec: BenchSpec, solutions: SolutionsDir | None) -> tuple
     workdir = spec.agent_dir / task.name
     solution, summary = agent_solve(task, spec.model, workdir, spec.device)
     return solution, [workdir / "solution"], {"agent": summary}
+
+
+def died_row(task: Task, spec: BenchSpec, why: str) -> dict[str, Any]:
+    """The results line of a task whose worker died under it: a harness error, retried on resume."""
+    return {"task": task.name, "level": task.level, "problem_id": task.problem_id, "task_sha256": task.sha256,
+            "reward": spec.eval_config.reward.failed, "correct": False, "stage": "run", "milestone": "failed",
+            "reason": f"harness error: {why}", "device": spec.device, "flags": [HARNESS_ERROR],
+            "speedup_vs_eager": None, "speedup_vs_compile": None}
 
 
 def _harness_error(task: Task, device: str, error: BaseException, schedule) -> EvalResult:
@@ -98,7 +104,7 @@ def run_task(task: Task, spec: BenchSpec, solutions: SolutionsDir | None = None)
         if solution is None:
             result = no_solution_result(task, looked_for, spec.device, schedule)
         else:
-            result = spec.evaluator(task, solution, spec.eval_config)
+            result = spec.evaluate(task, solution, spec.eval_config)
     except Exception as e:  # the harness's (or the agent's) own failure: recorded, retried on resume
         result = _harness_error(task, spec.device, e, schedule)
     row = result.to_dict()
@@ -109,18 +115,6 @@ def run_task(task: Task, spec: BenchSpec, solutions: SolutionsDir | None = None)
         row["roofline"] = roofline_for(task, spec.device)
         row["sol_fraction"] = {w: metrics.sol_fraction(row, w) for w in metrics.TIMED}
     return row
-
-
-def roofline_for(task: Task, device: str) -> dict[str, Any]:
-    """The task's roofline on this process's device (peaks measured once and cached)."""
-    from cuda_agent.bench.peaks import device_peaks
-    from cuda_agent.bench.roofline import task_roofline
-
-    try:
-        peaks = device_peaks(device)
-    except Exception as e:
-        return {"error": f"peak rates of {device} could not be measured: {type(e).__name__}: {e}"}
-    return task_roofline(task, peaks, fallback_device=device)
 
 
 # ---- resume -----------------------------------------------------------------------------------
@@ -189,7 +183,7 @@ def run_bench(tasks: list[Task], spec: BenchSpec, out: str | Path, *, workers: l
         if workers and len(workers) > 1:
             from cuda_agent.bench.pool import run_parallel
 
-            run.stopped_early = run_parallel(pending, spec, workers, record, deadline)
+            run.stopped_early = run_parallel(pending, spec, workers, record, deadline, run_task, died_row)
         else:
             solutions = SolutionsDir(spec.solutions) if spec.solutions else None
             with keep_warm():  # the next evaluation's processes start while this one runs

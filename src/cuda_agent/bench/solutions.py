@@ -14,8 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda_agent.harness.reward import RewardSchedule
-from cuda_agent.harness.result import EvalResult
+from cuda_agent.harness import EvalResult, RewardSchedule
 from cuda_agent.tasks import Task
 
 KERNELBENCH_FILE = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")

@@ -1,4 +1,33 @@
-"""The evaluation harness: build, static checks, sandboxed verification, timing and reward.
+"""The evaluation harness, the judge: static checks, build, sandboxed verification, timing and
+reward. This module is its one door; code outside the harness imports only from here.
 
-`evaluate()` in evaluate.py is the one entry point; everything else serves it.
+Wings: `static/` reads a solution without running it; `build/` compiles it (toolchain, ninja,
+object cache, precompiled headers, compiler messages); `workers/` runs it (the sandboxed solution
+child, the reference worker, output transfer, spare processes, isolation). At the root: `timing`,
+`baselines`, `reward`, `evaluate` (the entry point) and the config and result types.
 """
+
+from cuda_agent.harness.backend import Backend, resolve_backend
+from cuda_agent.harness.baselines import task_baselines, time_baselines
+from cuda_agent.harness.config import EvalConfig, TimingPlan
+from cuda_agent.harness.evaluation import compile_solution, evaluate, evaluate_workspace
+from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, timing_draw
+from cuda_agent.harness.result import BuildResult, EvalResult, Finding, StaticReport, TimingStats
+from cuda_agent.harness.reward import Milestone, RewardSchedule, beats, milestone
+from cuda_agent.harness.solution import SolutionError, snapshot
+from cuda_agent.harness.static import POLICIES, check_solution
+from cuda_agent.harness.timing import device_lock, time_callable
+from cuda_agent.harness.workers.commands import (CommandResult, CommandRunner, claim_tool_user, prepare_workspace,
+                                                 shared_workspace_dir)
+from cuda_agent.harness.workers.process import ChildChannel, ChildFailed, Process
+from cuda_agent.harness.workers.sandbox import reachable_by_others
+from cuda_agent.harness.workers.spares import keep_warm
+
+__all__ = [
+    "POLICIES", "Backend", "BuildResult", "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner",
+    "EvalConfig", "EvalResult", "Finding", "Milestone", "Process", "RewardSchedule", "SolutionError",
+    "StaticReport", "TimingPlan", "TimingStats", "beats", "check_solution", "claim_tool_user", "compile_solution",
+    "device_lock", "evaluate", "evaluate_workspace", "keep_warm", "make_inputs", "make_model", "milestone",
+    "module_from_source", "prepare_workspace", "reachable_by_others", "resolve_backend", "shared_workspace_dir",
+    "snapshot", "task_baselines", "time_baselines", "time_callable", "timing_draw",
+]

@@ -3,11 +3,9 @@ except the compiler and the timer."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import Literal
 
-Device = Literal["cuda", "cpu"]
+from cuda_agent.devices import Device, default_device
 
 
 @dataclass(frozen=True)
@@ -18,20 +16,6 @@ class Backend:
     @property
     def is_cuda(self) -> bool:
         return self.device == "cuda"
-
-
-def cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def default_device() -> Device:
-    """`cuda` where a GPU is present, otherwise `cpu` (overridable with CUDA_AGENT_DEVICE)."""
-    env = os.environ.get("CUDA_AGENT_DEVICE")
-    if env in ("cuda", "cpu"):
-        return env  # type: ignore[return-value]
-    return "cuda" if cuda_available() else "cpu"
 
 
 def resolve_backend(device: str | None = None) -> Backend:

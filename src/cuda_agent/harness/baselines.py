@@ -1,35 +1,49 @@
-"""Baseline timings (eager and torch.compile) cached per task, device and torch version."""
+"""Baselines: eager and torch.compile timings of a task's reference model, taken one way for every
+caller (the reference worker of an evaluation, bench's tables, synth's filters) and cached per
+task, device, torch version and timing plan."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import random
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 import torch
 
+from cuda_agent.devices import device_name, lock_name
+from cuda_agent.harness.config import EvalConfig, TimingPlan
 from cuda_agent.harness.result import TimingStats
+from cuda_agent.harness.timing import compile_for_timing, device_lock, time_callable
 from cuda_agent.home import subdir
 
 # Bumped whenever timing.py measures differently, so that no figure taken the old way is reused:
 # 2 = inputs drawn for every call, L2 emptied by reading, side-stream work charged above noise;
-# 3 = and that noise bound is 5% of the call as well as 5 us.
-TIMING_METHOD = 3
+# 3 = and that noise bound is 5% of the call as well as 5 us; 4 = the key holds the whole plan.
+TIMING_METHOD = 4
 
 
-def device_name(device: str) -> str:
-    if device == "cuda":
-        return torch.cuda.get_device_name()
-    import platform
+def time_baselines(model: torch.nn.Module, draw: Callable[[int], list], device: torch.device, plan: TimingPlan,
+                   *, compiled: Callable[..., object] | None = None,
+                   lock: bool = True) -> tuple[TimingStats, TimingStats]:
+    """Eager and torch.compile timings of trusted `model`, each call on inputs `draw` gives it.
+    torch.compile runs first (CPU work, seconds) unless `compiled` is given; then both are timed
+    holding the device alone (`lock=False` where the caller holds it already)."""
+    if compiled is None:
+        compiled = compile_for_timing(model, draw(0))
+    with device_lock(lock_name(device.type)) if lock else nullcontext():
+        return time_callable(model, draw, device, plan).stats, time_callable(compiled, draw, device, plan).stats
 
-    return f"cpu-{platform.machine()}-{os.cpu_count()}cores"
 
-
-def cache_key(task_code: str, device: str, plan: dict) -> str:
+def cache_key(task_code: str, device: str, plan: TimingPlan) -> str:
+    """The one place a baseline's cache key is made: the task's code, the device's model, torch's
+    version, the whole timing plan and the timing method."""
     blob = json.dumps({"code": task_code, "device": device_name(device), "torch": torch.__version__,
-                       "plan": plan, "method": TIMING_METHOD}, sort_keys=True)
+                       "plan": plan.to_dict(), "method": TIMING_METHOD}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -47,6 +61,29 @@ def load(key: str) -> tuple[TimingStats, TimingStats] | None:
 
 def store(key: str, eager: TimingStats, compiled: TimingStats, meta: dict) -> None:
     path = _path(key)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"eager": asdict(eager), "compile": asdict(compiled), **meta}))
     os.replace(tmp, path)
+
+
+def task_baselines(task_code: str, task_name: str, config: EvalConfig) -> tuple[TimingStats, TimingStats]:
+    """Eager and torch.compile timings of a task, in this process (the reference is trusted code),
+    read from and written to the cache that evaluations read, so they reuse these figures."""
+    from cuda_agent.harness.backend import resolve_backend
+    from cuda_agent.harness.modules import make_model, module_from_source, release, timing_draw
+
+    device = resolve_backend(config.device).device
+    key = cache_key(task_code, device, config.timing)
+    cached = load(key) if config.use_baseline_cache else None
+    if cached is not None:
+        return cached
+    dev = torch.device(device)
+    try:
+        module = module_from_source(task_code, "reference", f"{task_name}.py")
+        model = make_model(module.Model, module, random.getrandbits(31), dev)
+        eager, compiled = time_baselines(model, timing_draw(module, random.getrandbits(62), dev), dev, config.timing)
+    finally:  # free this task's memory and compiled graphs before the next one
+        torch._dynamo.reset()
+        release(dev)
+    store(key, eager, compiled, {"task": task_name, "device_name": device_name(device)})
+    return eager, compiled

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from cuda_agent.harness.backend import Backend
-from cuda_agent.harness.build import HEADER_SUFFIXES, SOURCE_SUFFIXES
+from cuda_agent.harness.build.extension import HEADER_SUFFIXES, SOURCE_SUFFIXES
 from cuda_agent.harness.result import BuildResult, Finding
 
 MAX_FILE_BYTES = 2 << 20
@@ -68,7 +68,7 @@ def snapshot(path: str | Path, dest: Path) -> Solution:
 def build_solution(sol: Solution, backend: Backend, timeout_s: float) -> tuple[BuildResult, Finding | None]:
     """Build the snapshot: a workspace's kernels/ into `cuda_extension`, or a load_inline
     solution's strings into the module it names."""
-    from cuda_agent.harness.build import build, inline_sources, workspace_sources
+    from cuda_agent.harness.build.extension import build, inline_sources, workspace_sources
     from cuda_agent.harness.static import extract_inline
 
     if sol.kind == "workspace":

@@ -21,7 +21,6 @@ CPU: the same loop with a monotonic clock and a cache-sized flush.
 from __future__ import annotations
 
 import fcntl
-import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,7 +29,9 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
+from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.result import TimingStats
+from cuda_agent.home import subdir
 
 _CPU_FLUSH_BYTES = 64 << 20
 # Bound at import, before any solution code runs in the child: replacing time.perf_counter_ns or
@@ -50,19 +51,6 @@ SPIN_MS = 0.2
 # the reward asks for.
 OFFSTREAM_TOLERANCE_MS = 0.005
 OFFSTREAM_TOLERANCE_SHARE = 0.05
-
-
-@dataclass(frozen=True)
-class TimingPlan:
-    min_runs: int = 30
-    max_runs: int = 1000
-    budget_s: float = 2.0
-    warmup_s: float = 0.1
-    min_warmup: int = 3
-    # How the cache is emptied before each call: "read" reads a buffer twice the L2's size (the L2
-    # then holds clean lines, dropped for free); "write" zeroes it, as triton's do_bench does, which
-    # leaves dirty lines that the timed call pays to write back.
-    flush: str = "read"
 
 
 def _flush_buffer(device: torch.device) -> torch.Tensor:
@@ -233,23 +221,13 @@ def compile_for_timing(model: torch.nn.Module, inputs: list) -> Callable[..., ob
     return compiled
 
 
-def time_baselines(model: torch.nn.Module, compiled: Callable[..., object], draw: Callable[[int], list],
-                   device: torch.device, plan: TimingPlan) -> tuple[TimingStats, TimingStats]:
-    """Eager and torch.compile timings of the same model, each call on inputs `draw` gives it."""
-    return time_callable(model, draw, device, plan).stats, time_callable(compiled, draw, device, plan).stats
-
-
-def lock_name(device: str) -> str:
-    """The lock of the device this process times on ("cuda0" for the first visible GPU, "cpu0")."""
-    return f"{device}{os.environ.get('CUDA_VISIBLE_DEVICES', '0').split(',')[0]}"
-
-
 @contextmanager
-def device_lock(lock_dir: Path, key: str, shared: bool = False) -> Iterator[None]:
+def device_lock(key: str, shared: bool = False, lock_dir: Path | None = None) -> Iterator[None]:
     """One device (`key`, e.g. "cuda0") across processes: evaluations running in parallel hold it
     shared while they run on the device, and timing holds it alone, so nothing else runs on the
     GPU while a figure is taken (work of other evaluations would otherwise slow it). A timer waiting
     for it goes first: newcomers queue behind it at a turnstile, so a busy GPU never starves timing."""
+    lock_dir = lock_dir or subdir("locks")
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / f"{key}.turnstile", "a") as gate, open(lock_dir / f"{key}.lock", "a") as f:
         if shared:

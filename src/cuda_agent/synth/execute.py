@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda_agent.harness.sandbox import ChildFailed, Process
+from cuda_agent.harness import ChildFailed, Process
 
 WORKER_MODULE = "cuda_agent.synth.worker"
 
@@ -28,7 +28,7 @@ class Limits:
 class Executor:
     """A warm worker child in `workdir`; `gpu` pins it to one GPU (CUDA_VISIBLE_DEVICES)."""
     workdir: Path
-    gpu: int | None = None
+    gpu: str | None = None
     limits: Limits = field(default_factory=Limits)
     start_seconds: float = 0.0
     _proc: Process | None = None

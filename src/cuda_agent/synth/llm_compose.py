@@ -74,7 +74,7 @@ class LLMComposer:
                 {"role": "user", "content": RULES.format(ops=ops, target_ms=self.target_ms, device=self.device)}]
 
     def compose(self, index: int) -> Candidate:
-        from cuda_agent.agent.models import ModelError
+        from cuda_agent.llm import ModelError
 
         seeds = self.choose(index)
         t = time.perf_counter()

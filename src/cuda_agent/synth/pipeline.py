@@ -106,7 +106,10 @@ def synthesize(config: SynthConfig, llm=None, on_record: Callable[[dict], None] 
     catalog = run_catalog(config, on_seed)
     composer = make_composer(config, catalog, llm)
     run = Run(config, composer, on_record)
-    rows = run.run()
+    try:
+        rows = run.run()
+    finally:
+        run.journal.close()
     return rows, write_dataset(rows, config.out, config.jsonl), run
 
 

@@ -10,14 +10,15 @@ drawn from (run seed, i) alone, so it is the same candidate. One worker thread p
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from cuda_agent.devices import visible_gpus
+from cuda_agent.harness import TimingPlan
+from cuda_agent.journal import Journal, read_rows
 from cuda_agent.synth.compose import Candidate, ComposeError
 from cuda_agent.synth.execute import Executor, Limits
 from cuda_agent.synth.filters import (ACCEPTED, FILTER_VERSIONS, Outcome, Window, check_format,
@@ -41,8 +42,8 @@ class SynthConfig:
     memory_budget_bytes: int = 8 << 30  # the size search keeps inputs + intermediates below this
     atol: float = 1e-2
     rtol: float = 1e-2
-    timing: dict = field(default_factory=lambda: {"min_runs": 10, "max_runs": 100, "budget_s": 0.3,
-                                                  "warmup_s": 0.05, "min_warmup": 2})
+    timing: TimingPlan = field(default_factory=lambda: TimingPlan(min_runs=10, max_runs=100, budget_s=0.3,
+                                                                  warmup_s=0.05, min_warmup=2))
     limits: Limits = field(default_factory=Limits)
     jsonl: bool = False                # also (or, for a .jsonl OUT, only) write JSONL
 
@@ -54,36 +55,28 @@ class SynthConfig:
         return self.window or Window.for_device(self.device)
 
 
-class Journal:
-    """candidates.jsonl: one fsynced line per finished candidate; the run's only source of truth."""
+class Candidates:
+    """candidates.jsonl (the one journal): one fsynced line per finished candidate, the run's only
+    source of truth; a line a kill cut short is dropped, and that candidate is redone."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.records: dict[int, dict] = {r["index"]: r for r in read_rows(path) if "index" in r}
+        self._journal = Journal(path)
         self.lock = threading.Lock()
-        self.records: dict[int, dict] = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # the line a kill cut short: that candidate is redone
-                self.records[rec["index"]] = rec
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() and path.read_bytes()[-1:] not in (b"", b"\n"):
-            with path.open("a") as f:  # end the cut line so the next record starts on its own
-                f.write("\n")
 
     def append(self, rec: dict) -> None:
-        line = json.dumps(rec) + "\n"
+        self._journal.append(rec)
         with self.lock:
-            with self.path.open("a") as f:
-                f.write(line)
-                f.flush()
-                os.fsync(f.fileno())
             self.records[rec["index"]] = rec
 
     def accepted(self) -> list[dict]:
-        return sorted((r for r in self.records.values() if r["filter"] == "accepted"), key=lambda r: r["index"])
+        with self.lock:
+            records = list(self.records.values())
+        return sorted((r for r in records if r["filter"] == "accepted"), key=lambda r: r["index"])
+
+    def close(self) -> None:
+        self._journal.close()
 
 
 class Run:
@@ -94,7 +87,7 @@ class Run:
         self.composer = composer
         self.window = config.resolved_window()
         self.references = ReferenceIndex.from_jsonl(config.kernelbench) if config.kernelbench else None
-        self.journal = Journal(config.state_dir / "candidates.jsonl")
+        self.journal = Candidates(config.state_dir / "candidates.jsonl")
         self.on_record = on_record or (lambda rec: None)
         self.lock = threading.Lock()
         self.fingerprints = {r["fingerprint"] for r in self.journal.accepted()}
@@ -114,11 +107,20 @@ class Run:
             return index
 
     def run(self) -> list[dict]:
-        gpus: list[int | None] = list(_visible_gpus()) if self.config.device == "cuda" else [None]
+        gpus: list[str | None] = list(visible_gpus() or ["0"]) if self.config.device == "cuda" else [None]
         if self.config.workers:  # more workers than GPUs share them round-robin
             gpus = [gpus[i % len(gpus)] for i in range(self.config.workers)]
         self.memory_budget = _memory_share(self.config, gpus)
-        threads = [threading.Thread(target=self._work, args=(i, gpu), daemon=True) for i, gpu in enumerate(gpus)]
+        errors: list[BaseException] = []
+
+        def work(i: int, gpu: str | None) -> None:
+            try:
+                self._work(i, gpu)
+            except BaseException as e:  # the run's own bug: stop the others and raise it below
+                errors.append(e)
+                self.stop.set()
+
+        threads = [threading.Thread(target=work, args=(i, gpu), daemon=True) for i, gpu in enumerate(gpus)]
         for t in threads:
             t.start()
         try:
@@ -128,9 +130,11 @@ class Run:
         except KeyboardInterrupt:
             self.stop.set()
             raise
+        if errors:
+            raise errors[0]
         return self.journal.accepted()[: self.config.count]
 
-    def _work(self, worker: int, gpu: int | None) -> None:
+    def _work(self, worker: int, gpu: str | None) -> None:
         executor = Executor(self.config.state_dir / "work" / f"w{worker}", gpu, self.config.limits)
         try:
             while (index := self._claim()) is not None:
@@ -191,8 +195,8 @@ class Run:
         started = executor.start_seconds
         rec["rescales"] = 0
         while True:
-            reply = executor.request({"op": "eager", "code": cand.code, "device": cfg.device, "plan": cfg.timing,
-                                      **self._lock(executor)}, cfg.limits.eager_s)
+            reply = executor.request({"op": "eager", "code": cand.code, "device": cfg.device,
+                                      "plan": cfg.timing.to_dict()}, cfg.limits.eager_s)
             _add(seconds, reply.get("seconds", {}))
             if not reply.get("ok"):
                 smaller = self._after_out_of_memory(cand, reply, rec["rescales"])
@@ -215,14 +219,19 @@ class Run:
             cand.code = resized.source()
             rec["rescales"] += 1
         rec["batch"] = cand.program.batch if cand.program else None
-        reply = executor.request({"op": "compile", "plan": cfg.timing, "atol": cfg.atol, "rtol": cfg.rtol,
-                                  **self._lock(executor)}, cfg.limits.compile_s)
+        reply = executor.request({"op": "compile", "plan": cfg.timing.to_dict(), "atol": cfg.atol, "rtol": cfg.rtol},
+                                 cfg.limits.compile_s)
         _add(seconds, reply.get("seconds", {}))
         seconds["start"] = executor.start_seconds - started
         if not reply.get("ok"):
             return Outcome("compile", str(reply.get("reason", ""))[:300])
-        rec["compile_ms"] = reply["compile_ms"]
+        # The dataset's figures are the baselines as the harness takes them (one function for
+        # both); the size search's eager time only chose the size.
+        rec["probe_eager_ms"], rec["eager_ms"], rec["compile_ms"] = rec["eager_ms"], reply["eager_ms"], reply["compile_ms"]
         rec["compile_speedup"] = round(rec["eager_ms"] / max(reply["compile_ms"], 1e-9), 4)
+        if not self.window.contains(rec["eager_ms"]):
+            return Outcome("window", f"eager {rec['eager_ms']:.3g} ms, timed again with torch.compile, is outside "
+                                     f"[{self.window.low_ms:g}, {self.window.high_ms:g}]")
         return ACCEPTED
 
     def _after_out_of_memory(self, cand: Candidate, reply: dict, rescales: int):
@@ -233,10 +242,6 @@ class Run:
         if not oom or p is None or p.batch <= 1 or rescales >= self.config.max_rescales:
             return None
         return p.with_batch(max(1, p.batch // 4))
-
-    def _lock(self, executor: Executor) -> dict:
-        key = f"cuda{executor.gpu}" if executor.gpu is not None else "cpu"
-        return {"lock_dir": str(self.config.state_dir / "locks"), "lock_key": key}
 
     def _resized(self, cand: Candidate, ms: float):
         """The program at the size that should land in the window (time ~ batch x spatial size):
@@ -261,7 +266,7 @@ def _add(total: dict, part: dict) -> None:
         total[k] = total.get(k, 0.0) + v
 
 
-def _memory_share(config: SynthConfig, gpus: list[int | None]) -> int:
+def _memory_share(config: SynthConfig, gpus: list[str | None]) -> int:
     """The size search's memory budget per worker: the configured one, but no more than half of a
     GPU's memory split between the workers that share it."""
     if config.device != "cuda" or not gpus or gpus[0] is None:
@@ -271,15 +276,3 @@ def _memory_share(config: SynthConfig, gpus: list[int | None]) -> int:
     sharing = max(gpus.count(g) for g in set(gpus))
     total = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
     return min(config.memory_budget_bytes, total // 2 // sharing) if total else config.memory_budget_bytes
-
-
-def _visible_gpus() -> list[int]:
-    """The GPU ordinals this process may use (CUDA_VISIBLE_DEVICES entries, or every device)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        ids = [v.strip() for v in visible.split(",") if v.strip()]
-        if ids and all(v.isdigit() for v in ids):
-            return [int(v) for v in ids]
-    import torch
-
-    return list(range(max(1, torch.cuda.device_count())))

@@ -3,7 +3,10 @@ rejects the candidate). It speaks JSON lines through harness.sandbox:
 
   {"op": "probe", "code", "device"}            -> build and run once (seed checks): output shapes
   {"op": "eager", "code", "device", "plan"}     -> eager, deterministic, stochastic, degenerate, time
-  {"op": "compile", "plan", "atol", "rtol"}     -> torch.compile the last eager model, compare, time
+                                                   eager (for the size search)
+  {"op": "compile", "plan", "atol", "rtol"}     -> torch.compile the last eager model, compare, and
+                                                   time eager and torch.compile as the harness does
+                                                   (harness.time_baselines)
   {"op": "quit"}
 
 Every reply carries `seconds` per stage, so the benchmark can say where the time goes.
@@ -35,7 +38,7 @@ class Worker:
             self.torch.cuda.synchronize(device)
 
     def _build(self, code: str, device):
-        from cuda_agent.harness.modules import make_inputs, make_model, module_from_source
+        from cuda_agent.harness import make_inputs, make_model, module_from_source
 
         module = module_from_source(code, "candidate", "candidate.py")
         model = make_model(module.Model, module, MODEL_SEED, device)
@@ -66,25 +69,28 @@ class Worker:
         device = torch.device(msg["device"])
         seconds: dict[str, float] = {}
         t = time.perf_counter()
-        with _lock(msg, shared=True):  # off the GPU while another worker times on it
+        with _lock(device, shared=True):  # off the GPU while another worker times on it
             failed, checked = self._eager_checks(msg, device, seconds, t)
         if failed is not None:
             return failed
-        model, inputs, first, inputs2 = checked
+        module, model, inputs, first = checked
         t = time.perf_counter()
-        sets = [inputs, [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs2]]
-        stats = _timed(model, sets, device, msg)
+        from cuda_agent.harness import TimingPlan, time_callable, timing_draw
+
+        draw = timing_draw(module, INPUT_SEED, device)
+        with _lock(device):
+            stats = time_callable(model, draw, device, TimingPlan.from_dict(msg["plan"])).stats
         seconds["eager_timing"] = time.perf_counter() - t
-        self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "sets": sets}
+        self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "draw": draw}
         return {"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
                 "seconds": seconds}
 
     def _eager_checks(self, msg: dict, device, seconds: dict, t: float) -> tuple[dict | None, tuple]:
         """Runs, determinism, RNG use and degenerate outputs: (a failed reply, ()) or
-        (None, (model, inputs, outputs, the second input set))."""
+        (None, (module, model, inputs, outputs))."""
         torch = self.torch
         try:
-            _, model, inputs = self._build(msg["code"], device)
+            module, model, inputs = self._build(msg["code"], device)
             first = self._run(model, inputs)
             self._sync(device)
         except Exception as e:
@@ -107,7 +113,7 @@ class Worker:
         why = degenerate_reason([_stats(o) for o in first])
         if why:
             return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}, ()
-        return None, (model, inputs, first, inputs2)
+        return None, (module, model, inputs, first)
 
     def compile(self, msg: dict) -> dict:
         torch = self.torch
@@ -128,27 +134,21 @@ class Worker:
                 return {"ok": False, "filter": "compile", "seconds": seconds,
                         "reason": f"output {i} differs from eager under torch.compile (max abs error {err:.3g})"}
         t = time.perf_counter()
-        stats = _timed(compiled, st["sets"], st["device"], msg)
-        seconds["compile_timing"] = time.perf_counter() - t
-        return {"ok": True, "compile_ms": stats.median_ms, "seconds": seconds}
+        from cuda_agent.harness import TimingPlan, time_baselines
+
+        eager, compiled_stats = time_baselines(st["model"], st["draw"], st["device"], TimingPlan.from_dict(msg["plan"]),
+                                               compiled=compiled)
+        seconds["baselines_timing"] = time.perf_counter() - t
+        return {"ok": True, "eager_ms": eager.median_ms, "compile_ms": compiled_stats.median_ms, "seconds": seconds}
 
 
-def _lock(msg: dict, shared: bool = False):
-    """The run's per-device lock: several workers share a GPU for the CPU-bound compile; their
-    runs hold it shared, and timing holds it alone."""
-    from contextlib import nullcontext
-    from pathlib import Path
+def _lock(device, shared: bool = False):
+    """The device's lock, as the harness takes it: several workers share a GPU for the CPU-bound
+    work; their runs hold it shared, and timing holds it alone."""
+    from cuda_agent.devices import lock_name
+    from cuda_agent.harness import device_lock
 
-    from cuda_agent.harness.timing import device_lock
-
-    return device_lock(Path(msg["lock_dir"]), msg["lock_key"], shared=shared) if msg.get("lock_dir") else nullcontext()
-
-
-def _timed(fn, sets, device, msg: dict):
-    from cuda_agent.harness.timing import TimingPlan, cycle, time_callable
-
-    with _lock(msg):  # the reference is trusted code: two input sets in turn are enough
-        return time_callable(fn, cycle(sets), device, TimingPlan(**msg["plan"])).stats
+    return device_lock(lock_name(device.type), shared=shared)
 
 
 def _stats(t) -> dict:
@@ -162,7 +162,7 @@ def _stats(t) -> dict:
 
 
 def main(fd_in: int, fd_out: int) -> None:
-    from cuda_agent.harness.sandbox import ChildChannel
+    from cuda_agent.harness import ChildChannel
 
     channel = ChildChannel(fd_in, fd_out)
     t = time.perf_counter()

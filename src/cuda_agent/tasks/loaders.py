@@ -138,7 +138,12 @@ def _rows_from_parquet(path: Path) -> Iterable[tuple[str, dict[str, Any] | TaskE
         import pyarrow.parquet as pq
     except ImportError:
         raise TaskError(str(path), "reading Parquet needs pyarrow: pip install 'cuda-agent[data]'") from None
-    for i, row in enumerate(pq.read_table(path).to_pylist(), 1):
+    try:
+        table = pq.read_table(path)
+    except Exception as e:  # pyarrow's errors name no common base a caller could know
+        raise TaskError(str(path), f"not a readable Parquet file ({str(e).splitlines()[0][:160]}); a dataset "
+                                   "is Parquet or JSONL with the columns name and code") from None
+    for i, row in enumerate(table.to_pylist(), 1):
         yield f"{path}:row {i}", row
 
 
@@ -148,14 +153,22 @@ def load_dataset(path: str | Path) -> TaskSet:
     path = Path(path)
     rows = _rows_from_parquet(path) if path.suffix == ".parquet" else _rows_from_jsonl(path)
     out = TaskSet()
-    for where, row in rows:
-        if isinstance(row, TaskError):
-            out.errors.append(row)
-            continue
-        try:
-            out.tasks.append(_task_from_row(row, where, str(path)))
-        except TaskError as e:
-            out.errors.append(e)
+    try:
+        for where, row in rows:
+            if isinstance(row, TaskError):
+                out.errors.append(row)
+                continue
+            try:
+                out.tasks.append(_task_from_row(row, where, str(path)))
+            except TaskError as e:
+                out.errors.append(e)
+    except UnicodeDecodeError as e:
+        raise TaskError(str(path), f"not UTF-8 text (byte {e.start}); a dataset is JSONL (one JSON object a "
+                                   "line, with the keys name and code) or Parquet") from None
+    if not out.tasks and out.errors:
+        first = out.errors[0]
+        raise TaskError(str(path), f"no task in it: {len(out.errors)} row(s), none a task (the first: "
+                                   f"{first.problem}); a dataset holds rows with the keys name and code")
     return out
 
 

@@ -1,0 +1,119 @@
+"""Harness commands: `eval`, and the workspace's compile / verify / profile entry points."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cuda_agent.harness import BuildResult, EvalConfig, EvalResult, TimingPlan
+
+out = Console()
+err = Console(stderr=True, soft_wrap=True)
+
+
+def render(result: EvalResult) -> None:
+    """A verdict a person reads in two seconds."""
+    color = "green" if result.correct else "red"
+    out.print(f"[bold]{result.task}[/]  reward [bold {color}]{result.reward:g}[/]  ({result.milestone}, "
+              f"stopped at {result.stage}, {result.device}, {result.seconds:.1f}s)", highlight=False)
+    out.print(f"  {result.reason}", highlight=False)
+    for f in result.findings[:8]:
+        out.print(f"  [red]-[/] {f}", highlight=False)
+    if result.build and not result.build.ok and result.build.errors:
+        out.print(result.build.errors, highlight=False, markup=False)
+    if result.solution:
+        t = Table(box=None, pad_edge=False)
+        for c in ("", "median ms", "IQR ms", "min ms", "runs", "speed-up"):
+            t.add_column(c, justify="right")
+        for name, s, sp in (("eager", result.eager, None), ("torch.compile", result.compile, None),
+                            ("solution", result.solution, None)):
+            if s is None:
+                continue
+            ratio = "" if name != "solution" else \
+                f"{result.speedup_vs_eager:.2f}x eager, {result.speedup_vs_compile:.2f}x compile"
+            t.add_row(name, f"{s.median_ms:.4f}", f"{s.iqr_ms:.4f}", f"{s.min_ms:.4f}", str(s.runs), ratio)
+        out.print(t)
+    if result.flags:
+        out.print(f"  flags: {', '.join(result.flags)}", highlight=False)
+
+
+def eval_command(task: str = typer.Option(..., help="a .py task, or a name looked up in --source"),
+                 solution: Path = typer.Option(..., help="a workspace folder or a load_inline model_new.py"),
+                 source: Optional[str] = typer.Option(None, help="task source to look TASK up in"),
+                 device: Optional[str] = typer.Option(None, help="cuda or cpu (default: cuda if present)"),
+                 policy: str = typer.Option("strict", help="strict (the paper's rules) or relaxed (KernelBench's)"),
+                 trials: int = typer.Option(5, help="correctness input sets"),
+                 profile: bool = typer.Option(True, help="time eager, torch.compile and the solution"),
+                 timing_budget: float = typer.Option(2.0, help="seconds of timed calls per model"),
+                 as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+    """Compile, verify and time SOLUTION against TASK; print the verdict and the reward."""
+    from cuda_agent.harness import evaluate
+    from cuda_agent.tasks import TaskError, load_task
+
+    try:
+        t = load_task(task, source)
+    except (TaskError, KeyError) as e:
+        err.print(f"[bold red]error:[/] {str(e).strip(chr(39))}")
+        raise typer.Exit(2)
+    if policy not in ("strict", "relaxed"):
+        err.print("[bold red]error:[/] --policy is strict or relaxed")
+        raise typer.Exit(2)
+    result = evaluate(t, solution, EvalConfig(device=device, policy=policy, correctness_trials=trials,
+                                              profile=profile, timing=TimingPlan(budget_s=timing_budget)))
+    if as_json:
+        print(json.dumps(result.to_dict()))
+    else:
+        render(result)
+    raise typer.Exit(0 if result.correct else 1)
+
+
+def _workspace_eval(workspace: Path, profile: bool) -> None:
+    from cuda_agent.harness import evaluate_workspace
+
+    result = evaluate_workspace(workspace, EvalConfig(profile=profile))
+    render(result)
+    raise typer.Exit(0 if result.correct else 1)
+
+
+def workspace_compile(workspace: Path = typer.Argument(..., help="the workspace folder")) -> None:
+    """Build kernels/ into `cuda_extension` (cached) and put a copy in the workspace root."""
+    from cuda_agent.harness import compile_solution
+    from cuda_agent.workspace.manifest import ManifestError, read_manifest
+
+    try:
+        device = read_manifest(workspace)[0].device
+    except ManifestError as e:
+        err.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(2)
+    result: BuildResult = compile_solution(workspace, EvalConfig(device=device))
+    if not result.ok:
+        out.print("[bold red]compile failed[/]")
+        out.print(result.errors, markup=False, highlight=False)
+        raise typer.Exit(1)
+    assert result.module_path
+    shutil.copyfile(result.module_path, workspace / Path(result.module_path).name)
+    out.print(f"[green]compiled[/] cuda_extension in {result.seconds:.2f}s "
+              f"({result.compiled} compiled, {result.cached} from cache)")
+
+
+def workspace_verify(workspace: Path = typer.Argument(..., help="the workspace folder")) -> None:
+    """Check the workspace's solution: rules and correctness."""
+    _workspace_eval(workspace, profile=False)
+
+
+def workspace_profile(workspace: Path = typer.Argument(..., help="the workspace folder")) -> None:
+    """Check and time the workspace's solution against eager and torch.compile; print the reward."""
+    _workspace_eval(workspace, profile=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)
+    app.command("workspace-compile", hidden=True)(workspace_compile)
+    app.command("workspace-verify", hidden=True)(workspace_verify)
+    app.command("workspace-profile", hidden=True)(workspace_profile)

@@ -1,0 +1,184 @@
+"""`cuda-agent synth`: build a dataset of tasks; `cuda-agent synth seeds`: list the seed catalog.
+
+Register with `app.add_typer(synth_app, name="synth")` (the run is the group's callback, `seeds`
+its sub-command), or register `synth_command` and `seeds_command` as plain commands.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cuda_agent.synth.filters import Window
+
+out = Console()
+err = Console(stderr=True, soft_wrap=True)
+synth_app = typer.Typer(help="Synthesize KernelBench-form tasks: seeds, composition, filters.",
+                        invoke_without_command=True)
+DEFAULT_KERNELBENCH = "/work/shared/kernelbench/kernelbench.jsonl"
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _device(device: Optional[str]) -> str:
+    from cuda_agent.devices import default_device
+
+    dev = device or default_device()
+    if dev not in ("cuda", "cpu"):
+        _fail(f"--device {dev!r}: use cuda or cpu")
+    return dev
+
+
+def _llm(model: Optional[str], base_url: Optional[str], api_key: Optional[str]):
+    from cuda_agent.llm import Endpoint, ModelError, ModelSettings, OpenAIModel
+
+    try:
+        return OpenAIModel(Endpoint.resolve(model, base_url, api_key), ModelSettings())
+    except ModelError as e:
+        _fail(str(e))
+
+
+def synth_command(
+        out_path: Path = typer.Option(..., "--out", help="the dataset to write (.parquet, or .jsonl); run it "
+                                                         "again with the same --out to resume"),
+        count: int = typer.Option(100, help="accepted tasks wanted"),
+        composer: str = typer.Option("program", help="program (no LLM) or llm"),
+        device: Optional[str] = typer.Option(None, help="cuda or cpu (default: cuda when a GPU is present)"),
+        seed: int = typer.Option(0, help="run seed: candidate i is drawn from (seed, i)"),
+        window: Optional[str] = typer.Option(None, help="eager runtime window LOW,HIGH in ms "
+                                                        "(default 1,100 on cuda, 0.05,50 on cpu)"),
+        similarity: float = typer.Option(0.7, help="reject when this similar to a KernelBench task (0..1)"),
+        kernelbench: Optional[Path] = typer.Option(None, help="KernelBench JSONL (name, code) to compare with; "
+                                                              "`none` to skip"),
+        workers: Optional[int] = typer.Option(None, help="parallel workers (default: one per visible GPU)"),
+        max_candidates: Optional[int] = typer.Option(None, help="stop after this many candidates (default 50x count)"),
+        jsonl: bool = typer.Option(False, "--jsonl", help="write JSONL beside the Parquet"),
+        model: Optional[str] = typer.Option(None, help="llm composer: the model name"),
+        base_url: Optional[str] = typer.Option(None, help="llm composer: the OpenAI-compatible endpoint"),
+        api_key: Optional[str] = typer.Option(None, help="llm composer: the API key"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress view"),
+        as_json: bool = typer.Option(False, "--json", help="print the summary as JSON")) -> None:
+    """Compose and filter tasks until COUNT are accepted; write the dataset and a summary."""
+    from cuda_agent.synth.pipeline import SynthError, synthesize
+    from cuda_agent.synth.report import funnel, write_report
+    from cuda_agent.synth.run import SynthConfig
+
+    dev = _device(device)
+    if out_path.suffix not in (".parquet", ".jsonl"):
+        out_path = out_path.with_name(out_path.name + ".parquet")
+        err.print(f"--out has no .parquet or .jsonl suffix: writing {out_path}", highlight=False)
+    try:
+        win = Window.parse(window) if window else None
+    except ValueError as e:
+        _fail(str(e))
+    kb = None if str(kernelbench) == "none" else (kernelbench or Path(DEFAULT_KERNELBENCH))
+    if kb is not None and not kb.exists():
+        _fail(f"--kernelbench {kb}: no such file; give the KernelBench JSONL, or `--kernelbench none` to skip "
+              "the similarity filter")
+    llm = _llm(model, base_url, api_key) if composer == "llm" else None
+    config = SynthConfig(out=out_path, count=count, composer=composer, device=dev, seed=seed, window=win,
+                         similarity_threshold=similarity, kernelbench=kb, workers=workers,
+                         max_candidates=max_candidates, jsonl=jsonl)
+    start = time.time()
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=err, disable=quiet)
+    with progress:
+        seeds_bar = progress.add_task("checking seeds", total=None, note="")
+        bar = progress.add_task("accepted", total=count, note="")
+        tried = {"n": 0, "ok": 0}
+
+        def on_seed(seed, ok):
+            progress.update(seeds_bar, advance=1, note=seed.name)
+
+        def on_record(rec):
+            tried["n"] += 1
+            tried["ok"] += rec["filter"] == "accepted"
+            progress.update(bar, completed=min(count, tried["ok"] + done0),
+                            note=f"{tried['n']} tried, last: {rec['filter']}")
+
+        done0 = 0
+        try:
+            from cuda_agent.journal import read_rows
+
+            done0 = sum(r.get("filter") == "accepted" for r in read_rows(config.state_dir / "candidates.jsonl"))
+            progress.update(bar, completed=min(done0, count))
+            rows, files, run = synthesize(config, llm, on_record, on_seed)
+        except (SynthError, FileNotFoundError) as e:
+            _fail(str(e))
+    records = sorted(run.journal.records.values(), key=lambda r: r["index"])
+    report = write_report(records, rows, config.state_dir / "summary.md",
+                          title=f"synth {out_path.name} ({composer}, {dev})", wall_s=time.time() - start)
+    summary = {"accepted": len(rows), "candidates": len(records), "files": [str(f) for f in files],
+               "summary": str(report), "filters": {f: n for f, n, _ in funnel(records)}}
+    if as_json:
+        print(json.dumps(summary))
+        return
+    table = Table(title=f"{len(rows)} tasks accepted of {len(records)} candidates")
+    for col in ("filter", "rejected", "left"):
+        table.add_column(col, justify="left" if col == "filter" else "right")
+    for f, n, left in funnel(records):
+        table.add_row(f, str(n), str(left))
+    out.print(table)
+    out.print(f"dataset: {', '.join(summary['files'])}\nsummary: {report}")
+    if len(rows) < count:
+        err.print(f"[yellow]only {len(rows)} of {count} tasks[/]: raise --max-candidates, or widen --window")
+
+
+def seeds_command(device: Optional[str] = typer.Option(None, help="cuda or cpu: where each seed is checked"),
+                  check: bool = typer.Option(True, help="run every seed once (in a child process)"),
+                  show_all: bool = typer.Option(False, "--all", help="list every seed, failed ones too"),
+                  as_json: bool = typer.Option(False, "--json", help="one JSON object per seed per line")) -> None:
+    """List the seed catalog, with counts per category and per source."""
+    from cuda_agent.home import subdir
+    from cuda_agent.synth.seedcheck import build_catalog
+
+    dev = _device(device)
+    cache = subdir("synth") / f"seeds-{dev}.json" if check else None
+    catalog = build_catalog(dev, subdir("synth") / "seedcheck", cache=cache, check=check)
+    seeds = catalog.seeds if show_all else catalog.usable()
+    if as_json:
+        for s in seeds:
+            print(json.dumps(s.to_dict()))
+        return
+    table = Table(title=f"{len(catalog.usable())} usable seeds of {len(catalog.seeds)} ({dev})")
+    for col in ("name", "category", "source", "layout", "snippet", "checked"):
+        table.add_column(col)
+    for s in seeds:
+        table.add_row(s.name, s.category, s.source, s.layout, s.ctor or s.call,
+                      {True: "ok", False: f"failed: {s.note}", None: "-"}[s.checked])
+    out.print(table)
+    for key in ("category", "source"):
+        out.print(f"per {key}: " + ", ".join(f"{k} {n}" for k, n in catalog.counts(key).items()))
+
+
+@synth_app.callback()
+def _synth_group(ctx: typer.Context,
+                 out_path: Optional[Path] = typer.Option(None, "--out", help="the dataset to write"),
+                 count: int = typer.Option(100), composer: str = typer.Option("program"),
+                 device: Optional[str] = typer.Option(None), seed: int = typer.Option(0),
+                 window: Optional[str] = typer.Option(None), similarity: float = typer.Option(0.7),
+                 kernelbench: Optional[Path] = typer.Option(None), workers: Optional[int] = typer.Option(None),
+                 max_candidates: Optional[int] = typer.Option(None), jsonl: bool = typer.Option(False, "--jsonl"),
+                 model: Optional[str] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
+                 api_key: Optional[str] = typer.Option(None), quiet: bool = typer.Option(False, "--quiet", "-q"),
+                 as_json: bool = typer.Option(False, "--json")) -> None:
+    """Synthesize tasks (`--out DATASET`), or list the seed catalog (`seeds`)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if out_path is None:
+        _fail("give --out DATASET (.parquet or .jsonl) to synthesize, or `cuda-agent synth seeds` to list seeds")
+    synth_command(out_path, count, composer, device, seed, window, similarity, kernelbench, workers,
+                  max_candidates, jsonl, model, base_url, api_key, quiet, as_json)
+
+
+synth_app.command("seeds")(seeds_command)

@@ -1,0 +1,54 @@
+"""The one way to list and name devices: which GPUs this process may use, the device a command
+runs on by default, the name a device's lock file has, and the name its figures are cached under."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Literal
+
+Device = Literal["cuda", "cpu"]
+ENV_DEVICE = "CUDA_AGENT_DEVICE"
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def default_device() -> Device:
+    """`cuda` where a GPU is present, otherwise `cpu` (overridable with CUDA_AGENT_DEVICE)."""
+    env = os.environ.get(ENV_DEVICE)
+    if env in ("cuda", "cpu"):
+        return env  # type: ignore[return-value]
+    return "cuda" if cuda_available() else "cpu"
+
+
+def visible_gpus(limit: int | None = None) -> list[str]:
+    """The GPU ids this process may use, as CUDA_VISIBLE_DEVICES names them (its entries, else every
+    device torch sees), at most `limit`; an empty list without a GPU."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        ids = [g.strip() for g in env.split(",") if g.strip()]
+    else:
+        import torch
+
+        ids = [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    return ids[:limit] if limit else ids
+
+
+def lock_name(device: str) -> str:
+    """The name of the lock of the device this process times on: "cuda0" for the first visible GPU
+    (as the machine numbers it), "cpu0" on the CPU."""
+    return f"{device}{os.environ.get('CUDA_VISIBLE_DEVICES', '0').split(',')[0]}"
+
+
+def device_name(device: str) -> str:
+    """The device's model, the name under which timings are cached ("NVIDIA H100 80GB HBM3",
+    "cpu-x86_64-16cores")."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name()
+    return f"cpu-{platform.machine()}-{os.cpu_count()}cores"

@@ -1,0 +1,375 @@
+"""The one entry point of the harness: evaluate a solution of a task.
+
+Order: snapshot -> static checks -> build -> (child + reference worker) weights -> correctness on
+input pairs run back to back -> timing -> reward. Any failure ends it with reward -1, the stage it
+stopped at, and one line a person understands.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from cuda_agent.harness import baselines
+from cuda_agent.devices import lock_name
+from cuda_agent.harness.backend import Backend, resolve_backend
+from cuda_agent.harness.config import EvalConfig
+from cuda_agent.harness.result import BuildResult, EvalResult, TimingStats
+from cuda_agent.harness.reward import milestone
+from cuda_agent.harness.workers.process import ChildFailed, Exchange, Process
+from cuda_agent.harness.workers.sandbox import sandbox_user
+from cuda_agent.harness.workers.spares import take_pair
+from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
+from cuda_agent.harness.timing import call_seed, device_lock
+from cuda_agent.home import subdir
+from cuda_agent.tasks import Task
+
+
+class Stop(Exception):
+    """Ends an evaluation early with a failed stage and reason."""
+
+    def __init__(self, stage: str, reason: str):
+        super().__init__(reason)
+        self.stage, self.reason = stage, reason
+
+
+def _seed() -> int:
+    return secrets.randbits(62)
+
+
+@contextmanager
+def _timed(result: EvalResult, step: str):
+    """Adds the wall time of the block to result.stage_seconds[step] (also when it fails)."""
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        result.stage_seconds[step] = round(result.stage_seconds.get(step, 0.0) + time.monotonic() - t0, 3)
+
+
+def _add_steps(result: EvalResult, who: str, steps) -> None:
+    """A worker's own seconds per step, summed into result.details["steps_s"] (diagnostics)."""
+    if isinstance(steps, dict):
+        total = result.details.setdefault("steps_s", {})
+        for k, v in steps.items():
+            if isinstance(v, (int, float)):
+                total[f"{who}.{k}"] = round(total.get(f"{who}.{k}", 0.0) + v, 4)
+
+
+def _private_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="snap_", dir=subdir("tmp")))
+
+
+def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
+             keep: Path | None = None) -> EvalResult:
+    """Static checks, build, sandboxed correctness, timing and reward for `solution`: a workspace
+    folder (model_new.py + kernels/) or a single KernelBench-style model_new.py using load_inline.
+    `keep`: a folder where the snapshot that was judged is copied (the files of the verdict, never
+    a second read of `solution`, which may have changed meanwhile)."""
+    config = config or EvalConfig()
+    t0 = time.monotonic()
+    result = EvalResult(task=task.name, reward=config.reward.failed, correct=False, stage="static",
+                        reason="", policy=config.policy)
+    snap = _private_dir()
+    try:
+        backend = resolve_backend(config.device)
+        result.device = backend.device
+        sol = _check_and_build(task, Path(solution), backend, config, snap, result, keep)
+        _run(task, sol, backend, config, result)
+    except Stop as s:
+        result.stage, result.reason, result.correct = s.stage, s.reason, False  # type: ignore[assignment]
+        result.reward, result.milestone = config.reward.failed, "failed"
+    finally:
+        shutil.rmtree(snap, ignore_errors=True)
+        result.seconds = round(time.monotonic() - t0, 3)
+    return result
+
+
+def _check_and_build(task: Task, path: Path, backend: Backend, config: EvalConfig, snap: Path,
+                     result: EvalResult, keep: Path | None) -> Solution:
+    from cuda_agent.harness.static import check_solution
+
+    tampered = _tampered(path)
+    if tampered:
+        raise Stop("static", tampered)
+    try:
+        sol = snapshot(path, snap / "solution")
+    except SolutionError as e:
+        raise Stop("static", str(e)) from None
+    if keep is not None:
+        shutil.copytree(sol.root, keep, dirs_exist_ok=True)
+    with _timed(result, "static"):
+        report = check_solution(sol.files, config.policy)  # type: ignore[arg-type]
+    result.findings = report.findings
+    if not report.ok:
+        raise Stop("static", f"rule broken: {report.reason}")
+    result.stage = "build"
+    with _timed(result, "build"):
+        build, finding = build_solution(sol, backend, config.build_timeout_s)
+    result.build = build
+    if finding is not None:
+        result.findings.append(finding)
+        raise Stop("static", f"rule broken: {finding}")
+    if not build.ok:
+        raise Stop("build", build.reason)
+    return sol
+
+
+def _tampered(path: Path) -> str | None:
+    """A reason if `path` is a workspace whose protected files or manifest were modified."""
+    from cuda_agent.workspace.manifest import MANIFEST, ManifestError, read_manifest, tampered_files
+
+    if not (path.is_dir() and (path / MANIFEST).exists()):
+        return None
+    try:
+        manifest, _ = read_manifest(path)
+    except ManifestError as e:
+        return str(e)
+    bad = tampered_files(path, manifest)
+    return f"protected file(s) modified: {', '.join(bad)} (the harness's files must not be edited)" if bad else None
+
+
+def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result: EvalResult) -> None:
+    user, note = sandbox_user()
+    if note:
+        result.flags.append("weak_isolation")
+        result.details["isolation"] = note
+    result.stage = "run"
+    pair = take_pair(user, backend, config)
+    if user is not None and pair.slot is None:
+        result.flags.append("shared_sandbox_user")
+        result.details["isolation"] = "no sandbox user of its own was free: the child shares one with other children"
+    try:
+        job = _write_job_files(task, sol, result.build, pair.exchange, backend, config)
+        session = _Session(pair.ref, pair.child, config, job, time.monotonic() + config.timeout_s)
+        with device_lock(lock_name(backend.device), shared=True):
+            with _timed(result, "start"):
+                session.start()
+                session.choose_route(backend, result)
+            with _timed(result, "correctness"):
+                session.correctness(result)
+        if config.profile:
+            session.profile(task, backend, result)
+    finally:
+        pair.close()
+    _score(result, config)
+
+
+def _write_job_files(task: Task, sol: Solution, build: BuildResult | None, ex: Exchange, backend: Backend,
+                     config: EvalConfig) -> dict:
+    assert build is not None and build.module_path
+    so = ex.public / Path(build.module_path).name
+    shutil.copyfile(build.module_path, so)
+    (ex.public / "model_new.py").write_text(sol.model_new)
+    (ex.public / "model.py").write_text(task.code)
+    # The reference worker reads its own copy: the child owns `public` and could replace the file
+    # there before the reference has read it.
+    (ex.private / "model.py").write_text(task.code)
+    for p in (so, ex.public / "model_new.py", ex.public / "model.py"):
+        os.chmod(p, 0o644)
+    return {"device": backend.device, "policy": config.policy, "kind": sol.kind, "module_name": build.module_name,
+            "module_path": str(so), "solution_path": str(ex.public / "model_new.py"),
+            "task_path": str(ex.public / "model.py"), "reference_task_path": str(ex.private / "model.py"),
+            "public": str(ex.public), "state_path": str(ex.public / "state.pt"), "weights_seed": _seed()}
+
+
+class _Session:
+    """One evaluation's conversation with the reference worker and the solution child."""
+
+    def __init__(self, ref: Process, child: Process, config: EvalConfig, job: dict, deadline: float):
+        self.ref, self.child, self.config, self.job, self.deadline = ref, child, config, job, deadline
+        self.tags = 0
+        self.route = "files"  # how outputs reach the reference worker (see transfer.py)
+
+    def _left(self) -> float:
+        return max(1.0, self.deadline - time.monotonic())
+
+    def _ref(self, message: dict, timeout_s: float = 900) -> dict:
+        reply = self.ref.request(message, timeout_s)
+        if "error" in reply:
+            raise Stop("run", f"the reference itself failed ({reply['error']}); the task is broken, not the solution")
+        return reply
+
+    def _child(self, message: dict | None, stage: str) -> dict:
+        try:
+            reply = self.child.request(message, self._left()) if message else self.child.recv(self._left())
+        except ChildFailed as e:
+            raise Stop(stage, f"the solution {e}") from None
+        if not reply.get("ok", reply.get("loaded", False)):
+            raise Stop(reply.get("stage", stage), str(reply.get("reason", "the solution failed")))
+        return reply
+
+    def start(self) -> None:
+        self.ref.send({**self.job, "task_path": self.job["reference_task_path"]})
+        self.child.send({k: v for k, v in self.job.items() if k != "reference_task_path"})
+        try:
+            self.ref.recv(900)
+        except ChildFailed as e:
+            raise Stop("run", f"the reference worker {e}") from None
+        os.chmod(self.job["state_path"], 0o644)
+        self._child(None, "run")
+        self._child({"op": "weights"}, "correctness")
+
+    def choose_route(self, backend: Backend, result: EvalResult) -> None:
+        """CUDA IPC for the outputs when the reference worker can map a probe the child shares
+        (the driver may refuse between users); files otherwise."""
+        if backend.is_cuda and self.config.transfer == "auto":
+            value = float(secrets.randbelow(1 << 20))
+            shared = self._child({"op": "probe", "value": value}, "run")
+            if shared.get("meta"):
+                v = self._ref({"op": "probe", "value": value, "meta": shared["meta"]})
+                self.route = "ipc" if v.get("ok") else "files"
+                if not v.get("ok"):
+                    result.details["ipc_refused"] = v.get("reason", "")
+        result.details["transfer"] = self.route
+
+    def _check(self, tag: str, meta) -> dict:
+        """The reference worker's verdict on the output of `tag`, mapped from the child's memory or
+        read from where the child must write it (never a path the child names itself); `meta` is
+        the child's dtypes and shapes (and IPC handles)."""
+        return self._ref({"op": "compare", "tag": tag, "prefix": f"{self.job['public']}/out_{tag}", "meta": meta,
+                          "route": self.route, "atol": self.config.atol, "rtol": self.config.rtol})
+
+    def _next_tag(self) -> str:
+        self.tags += 1
+        return f"t{self.tags}"
+
+    def _new_tags(self, n: int) -> list[tuple[str, int]]:
+        out = []
+        for _ in range(n):
+            tag, seed = self._next_tag(), _seed()
+            self._ref({"op": "reference", "tag": tag, "seed": seed})
+            out.append((tag, seed))
+        return out
+
+    def correctness(self, result: EvalResult) -> None:
+        result.stage = "correctness"
+        worst, trials = 0.0, max(2, self.config.correctness_trials)
+        runs = self._new_tags(trials)
+        for i in range(0, trials, 2):
+            pair = runs[i:i + 2]
+            reply = self._child({"op": "run", "runs": pair, "route": self.route}, "correctness")
+            _add_steps(result, "child", reply.get("steps"))
+            written = reply.get("outputs")
+            for tag, _ in pair:
+                v = self._check(tag, written.get(tag) if isinstance(written, dict) else None)
+                _add_steps(result, "reference", v.get("steps"))
+                if not v["ok"]:
+                    n = int(tag[1:])
+                    raise Stop("correctness", f"wrong output on input set {n} of {trials}: {v['reason']}")
+                worst = max(worst, v.get("max_abs_error", 0.0))
+        result.correct, result.max_abs_error = True, worst
+        result.reason = f"correct on {trials} input sets (max abs error {worst:.2g})"
+
+    def _time_solution(self, result: EvalResult) -> TimingStats:
+        """The solution timed in the child on inputs new at every call; the outputs of the last
+        call and of calls chosen at random (where memory allows a copy) are checked, so results
+        cached across calls or work skipped on some calls fail the solution."""
+        tag, run_seed = self._next_tag(), _seed()
+        check_at = [secrets.randbelow(1 << 20) / (1 << 20) for _ in range(self.config.timed_outputs_checked)]
+        msg = {"op": "time", "tag": tag, "seed": run_seed, "plan": self.config.timing.to_dict(), "route": self.route,
+               "check_at": check_at}
+        reply = self._child(msg, "profile")
+        last, outputs = reply.get("last_index"), reply.get("outputs")
+        limit = self.config.timing.max_runs + 64  # warm-up calls come first
+        outputs = {int(k): v for k, v in outputs.items() if str(k).isdigit()} if isinstance(outputs, dict) else {}
+        indices = sorted(outputs)
+        if not isinstance(last, int) or isinstance(last, bool) or not 0 <= last < limit or last not in indices \
+                or len(indices) > len(check_at) + 1 or max(indices) != last:
+            raise Stop("profile", f"the timing reply names calls {last!r} / {indices}, which the timing loop "
+                                  "cannot have made")
+        for index in indices:
+            self._ref({"op": "reference", "tag": f"{tag}_{index}", "seed": call_seed(run_seed, index)})
+            v = self._check(f"{tag}_{index}", outputs[index])
+            if not v["ok"]:
+                which = "last timed call" if index == last else f"timed call {index}"
+                raise Stop("profile", f"output of the {which} is wrong ({v['reason']}): results cached "
+                                      "across calls or work skipped on some calls?")
+        result.details["timed_outputs_checked"] = len(indices)
+        stats = TimingStats(**reply["stats"])
+        if not stats.median_ms > 0:
+            raise Stop("profile", f"the timed runs report {stats.median_ms} ms per call, which no real call takes: "
+                                  "was the timer tampered with?")
+        return stats
+
+    def profile(self, task: Task, backend: Backend, result: EvalResult) -> None:
+        result.stage = "profile"
+        key = baselines.cache_key(task.code, backend.device, self.config.timing)
+        use_cache = self.config.use_baseline_cache
+        cached = baselines.load(key) if use_cache else None
+        if cached is None:  # compile before taking the device: CPU work
+            with _timed(result, "compile"):
+                self._ref({"op": "compile", "seed": _seed()})
+        with device_lock(lock_name(backend.device)):
+            cached = baselines.load(key) if use_cache else None  # another evaluation may have timed them
+            if cached is None:
+                with _timed(result, "baselines"):
+                    reply = self._ref({"op": "baselines", "seed": _seed(), "plan": self.config.timing.to_dict()})
+                cached = TimingStats(**reply["eager"]), TimingStats(**reply["compile"])
+                baselines.store(key, *cached, {"task": task.name, "device_name": reply["device_name"]})
+            else:
+                result.flags.append("baseline_cached")
+            result.eager, result.compile = cached
+            with _timed(result, "timing"):
+                result.solution = self._time_solution(result)
+                if result.compile.median_ms / result.solution.median_ms > self.config.sanity_speedup:
+                    result.flags.append("speedup_remeasured")
+                    result.details["first_solution_timing"] = asdict(result.solution)
+                    result.solution = self._time_solution(result)
+        result.speedup_vs_eager = result.eager.median_ms / result.solution.median_ms
+        result.speedup_vs_compile = result.compile.median_ms / result.solution.median_ms
+        if result.speedup_vs_compile > self.config.sanity_speedup:
+            result.flags.append("speedup_beyond_sanity_bound")
+
+
+def _score(result: EvalResult, config: EvalConfig) -> None:
+    m = milestone(result.correct, result.speedup_vs_eager, result.speedup_vs_compile, config.reward)
+    result.reward, result.milestone, result.stage = m.reward, m.name, "done"
+    result.reason = f"{result.reason}; {m.name.replace('_', ' ')}: {m.detail}" if result.reason else m.detail
+
+
+def compile_solution(solution: str | Path, config: EvalConfig | None = None) -> BuildResult:
+    """Static checks and build only (the workspace's `compile` command): a failed static check
+    comes back as a failed build whose errors list the findings."""
+    from cuda_agent.harness.static import check_solution
+
+    config = config or EvalConfig()
+    snap = _private_dir()
+    try:
+        sol = snapshot(solution, snap / "solution")
+        report = check_solution(sol.files, config.policy)  # type: ignore[arg-type]
+        if not report.ok:
+            return BuildResult(ok=False, errors="\n".join(str(f) for f in report.findings))
+        build, finding = build_solution(sol, resolve_backend(config.device), config.build_timeout_s)
+        return BuildResult(ok=False, errors=str(finding)) if finding else build
+    except SolutionError as e:
+        return BuildResult(ok=False, errors=str(e))
+    finally:
+        shutil.rmtree(snap, ignore_errors=True)
+
+
+def evaluate_workspace(workspace: str | Path, config: EvalConfig | None = None,
+                       keep: Path | None = None) -> EvalResult:
+    """Evaluate a workspace against the task recorded in its signed manifest (the workspace's
+    `verify` command uses profile=False, `profile` uses profile=True)."""
+    from cuda_agent.workspace.manifest import ManifestError, read_manifest
+
+    config = config or EvalConfig()
+    try:
+        manifest, signed = read_manifest(Path(workspace))
+    except ManifestError as e:
+        return EvalResult(task="?", reward=config.reward.failed, correct=False, stage="static", reason=str(e))
+    task = Task(name=manifest.task_name, code=manifest.task_code, origin=manifest.task_origin,
+                level=manifest.level, problem_id=manifest.problem_id)
+    if config.device is None:
+        config = replace(config, device=manifest.device)
+    result = evaluate(task, workspace, config, keep)
+    if not signed:
+        result.flags.append("manifest_unsigned")
+    return result

@@ -1,0 +1,141 @@
+"""Static checks of a solution before it is built: what model_new.py and the C++/CUDA sources may do.
+
+The harness's verdict is a reward, so a policy will try every trick to fool it. These checks read
+the sources (the Python AST, and C++/CUDA text with comments and strings blanked) and run nothing.
+
+Two policies
+------------
+strict (default; the CUDA Agent paper's rules)
+    model_new.py may import torch, torch.nn, math, typing and the extension (`cuda_extension`, or
+    load_inline from torch.utils.cpp_extension). ModelNew subclasses nn.Module only. __init__ may
+    construct nn modules to hold parameters (so load_state_dict takes the reference's weights),
+    create and initialise tensors and register buffers. forward, and every other method and
+    module-level helper, may call only: the extension, ModelNew's own methods, module-level
+    functions, allocation (torch.empty, empty_like, empty_strided, zeros, ones, full, arange, ...),
+    metadata and views (size, shape, stride, view, reshape, permute, contiguous, ...), moves and
+    casts (to, float, half, ...), and harmless builtins (len, range, int, min, max, isinstance,
+    print, ...). Not allowed: torch or torch.nn.functional computation, tensor methods that compute
+    (x.sum(), x.relu(), x.add_(...)), Python operators on tensors (`@` always; + - * / ... where an
+    operand is a tensor), indexing with a tensor, writing into a tensor, calling a submodule
+    (self.conv(x)), and keeping state across calls.
+    C++/CUDA may use ATen/torch only to allocate (torch::empty, empty_like, zeros, at::empty*,
+    TensorOptions) and read metadata (sizes, strides, numel, data_ptr, scalar_type, options, ...),
+    plus TORCH_CHECK, AT_DISPATCH_* macros, CUDA guards and the current stream and cuBLAS handle.
+    C++ may not cast or copy tensors (.to, .copy_, .clone): do it in the kernel. Libraries:
+    cuBLAS (GEMM) and cuDNN (convolutions) only, headers from an allowlist. model_new.py defines
+    no class but ModelNew. Copies of get_inputs/get_init_inputs may compute (the harness uses
+    the reference's own), but nothing may call them.
+
+relaxed (KernelBench's rules)
+    Unreplaced torch operations are allowed: torch.*, torch.nn.functional, tensor methods,
+    operators, calling submodules, nn.Module helper classes, and ATen calls and casts from C++;
+    any library header that is not in the list below.
+
+Both policies forbid
+    os, sys, subprocess, threading, ctypes, importlib, inspect, time, numpy, triton and every
+    other import; eval, exec, compile, __import__, getattr/setattr/delattr, globals, locals, vars,
+    open, dunder attributes (x.__class__, torch.__dict__) and private ones; torch.ops, torch._C,
+    torch.library, torch.utils (but load_inline), torch.cuda streams/events/graphs/synchronize,
+    torch.backends, torch.testing, torch.allclose, seeds and RNG state, torch.set_* and other
+    global state; storing a module in a variable (t = torch); try/except/finally, with, global,
+    nonlocal, async, yield; assigning attributes of anything but self (monkey-patching), hooks,
+    mutable or computed default arguments, decorators (staticmethod excepted), classes that
+    subclass anything but nn.Module (the reference Model above all), overriding nn.Module's
+    methods, mutating module-level state, module-level code beyond imports, constants,
+    functions, classes and the one load_inline call.
+    In C++/CUDA: threads and processes (std::thread, std::async, pthread, fork, exec*, system,
+    popen, OpenMP, host callbacks), exiting the process (exit, abort, quick_exit, signals), the
+    Python interpreter (Py*, PyObject, pybind11 eval/exec/import/attr/object), files, the
+    environment and dynamic loading, the dispatcher (dispatch keys, TORCH_LIBRARY), PyTorch's
+    global state, stream/graph/event creation, device-wide synchronisation and device state,
+    run-time compilation, token pasting (##), macro-built includes, non-ASCII code, includes that
+    leave the solution, and, in a load_inline call, link flags beyond -lcublas/-lcublasLt/-lcudnn
+    and compile flags that pull in code (-I, -include, -L, -D with a non-numeric value, ...).
+
+What static analysis cannot know
+    Which values are tensors is inferred by name; an operator on a tensor the checker cannot see
+    as one, an ATen call reached by an overload the author declared themselves (C++
+    argument-dependent lookup), C++ operators on tensors (a + b), and what a kernel does with its
+    pointers (writing its inputs, caching across calls) are left to the runtime checks: while
+    forward runs, every PyTorch operator that reaches the dispatcher is checked there
+    (harness/workers/runtime.py), and correctness is tested on fresh inputs. The static checks are the
+    first line, with messages that say what to do instead; the runtime check is the backstop.
+
+Rule tables: rules.py. Mechanics: python.py (with python_module.py,
+python_expr.py and python_values.py), cpp.py, and inline.py (reading
+load_inline's arguments).
+
+Rule ids
+    model_new.py: syntax, unicode-identifier, bidi-control, import-forbidden, import-functional,
+    import-star, import-location, reference-import, reference-model, model-new-missing,
+    model-new-base, forward-missing, class-def, class-body, dunder-method,
+    override-module-method, decorator, default-argument, module-code, module-alias,
+    builtin-forbidden, undefined-name, dunder-access, private-access, hook, torch-forbidden,
+    torch-compute, torch-functional, tensor-method, tensor-operator, tensor-index, tensor-write,
+    tensor-builtin, submodule-call, indirect-call, monkey-patch, state-in-forward, try-except,
+    with-statement, global-statement, async-generator, load-inline-placement.
+    C++/CUDA: cpp-torch-compute, cpp-library, cpp-include, cpp-threads-process, cpp-exit,
+    cpp-python, cpp-files, cpp-dispatcher, cpp-torch-state, cpp-streams, cpp-code-loading,
+    cpp-namespace, cpp-token-paste, cpp-obfuscation, bidi-control.
+    load_inline: inline-unresolvable, inline-multiple, inline-flags, inline-functions.
+"""
+
+from __future__ import annotations
+
+from cuda_agent.harness.result import Finding, StaticReport
+from cuda_agent.harness.static.cpp import check_cpp, declared_names, prepare
+from cuda_agent.harness.static.inline import InlineSpec, check_inline_flags, extract_inline, is_inline_solution
+from cuda_agent.harness.static.python import check_python
+from cuda_agent.harness.static.rules import POLICIES, Policy
+
+__all__ = ["Policy", "InlineSpec", "check_python", "check_cpp", "check_solution", "extract_inline",
+           "is_inline_solution"]
+
+CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".inl")
+HARNESS_FILES = ("binding.cpp", "binding_registry.h")   # the harness builds its own copies
+
+
+def check_solution(files: dict[str, str], policy: Policy = "strict") -> StaticReport:
+    """Check a whole solution (relative path -> text): model_new.py, every C/C++/CUDA file, and
+    the C++/CUDA strings and flags of a load_inline call."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}: use one of {POLICIES}")
+    findings: list[Finding] = []
+    model_new = files.get("model_new.py")
+    if model_new is None:
+        findings.append(Finding("model-new-missing", "the solution has no model_new.py", "model_new.py"))
+    else:
+        findings += check_python(model_new, "model_new.py", policy).findings
+    sources = {p: t for p, t in sorted(files.items()) if p.endswith(CPP_SUFFIXES) and p not in HARNESS_FILES}
+    declared = set().union(*(declared_names(prepare(t)) for t in sources.values()))
+    for path, text in sources.items():
+        findings += check_cpp(text, path, policy, local_headers=set(sources), declared=declared).findings
+    if model_new is not None and is_inline_solution(model_new):
+        findings += check_inline(model_new, policy)
+    return StaticReport(ok=not findings, findings=findings, policy=policy)
+
+
+def check_inline(model_new: str, policy: Policy) -> list[Finding]:
+    """The load_inline call's strings, scanned like files, and its flags and function names."""
+    spec = extract_inline(model_new)
+    if spec is None:
+        return []
+    if isinstance(spec, Finding):
+        return [spec]
+    parts = {"cpp_sources": spec.cpp_sources, "cuda_sources": spec.cuda_sources}
+    named = {inline_label(key, i, len(texts)): text for key, texts in parts.items() for i, text in enumerate(texts)}
+    declared = set().union(*(declared_names(prepare(t)) for t in named.values()))
+    findings = check_inline_flags(spec)
+    for label, text in named.items():
+        findings += check_cpp(text, label, policy, local_headers=set(), declared=declared).findings
+    missing = [f for f in spec.functions or [] if f not in declared]
+    if missing:
+        findings.append(Finding("inline-functions", f"load_inline functions {', '.join(missing)} are not declared "
+                                "in cpp_sources/cuda_sources: bind only functions your sources define",
+                                "model_new.py", spec.line))
+    return findings
+
+
+def inline_label(key: str, index: int, count: int) -> str:
+    """How findings name an inline string: model_new.py:cuda_sources, or ...:cuda_sources[1]."""
+    return f"model_new.py:{key}" if count == 1 else f"model_new.py:{key}[{index}]"

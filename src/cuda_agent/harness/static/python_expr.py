@@ -1,0 +1,372 @@
+"""Judging model_new.py's expressions: names, attributes, calls, operators, stores.
+
+Used by python.PythonChecker, which owns the scopes and the findings. The strict policy is
+an allowlist here: in forward every call must be the extension, a ModelNew method, allocation, or
+a metadata/view method; everything else is reported. Which values are tensors is tracked by name
+(`tainted`): forward's arguments, what the extension, allocation and views return, self's
+parameters and buffers. Operators on values the checker cannot see as tensors slip through; the
+runtime dispatch check, which sees every operator that reaches PyTorch, is the backstop for them.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+from cuda_agent.harness.static.python_values import ValueReader
+from cuda_agent.harness.static.rules import (
+    BUILTINS_ALLOWED,
+    BUILTINS_FORBIDDEN,
+    BUILTINS_INDIRECT,
+    BUILTINS_TENSOR_SAFE,
+    CONTAINER_METHODS,
+    CONTAINER_MUTATORS,
+    DANGEROUS_MODULES,
+    EXTENSION_MODULE,
+    IMPORTABLE,
+    INPUT_BUILDERS,
+    INIT_METHODS,
+    LOAD_INLINE,
+    METHOD_NAMES_FORBIDDEN,
+    NN_FORBIDDEN,
+    TENSOR_METHODS_ALLOWED,
+    TORCH_ALLOCATION,
+    TORCH_CUDA_ALLOWED,
+    TORCH_FORBIDDEN,
+    TORCH_INIT_ONLY,
+    TORCH_VALUES,
+    TORCH_VIEWS,
+    module_private_names,
+    tensor_method_names,
+)
+
+
+ITERATION_METHODS = {"parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+                     "modules", "named_modules"}
+MODULES = IMPORTABLE | {"torch.nn.init"}
+# Module names reached as attributes of another module (F.torch, typing.sys): never allowed.
+REEXPORTED_MODULES = (DANGEROUS_MODULES - {"cuda", "model"}) | {"torch", "warnings", "importlib", "collections"}
+DO_INSTEAD = ("write it as a CUDA kernel and call it through the extension; model_new.py may only allocate "
+              "(torch.empty, torch.empty_like, ...), read shapes, take views and call the extension")
+
+
+class ExpressionJudge(ValueReader):
+    """The rules for expressions; findings and scopes live in the PythonChecker."""
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    @property
+    def computing(self) -> bool:
+        """Strict policy inside forward or another method or helper (not __init__)."""
+        return self.c.strict and self.c.kind == "compute"
+
+    def is_global_state(self, node: ast.AST) -> bool:
+        """A module-level name reached from inside a function."""
+        return (isinstance(node, ast.Name) and self.c.kind != "module" and not self.c.locally_bound(node.id)
+                and node.id in self.c.facts.globals and node.id not in self.c.facts.aliases)
+
+    # --- names --------------------------------------------------------------------------------
+
+    def check_name(self, node: ast.Name) -> None:
+        name = node.id
+        if name == "Model":
+            self.c.add("reference-model", "the reference Model must not be used in model_new.py: ModelNew "
+                       "reimplements it with your kernels", node)
+        elif self.c.locally_bound(name):
+            return
+        elif name in self.c.facts.aliases:
+            qualified = self.c.facts.aliases[name]
+            if qualified in MODULES and qualified != EXTENSION_MODULE:
+                self.c.add("module-alias", f"the module {name} may be used only as {name}.<name>: storing or "
+                           "passing a module hides what is called through it", node)
+            else:
+                self.check_qualified(qualified, node)
+        elif name in self.c.facts.globals or name == "__name__":
+            return
+        elif is_builtin(name) and not name.startswith("__") or name in BUILTINS_FORBIDDEN:
+            if not builtin_allowed(name):
+                self.c.add("builtin-forbidden", f"{name} is not allowed (no eval/exec/compile, getattr/setattr, "
+                           "globals/vars, open or other back doors): call the extension and torch by name", node)
+        elif name.startswith("__") and name.endswith("__"):
+            self.c.add("dunder-access", f"{name} is not allowed: it reaches the interpreter's internals", node)
+        else:
+            self.c.add("undefined-name", f"{name} is not defined in model_new.py: every name must be imported "
+                       "or defined in the file", node)
+
+    def check_attribute(self, node: ast.Attribute) -> None:
+        qualified = self.c.qualify(node)
+        if qualified is not None:
+            self.check_qualified(qualified, node)
+            return
+        self.check_attr_name(node.attr, node, node.value)
+        if self.computing and node.attr in tensor_method_names() and node.attr not in TENSOR_METHODS_ALLOWED \
+                and self.tensorish(node.value):
+            self.c.add("tensor-method", f"{ast.unparse(node)} is a PyTorch operation; under the strict policy "
+                       f"{DO_INSTEAD}", node)
+        self.c.visit(node.value)
+
+    def check_attr_name(self, attr: str, node: ast.AST, base: ast.AST) -> None:
+        """__dunder__ attributes, _private attributes of anything but self, and hooks."""
+        if attr.startswith("__") and attr.endswith("__"):
+            super_init = attr == "__init__" and isinstance(base, ast.Call) and isinstance(base.func, ast.Name) \
+                and base.func.id == "super"
+            if not (super_init or attr == "__name__"):
+                self.c.add("dunder-access", f".{attr} is not allowed: __dunder__ attributes reach the interpreter's "
+                           "internals (only super().__init__() is needed)", node)
+        elif attr.startswith("_") and (not self.is_self(base) or attr in module_private_names()):
+            self.c.add("private-access", f".{attr} is a private attribute (of nn.Module or another object); "
+                       "only self's own _attributes may be used", node)
+        if attr in METHOD_NAMES_FORBIDDEN or (attr.startswith("register_") and "hook" in attr):
+            self.c.add("hook", f".{attr} is not allowed: hooks, module registration and stream records change "
+                       "how PyTorch runs modules", node)
+
+    def check_qualified(self, qualified: str, node: ast.AST, kind: str | None = None) -> bool:
+        """A name rooted in an import (torch..., the extension, math, typing); True if allowed."""
+        parts = qualified.split(".")
+        shown = ast.unparse(node) if isinstance(node, ast.expr) else qualified
+        for part in parts[1:]:
+            if part.startswith("__") and part.endswith("__") and qualified != "torch.nn.Module.__init__":
+                self.c.add("dunder-access", f"{shown}: __dunder__ attributes are not allowed", node)
+                return False
+            if part.startswith("_") and not part.startswith("__"):
+                self.c.add("private-access", f"{shown}: private attributes ({part}) are not allowed", node)
+                return False
+        if parts[-1] in METHOD_NAMES_FORBIDDEN:
+            self.c.add("hook", f"{shown} is not allowed: hooks change how PyTorch runs modules", node)
+            return False
+        if qualified == LOAD_INLINE:
+            return kind == "import" or self.check_load_inline_use(node)
+        reexported = next((p for p in parts[1:] if p in REEXPORTED_MODULES), None)
+        if reexported:
+            self.c.add("torch-forbidden", f"{shown} reaches the module {reexported} through another module's "
+                       "attributes; not allowed", node)
+            return False
+        if parts[0] in ("math", "typing", "__future__"):
+            return self.check_small_module(parts, shown, node)
+        if parts[0] != "torch" or len(parts) == 1:
+            return True
+        forbidden = self.torch_forbidden(parts)
+        if forbidden:
+            self.c.add("torch-forbidden", f"{shown} ({qualified}) is never allowed: {forbidden}", node)
+            return False
+        return self.check_torch_compute(parts, shown, node, kind or self.c.kind)
+
+    def check_small_module(self, parts: list[str], shown: str, node: ast.AST) -> bool:
+        """math.<function>, typing.<Type>: one level deep, nothing the module itself imported."""
+        if len(parts) == 2 and (parts[0] != "typing" or parts[1][:1].isupper() or parts[1] == "cast"):
+            return True
+        self.c.add("import-forbidden", f"{shown}: only {parts[0]}.<name> may be used", node)
+        return False
+
+    def torch_forbidden(self, parts: list[str]) -> str:
+        """Why torch.<...> is refused under both policies, or ''."""
+        second = parts[1]
+        if second == "utils" and ".".join(parts[:3]) == "torch.utils.cpp_extension" and len(parts) == 3:
+            return ""
+        if second in TORCH_FORBIDDEN or second.startswith("set_"):
+            return ("it reaches PyTorch internals, global state, compilation, streams, timers or seeds, which the "
+                    "harness controls")
+        if second == "cuda" and len(parts) > 2 and parts[2] not in TORCH_CUDA_ALLOWED:
+            return ("torch.cuda streams, events, graphs, synchronisation and memory tools are the harness's; launch "
+                    "on the current stream")
+        if second == "nn" and len(parts) > 2 and parts[2] in NN_FORBIDDEN:
+            return "torch.nn internals and utilities (hooks, parametrizations) are not allowed"
+        return ""
+
+    def check_torch_compute(self, parts: list[str], shown: str, node: ast.AST, kind: str) -> bool:
+        """Strict: only values, allocation and views anywhere; nn modules and random init in __init__."""
+        if not self.c.strict:
+            return True
+        second, where = parts[1], "forward" if kind == "compute" else "model_new.py"
+        if kind == "inputs":
+            return True
+        init_like = kind in ("init", "module", "import")
+        if second == "nn":
+            return self.check_nn(parts, shown, node, init_like)
+        tensor_method = second == "Tensor" and len(parts) > 2 and parts[2] not in TENSOR_METHODS_ALLOWED
+        if not tensor_method and (second in TORCH_VALUES or second in TORCH_ALLOCATION or second in TORCH_VIEWS
+                                   or second == "cuda"):
+            return True
+        if second in TORCH_INIT_ONLY and init_like:
+            return True
+        self.c.add("torch-compute", f"{shown} is PyTorch computation, which the strict policy forbids in {where}: "
+                   f"{DO_INSTEAD}", node)
+        return False
+
+    def check_nn(self, parts: list[str], shown: str, node: ast.AST, init_like: bool) -> bool:
+        third = parts[2] if len(parts) > 2 else ""
+        if third == "functional":
+            self.c.add("torch-functional", f"{shown} is torch.nn.functional computation, forbidden under the strict "
+                       f"policy: {DO_INSTEAD}", node)
+            return False
+        if not third or (third in ("Module", "Parameter", "Buffer") and len(parts) == 3) \
+                or ".".join(parts) == "torch.nn.Module.__init__":
+            return True
+        if third == "init" and init_like:
+            return True
+        if third[:1].isupper() and len(parts) == 3 and init_like:
+            return True
+        what = "may not construct or run nn modules" if third[:1].isupper() else "may not run PyTorch computation"
+        self.c.add("torch-compute", f"{shown}: forward {what} under the strict policy; construct submodules in "
+                   f"__init__ only to hold parameters and pass their weights to your kernels", node)
+        return False
+
+    def check_load_inline_use(self, node: ast.AST) -> bool:
+        call = self.c.facts.inline_call
+        if call is not None and node is call.func:
+            return True
+        self.c.add("load-inline-placement", "load_inline may be called once, at module level, its result bound to "
+                   "a module-level name (ext = load_inline(...)), and used nowhere else", node)
+        return False
+
+    # --- calls --------------------------------------------------------------------------------
+
+    def check_call(self, node: ast.Call) -> None:
+        func = node.func
+        self.judge_call_target(node)
+        if isinstance(func, ast.Attribute):
+            qualified = self.c.qualify(func)
+            if qualified is not None:
+                self.check_qualified(qualified, func)
+            else:
+                self.check_attr_name(func.attr, func, func.value)
+                self.c.visit(func.value)
+        else:
+            self.c.visit(func)
+        for arg in node.args:
+            self.c.visit(arg)
+        for keyword in node.keywords:
+            self.c.visit(keyword.value)
+
+    def judge_call_target(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name):
+            self.judge_name_call(func.id, node)
+        elif isinstance(func, ast.Attribute):
+            if self.c.qualify(func) is None:
+                self.judge_method_call(func, node)
+        elif not isinstance(func, ast.Lambda) and self.computing:
+            self.c.add("indirect-call", f"{ast.unparse(func)}(...) calls a value the checker cannot name (a "
+                       "submodule from a list, a call's result): call the extension or ModelNew's methods by name",
+                       node)
+
+    def judge_name_call(self, name: str, node: ast.Call) -> None:
+        facts = self.c.facts
+        if self.c.locally_bound(name):
+            if self.computing and not any(name in s.callables for s in self.c.scopes):
+                self.c.add("indirect-call", f"{name}(...) calls a local variable; under the strict policy forward "
+                           "may call only the extension, ModelNew's methods, module-level functions and allocation "
+                           "by name", node)
+            return
+        if name in INPUT_BUILDERS and self.computing:
+            self.c.add("indirect-call", f"{name}() builds the task's inputs; forward may not call it", node)
+            return
+        if name in facts.functions or name in facts.extension_functions or name in facts.aliases \
+                or name in facts.globals or not is_builtin(name) or not builtin_allowed(name):
+            return
+        if name == "type" and len(node.args) > 1:
+            self.c.add("builtin-forbidden", "type(...) with three arguments creates a class; not allowed", node)
+        if not self.computing:
+            return
+        if name in BUILTINS_INDIRECT or any(k.arg == "key" and not isinstance(k.value, ast.Lambda | ast.Name)
+                                            for k in node.keywords):
+            self.c.add("indirect-call", f"{name}(...) calls a function value for you; under the strict policy "
+                       "write the loop and call the extension directly", node)
+        elif name not in BUILTINS_TENSOR_SAFE and any(self.tensorish(a) for a in node.args):
+            self.c.add("tensor-builtin", f"{name}(...) on a tensor runs PyTorch operators (reductions, item(), "
+                       f"arithmetic); under the strict policy {DO_INSTEAD}", node)
+
+    def judge_method_call(self, func: ast.Attribute, node: ast.Call) -> None:
+        base, method = func.value, func.attr
+        if self.is_self(base):
+            self.judge_self_call(method, node)
+            return
+        if self.is_extension(base) or (isinstance(base, ast.Name) and base.id == "ModelNew"
+                                       and not self.c.locally_bound("ModelNew") and method in self.c.facts.methods):
+            return
+        if method == "__init__" and isinstance(base, ast.Call) and isinstance(base.func, ast.Name) \
+                and base.func.id == "super":
+            return
+        if method in CONTAINER_MUTATORS and self.c.kind != "module" and (
+                self.is_global_state(base) or (self.computing and self.is_self_attr(base))):
+            self.c.add("state-in-forward", f"{ast.unparse(func)}(...) keeps state across calls (module-level or on "
+                       "self); caching results is not allowed: compute every output on every call", node)
+            return
+        if not self.c.strict or self.c.kind == "inputs":
+            return
+        allowed = TENSOR_METHODS_ALLOWED | CONTAINER_METHODS | (INIT_METHODS if self.c.kind == "init" else set())
+        if method not in allowed:
+            self.c.add("tensor-method", f"{ast.unparse(func)}(...) is not allowed under the strict policy: only "
+                       "metadata, views, casts and allocation methods (size, view, reshape, contiguous, to, "
+                       f"new_empty, ...) may be called; {DO_INSTEAD}", node)
+
+    def judge_self_call(self, method: str, node: ast.Call) -> None:
+        facts = self.c.facts
+        if method in facts.methods or method in facts.extension_fn_attrs or method in ITERATION_METHODS:
+            return
+        if self.c.kind == "init" and method in INIT_METHODS:
+            return
+        if not self.c.strict:
+            return
+        if method in facts.submodules:
+            self.c.add("submodule-call", f"self.{method}(...) runs PyTorch's implementation of that module, which "
+                       "the strict policy forbids: keep the module in __init__ only for its parameters and pass "
+                       f"self.{method}.weight (and bias) to your kernel", node)
+        else:
+            self.c.add("submodule-call", f"self.{method}(...) is not one of ModelNew's methods: under the strict "
+                       "policy forward may call only the extension and ModelNew's own methods", node)
+
+    # --- operators, indexing, stores ----------------------------------------------------------
+
+    def check_operator(self, node: ast.AST, operands: list[ast.expr], op: ast.AST) -> None:
+        if not self.computing:
+            return
+        if isinstance(op, ast.MatMult):
+            self.c.add("tensor-operator", f"`@` in {ast.unparse(node)} is a PyTorch matrix multiplication; under the "
+                       f"strict policy {DO_INSTEAD}", node)
+        elif any(self.tensorish(o) for o in operands):
+            self.c.add("tensor-operator", f"{ast.unparse(node)} applies a Python operator to a tensor, which runs a "
+                       f"PyTorch kernel; under the strict policy {DO_INSTEAD}", node)
+
+    def check_index(self, node: ast.Subscript) -> None:
+        if self.computing and self.tensorish(node.value) \
+                and any(self.tensorish(n) for n in ast.walk(node.slice) if isinstance(n, ast.expr)):
+            self.c.add("tensor-index", f"{ast.unparse(node)} indexes with a tensor (a gather in PyTorch); under the "
+                       f"strict policy {DO_INSTEAD}", node)
+
+    def check_attribute_store(self, target: ast.Attribute) -> None:
+        if self.is_self(target.value):
+            if self.computing:
+                self.c.add("state-in-forward", f"assigning {ast.unparse(target)} outside __init__ keeps state across "
+                           "calls; set attributes in __init__ and compute every output on every call", target)
+        else:
+            self.c.add("monkey-patch", f"assigning {ast.unparse(target)} changes an object that PyTorch or the "
+                       "harness uses (monkey-patching); only self.<name> may be assigned, in __init__", target)
+        self.check_attr_name(target.attr, target, target.value)
+        self.c.visit(target.value)
+
+    def check_subscript_store(self, target: ast.Subscript) -> None:
+        base = target.value
+        if self.is_global_state(base):
+            self.c.add("state-in-forward", f"writing {ast.unparse(target)} changes module-level state; keep state "
+                       "out of model_new.py", target)
+        elif self.computing and self.tensorish(base):
+            self.c.add("tensor-write", f"writing into a tensor ({ast.unparse(target)}) runs a PyTorch copy kernel; "
+                       f"under the strict policy {DO_INSTEAD}", target)
+        elif self.computing and self.is_self_attr(base):
+            self.c.add("state-in-forward", f"writing {ast.unparse(target)} keeps state across calls", target)
+        self.c.visit(base)
+        self.c.visit(target.slice)
+
+
+def is_builtin(name: str) -> bool:
+    return hasattr(builtins, name)
+
+
+def builtin_allowed(name: str) -> bool:
+    value = getattr(builtins, name, None)
+    if name in BUILTINS_FORBIDDEN:
+        return False
+    if isinstance(value, type) and issubclass(value, BaseException):
+        return True
+    return name in BUILTINS_ALLOWED

@@ -1,0 +1,217 @@
+"""The solution child: the only process where a solution's code runs (as an unprivileged user
+when the harness is root). It writes outputs and timing samples; it never decides a verdict."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from dataclasses import asdict
+
+# Everything the harness needs is imported and bound before the solution's code runs, so that
+# nothing the solution does at import can replace it.
+import torch
+import torch.utils.cpp_extension
+
+from cuda_agent.harness.modules import Steps, make_inputs, make_model, module_from_source, release, timing_draw
+from cuda_agent.harness.workers.runtime import OperatorGuard, flatten_outputs, inputs_unchanged, poison_free_memory
+from cuda_agent.harness.workers.process import ChildChannel
+from cuda_agent.harness.workers.spares import WARM_ENV
+from cuda_agent.harness.config import TimingPlan
+from cuda_agent.harness.timing import time_callable
+from cuda_agent.harness.workers.transfer import share_outputs, write_outputs
+
+_load, _full = torch.load, torch.full
+_clone = torch.Tensor.clone  # a solution may replace torch.Tensor.clone
+
+
+class Failure(Exception):
+    def __init__(self, stage: str, reason: str):
+        super().__init__(reason)
+        self.stage, self.reason = stage, reason
+
+
+def load_solution(job: dict, device: torch.device):
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.ExtensionFileLoader(job["module_name"], job["module_path"])
+    spec = importlib.util.spec_from_file_location(job["module_name"], job["module_path"], loader=loader)
+    ext = importlib.util.module_from_spec(spec)
+    loader.exec_module(ext)
+    sys.modules[job["module_name"]] = ext
+    if job["kind"] == "inline":
+        torch.utils.cpp_extension.load_inline = lambda *a, **k: ext
+    try:
+        sol = module_from_source(open(job["solution_path"]).read(), "model_new", "model_new.py")
+    except Exception as e:
+        raise Failure("run", f"model_new.py failed to import: {type(e).__name__}: {e}") from None
+    if not isinstance(getattr(sol, "ModelNew", None), type):
+        raise Failure("run", "model_new.py defines no class ModelNew")
+    task = module_from_source(open(job["task_path"]).read(), "reference", "model.py")
+    try:
+        model = make_model(sol.ModelNew, task, job["weights_seed"], device)
+    except Exception as e:
+        raise Failure("run", f"ModelNew(*get_init_inputs()) failed: {type(e).__name__}: {e}") from None
+    return model, task
+
+
+def load_weights(model: torch.nn.Module, path: str) -> None:
+    state = _load(path, weights_only=True)
+    mine = model.state_dict()
+    missing = sorted(set(state) - set(mine))
+    extra = sorted(set(mine) - set(state))
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:5])}")
+        if extra:
+            parts.append(f"unexpected {', '.join(extra[:5])}")
+        raise Failure("correctness", "ModelNew's parameters do not match the reference's state_dict ("
+                      + "; ".join(parts) + "): hold the same submodules/parameters under the same names")
+    for k, v in state.items():
+        if tuple(mine[k].shape) != tuple(v.shape):
+            raise Failure("correctness", f"parameter {k} has shape {tuple(mine[k].shape)}, "
+                                         f"the reference's is {tuple(v.shape)}")
+    model.load_state_dict(state, strict=True)
+
+
+def guarded_call(model, inputs: list, strict: bool, device: torch.device):
+    guard = OperatorGuard(strict=strict)
+    poison_free_memory(device)
+    try:
+        with torch.no_grad(), guard:
+            out = model(*inputs)
+    except Exception as e:
+        if guard.violations:
+            raise Failure("run", f"forward used torch operator aten::{guard.violations[0]} "
+                                 "(only allocation, views and metadata are allowed)") from None
+        raise Failure("run", f"forward raised {type(e).__name__}: {str(e)[:400]}") from None
+    if guard.violations:
+        raise Failure("run", f"forward used torch operator aten::{guard.violations[0]} "
+                             "(only allocation, views and metadata are allowed)")
+    return out
+
+
+def hand_over(outputs: list[torch.Tensor], prefix: str, route: str, keep: list) -> list[dict]:
+    """The outputs to the reference worker by `route` (see transfer.py); returns their metadata."""
+    return share_outputs(outputs, keep) if route == "ipc" else write_outputs(outputs, prefix)
+
+
+def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list,
+             steps: Steps) -> dict[str, list]:
+    """Run forward on each input set back to back, then check that the inputs are unchanged (against
+    the same inputs drawn again from their seed) and hand every output over; returns each tag's
+    output metadata."""
+    runs = []
+    for tag, seed in msg["runs"]:
+        with steps("inputs"):
+            inputs = make_inputs(task, seed, device)
+        with steps("forward"):
+            out = guarded_call(model, inputs, strict, device)
+        runs.append((tag, seed, inputs, out))
+    with steps("forward"):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    written = {}
+    while runs:  # one input set at a time, so the inputs drawn again need little memory
+        tag, seed, inputs, out = runs.pop(0)
+        with steps("inputs_unchanged"):
+            changed = inputs_unchanged(make_inputs(task, seed, device), inputs)
+        if changed:
+            raise Failure("correctness", changed)
+        del inputs
+        flat = flatten_outputs(out)
+        if isinstance(flat, str):
+            raise Failure("correctness", flat)
+        with steps("hand_over"):
+            written[tag] = hand_over(flat, f"{public}/out_{tag}", msg.get("route", "files"), keep)
+        del flat, out
+    with steps("release"):
+        release(device)
+    return written
+
+
+def time_solution(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list) -> dict:
+    """Time the solution on inputs of its own for every call (see timing.py) and hand over the
+    last call's output and those of the calls the harness chose (`check_at`), each named by its
+    call's index, for the reference to check."""
+    draw = timing_draw(task, int(msg["seed"]), device)
+    timed = time_callable(model, draw, device, TimingPlan.from_dict(msg["plan"]),
+                          check_at=[float(f) for f in msg.get("check_at", [])])
+    route = msg.get("route", "files")
+    outputs = {timed.index: timed.output, **timed.kept}
+    timed.output, timed.kept = None, {}  # each output's memory goes as soon as it is handed over
+    meta = {}
+    for index in sorted(outputs):
+        flat = flatten_outputs(outputs.pop(index))
+        if isinstance(flat, str):
+            raise Failure("profile", flat)
+        if route == "ipc" and index == timed.index:  # a copy: the calls below could write into its memory
+            flat = [_clone(t) for t in flat]
+        meta[index] = hand_over(flat, f"{public}/out_{msg['tag']}_{index}", route, keep)
+        del flat
+    inputs = draw(0)
+    for _ in range(2):  # guarded calls after the timed ones: behaviour must not change with call count
+        guarded_call(model, inputs, strict, device)
+    del inputs
+    release(device)
+    return {"stats": asdict(timed.stats), "last_index": timed.index, "outputs": meta}
+
+
+def probe(msg: dict, device: torch.device, keep: list) -> dict:
+    """A small tensor shared by CUDA IPC, for the reference worker to check it can map our memory."""
+    try:
+        return {"ok": True, "meta": share_outputs([_full((4096,), float(msg["value"]), device=device)], keep)}
+    except OSError as e:
+        return {"ok": True, "meta": None, "reason": str(e)}
+
+
+def warm_up() -> None:
+    """One-time costs paid before the job comes (hidden entirely in a spare, see spares.py): the
+    first entry of a dispatch mode imports for about 1.7 s, and a spare creates its CUDA context
+    and takes its first memory snapshot."""
+    device = os.environ.get(WARM_ENV, "cpu")
+    dev = torch.device(device if device.startswith("cuda") else "cpu")
+    with torch.no_grad(), OperatorGuard(strict=True):
+        torch.empty(1, device=dev)
+    poison_free_memory(dev)
+
+
+def main(fd_in: int, fd_out: int) -> None:
+    channel = ChildChannel(fd_in, fd_out)
+    warm_up()
+    job = channel.recv()
+    if job is None:  # a spare that was never used
+        return
+    device = torch.device(job["device"])
+    strict = job["policy"] == "strict"
+    try:
+        model, task = load_solution(job, device)
+        channel.send({"loaded": True})
+        keep: list = []  # outputs shared with the reference worker, held until the next request
+        while (msg := channel.recv()) is not None:
+            op = msg.get("op")
+            keep.clear()
+            if op == "weights":
+                load_weights(model, job["state_path"])
+                channel.send({"ok": True})
+            elif op == "run":
+                steps = Steps()
+                written = run_pair(model, task, msg, strict, device, job["public"], keep, steps)
+                channel.send({"ok": True, "outputs": written, "steps": steps.seconds})
+            elif op == "time":
+                channel.send({"ok": True, **time_solution(model, task, msg, strict, device, job["public"], keep)})
+            elif op == "probe":
+                channel.send(probe(msg, device, keep))
+            elif op == "quit":
+                return
+    except Failure as f:
+        channel.send({"ok": False, "stage": f.stage, "reason": f.reason})
+    except Exception as e:
+        channel.send({"ok": False, "stage": "run", "reason": f"{type(e).__name__}: {str(e)[:400]}",
+                      "trace": traceback.format_exc()[-1500:]})
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,111 @@
+"""The reference worker: a trusted process where no solution ever runs. It builds the reference
+model, computes reference outputs (which never leave it), compares the child's outputs, and times
+the eager and torch.compile baselines."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from dataclasses import asdict
+
+
+def main(fd_in: int, fd_out: int) -> None:
+    from cuda_agent.harness.workers.process import ChildChannel
+
+    channel = ChildChannel(fd_in, fd_out)
+    try:
+        serve(channel)
+    except Exception as e:  # the worker's own failure: reported, never a pass
+        channel.send({"error": f"reference worker failed: {type(e).__name__}: {e}",
+                      "trace": traceback.format_exc()[-2000:]})
+
+
+def serve(channel) -> None:
+    import os
+
+    import torch
+
+    from cuda_agent.harness.workers.spares import WARM_ENV
+
+    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release, timing_draw
+    from cuda_agent.harness.baselines import time_baselines
+    from cuda_agent.harness.config import TimingPlan
+    from cuda_agent.harness.timing import compile_for_timing
+    from cuda_agent.harness.workers.transfer import open_outputs
+
+    warm = os.environ.get(WARM_ENV, "")
+    if warm.startswith("cuda"):  # a spare (see spares.py): the CUDA context while it waits for a job
+        torch.empty(1, device=warm)
+    job = channel.recv()
+    if job is None:
+        return
+    device = torch.device(job["device"])
+    task = module_from_source(open(job["task_path"]).read(), "reference", "model.py")
+    model = make_model(task.Model, task, job["weights_seed"], device)
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, job["state_path"])
+    channel.send({"ready": True})
+    seeds: dict[str, int] = {}  # tag -> input seed; each reference output is computed when it is compared
+    compiled = None
+    while (msg := channel.recv()) is not None:
+        op = msg.get("op")
+        if op == "reference":
+            seeds[msg["tag"]] = msg["seed"]
+            channel.send({"ok": True})
+        elif op == "compare":
+            channel.send(compare_outputs(msg, model, task, seeds.pop(msg["tag"]), device))
+        elif op == "probe":  # can this process map the child's memory (CUDA IPC)?
+            opened = open_outputs(msg.get("meta"), device)
+            ok = not isinstance(opened, str) and len(opened.tensors) == 1 and \
+                bool((opened.tensors[0] == float(msg["value"])).all())
+            if not isinstance(opened, str):
+                opened.close()
+            channel.send({"ok": ok, "reason": opened if isinstance(opened, str) else ""})
+        elif op == "compile":  # CPU work, done before the harness takes the device for timing
+            compiled = compile_for_timing(model, make_inputs(task, msg["seed"], device))
+            channel.send({"ok": True})
+        elif op == "baselines":
+            draw = timing_draw(task, int(msg["seed"]), device)
+            eager, compiled_stats = time_baselines(model, draw, device, TimingPlan.from_dict(msg["plan"]),
+                                                   compiled=compiled, lock=False)  # the harness holds the lock
+            release(device)
+            channel.send({"eager": asdict(eager), "compile": asdict(compiled_stats),
+                          "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
+        elif op == "quit":
+            return
+
+
+def compare_outputs(msg: dict, model, task, seed: int, device) -> dict:
+    """The verdict on the child's outputs for one input set: the reference output is computed
+    here, now, from the seed (it never leaves this process), and compared with what the child
+    handed over (mapped from its GPU memory, or read from the files it wrote)."""
+    import torch
+
+    from cuda_agent.harness.modules import Steps, make_inputs, release
+    from cuda_agent.harness.workers.runtime import compare, flatten_outputs
+    from cuda_agent.harness.workers.transfer import MAX_OUTPUTS, open_outputs, read_outputs, remove_outputs
+
+    ipc = msg.get("route") == "ipc"
+    steps = Steps()
+    with steps("open"):
+        opened = open_outputs(msg.get("meta"), device) if ipc else read_outputs(msg["prefix"], msg.get("meta"))
+    try:
+        if isinstance(opened, str):
+            return {"ok": False, "reason": f"its output could not be read ({opened})"}
+        with steps("reference"), torch.no_grad():
+            expected = flatten_outputs(model(*make_inputs(task, seed, device)))
+        with steps("compare"):
+            v = compare(expected, opened.tensors if ipc else opened, msg["atol"], msg["rtol"])
+        del expected
+        return {"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error, "steps": steps.seconds}
+    finally:
+        with steps("close"):
+            if ipc and not isinstance(opened, str):
+                opened.close()
+            del opened
+            if not ipc:
+                remove_outputs(msg["prefix"], MAX_OUTPUTS)
+            release(device)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,57 @@
+"""The optimize and demo commands as a user types them (without evaluations: the model changes nothing)."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from typer.testing import CliRunner
+
+from cuda_agent.cli.agent import demo_command, optimize_command
+
+from llm.fakes import ChatServer, reply
+
+app = typer.Typer()
+app.command("optimize")(optimize_command)
+app.command("demo")(demo_command)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_optimize_against_an_endpoint_prints_the_report_as_json(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_MODEL", "test-model")
+    with ChatServer([reply("", ("bash", {"command": "ls"})), reply("nothing to do")]) as server:
+        r = invoke("optimize", "scale_bias_relu", "--base-url", server.url, "--device", "cpu",
+                   "--out", str(tmp_path / "out"), "--json")
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output)
+    assert (report["status"], report["turns"], report["correct"], report["model"]) == ("done", 2, False, "test-model")
+    assert server.requests[0]["model"] == "test-model"
+
+
+def test_many_tasks_get_a_folder_each_and_a_summary(tmp_path):
+    with ChatServer([reply("nothing to do")]) as server:
+        r = invoke("optimize", "--tasks", "examples", "--limit", "1", "--model", "m", "--base-url", server.url,
+                   "--device", "cpu", "--out", str(tmp_path / "many"), "--quiet")
+    assert r.exit_code == 0, r.output
+    assert "scale_bias_relu: nothing verified" in r.output
+    assert json.loads((tmp_path / "many" / "summary.json").read_text())["tasks"] == 1
+    assert (tmp_path / "many" / "scale_bias_relu" / "report.md").exists()
+
+
+def test_a_missing_endpoint_is_a_clear_error(tmp_path, monkeypatch):
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "CUDA_AGENT_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    r = invoke("optimize", "scale_bias_relu", "--model", "m", "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and "no model endpoint configured" in r.output
+    assert not (tmp_path / "o").exists(), "nothing is created before the model is known to be reachable"
+
+
+def test_an_occupied_output_folder_needs_resume_or_force(tmp_path):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "x").write_text("")
+    r = invoke("optimize", "scale_bias_relu", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+               "--device", "cpu", "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and "--resume" in r.output and "--force" in r.output

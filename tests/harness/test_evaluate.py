@@ -1,0 +1,68 @@
+"""evaluate() itself, on the CPU backend: the files it judged are the ones it keeps, the timing plan
+is the one it was given, and the baseline cache is keyed by that plan."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness import EvalConfig, TimingPlan, evaluate
+from cuda_agent.harness.baselines import cache_key
+from cuda_agent.tasks import load_task
+
+HACKS = Path(__file__).resolve().parent.parent / "hacks"
+HONEST = HACKS / "cpu" / "honest_fused"
+PLAN = TimingPlan(min_runs=3, max_runs=5, budget_s=0.02, warmup_s=0.0, min_warmup=1)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_task(HACKS / "tasks" / "sbr_small.py")
+
+
+@pytest.fixture
+def solution(tmp_path):
+    dest = tmp_path / "solution"
+    shutil.copytree(HONEST, dest, ignore=shutil.ignore_patterns("expect.json"))
+    return dest
+
+
+def test_the_judged_snapshot_is_what_is_kept(task, solution, tmp_path):
+    keep = tmp_path / "kept"
+    r = evaluate(task, solution, EvalConfig(device="cpu", profile=False), keep=keep)
+    assert r.correct, r.reason
+    kept = sorted(p.relative_to(keep).as_posix() for p in keep.rglob("*") if p.is_file())
+    assert kept == ["kernels/sbr.cpp", "kernels/sbr.h", "kernels/sbr_binding.cpp", "model_new.py"]
+    assert (keep / "model_new.py").read_text() == (solution / "model_new.py").read_text()
+
+
+def test_a_solution_that_cannot_be_read_keeps_nothing_and_scores_the_failure_reward(task, tmp_path):
+    keep = tmp_path / "kept"
+    keep.mkdir()
+    r = evaluate(task, tmp_path / "missing", EvalConfig(device="cpu"), keep=keep)
+    assert (r.reward, r.stage, r.correct) == (-1.0, "static", False) and "no such file" in r.reason
+    assert not any(keep.iterdir())
+
+
+def test_the_timing_plan_given_is_the_one_followed_and_keys_the_baseline_cache(task, solution):
+    config = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=True)
+    first = evaluate(task, solution, config)
+    assert first.correct and first.milestone != "failed", first.reason
+    for stats in (first.eager, first.compile, first.solution):
+        assert PLAN.min_runs <= stats.runs <= PLAN.max_runs
+    second = evaluate(task, solution, config)
+    assert "baseline_cached" in second.flags and (second.eager, second.compile) == (first.eager, first.compile)
+    other = TimingPlan(min_runs=3, max_runs=6, budget_s=0.02, warmup_s=0.0, min_warmup=1)
+    assert cache_key(task.code, "cpu", other) != cache_key(task.code, "cpu", PLAN)
+    assert cache_key(task.code, "cpu", TimingPlan(**PLAN.to_dict())) == cache_key(task.code, "cpu", PLAN)
+
+
+def test_a_plan_that_cannot_be_followed_is_refused_with_what_to_do():
+    with pytest.raises(ValueError, match="min_runs"):
+        TimingPlan(min_runs=10, max_runs=5)
+    with pytest.raises(ValueError, match="flush"):
+        TimingPlan(flush="zero")

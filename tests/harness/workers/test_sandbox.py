@@ -1,0 +1,214 @@
+"""Isolation (harness/workers/sandbox.py, commands.py): what a shell command of the agent can reach,
+and that nothing it starts outlives it, a `setsid` daemon included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness import CommandRunner, claim_tool_user, prepare_workspace
+from cuda_agent.harness.workers.sandbox import claim_user
+from cuda_agent.home import home
+from cuda_agent.tasks import EXAMPLES_DIR, load_task
+from cuda_agent.workspace import create_workspace, read_manifest
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users need root")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_gone(pid: int, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    base = tmp_path / "shared"
+    base.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(base, 0o755)
+    return create_workspace(load_task(EXAMPLES_DIR / "scale_bias_relu.py"), base / "ws", "cpu").path
+
+
+@pytest.fixture
+def isolated(workspace):
+    """As root: a workspace handed to a tool user of its own; otherwise the current user's runner."""
+    slot = claim_tool_user()
+    if slot is not None:
+        prepare_workspace(workspace, slot.user, set(read_manifest(workspace)[0].protected))
+    runner = CommandRunner(workspace, slot)
+    yield workspace, runner
+    runner.close()
+
+
+def sh(runner, command, timeout=20):
+    r = runner.run(command, timeout=timeout)
+    return r.text(), r.exit_code
+
+
+def _pid_of(ws: Path, name: str) -> int:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        text = (ws / name).read_text().strip() if (ws / name).exists() else ""
+        if text.isdigit():
+            return int(text)
+        time.sleep(0.05)
+    raise AssertionError(f"{name} was not written")
+
+
+def test_a_setsid_daemon_is_gone_when_its_command_ends(isolated):
+    """A double-forked `setsid` process left the command's process group and session; it must not
+    live on to change the workspace after the harness took its snapshot."""
+    ws, runner = isolated
+    out, code = sh(runner, "setsid bash -c 'echo $$ > daemon.pid; exec sleep 600' < /dev/null > /dev/null 2>&1 & "
+                           "sleep 0.5; echo started")
+    assert code == 0 and "started" in out
+    pid = _pid_of(ws, "daemon.pid")
+    if runner.user is None and not runner.own_pid_namespace():
+        pytest.skip("not root and no PID namespace here: nothing can reach a setsid process")
+    host_pid = _host_pid(pid, ws)
+    assert host_pid is None or _wait_gone(host_pid), "the setsid daemon outlived its command"
+
+
+def _host_pid(pid_in_namespace: int, ws: Path) -> int | None:
+    """The daemon's pid as this process sees it (inside a PID namespace $$ is the namespace's)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+        if cwd == str(ws) and nspid and int(nspid[-1]) == pid_in_namespace and "sleep" in \
+                Path(f"/proc/{entry}/comm").read_text():
+            return int(entry)
+    return None
+
+
+def test_a_daemon_cannot_write_the_workspace_after_its_command(isolated):
+    """The attack itself: a background writer started by one command keeps rewriting a file; after
+    the command returns the file must stay as it is."""
+    ws, runner = isolated
+    if runner.user is None and not runner.own_pid_namespace():
+        pytest.skip("not root and no PID namespace here: nothing can reach a setsid process")
+    sh(runner, "setsid bash -c 'while true; do date +%s%N > kernels/late.txt; sleep 0.05; done' "
+               "< /dev/null > /dev/null 2>&1 & sleep 0.3")
+    time.sleep(0.3)
+    first = (ws / "kernels/late.txt").read_text()
+    time.sleep(0.5)
+    assert (ws / "kernels/late.txt").read_text() == first
+
+
+def test_a_timed_out_command_and_its_children_are_killed(isolated):
+    ws, runner = isolated
+    r = runner.run("sleep 600 & echo $! > bg.pid; sleep 600", timeout=1)
+    assert r.timed_out and r.exit_code is None
+    text = (ws / "bg.pid").read_text().strip()
+    assert text.isdigit()
+    host = _host_pid(int(text), ws)
+    assert host is None or _wait_gone(host)
+
+
+def test_commands_run_in_a_pid_namespace_of_their_own_where_the_kernel_allows(isolated):
+    _, runner = isolated
+    if runner.user is None:
+        probe = subprocess.run(["unshare", "--user", "--pid", "--fork", "true"], capture_output=True)
+        if probe.returncode != 0:
+            pytest.skip("this kernel refuses user and PID namespaces to unprivileged users")
+    assert runner.own_pid_namespace()
+
+
+@root_only
+def test_commands_run_as_an_unprivileged_user(isolated):
+    ws, runner = isolated
+    out, code = sh(runner, "id -u; echo $HOME")
+    assert code == 0 and out.split() == [str(runner.user.uid), str(ws)]
+    assert runner.user.uid != 0
+
+
+@root_only
+def test_the_tool_user_can_write_kernels_but_not_protected_files(isolated):
+    ws, runner = isolated
+    before = {p: (ws / p).read_bytes() for p in ("model.py", "binding.cpp", "utils/verify.sh", ".cuda_agent/manifest.json")}
+    out, code = sh(runner, "echo ok > kernels/mine.cu && echo ok > model_new.py && echo ok > notes.txt && echo done")
+    assert out.strip() == "done"
+    for attack in ("echo x >> model.py", "rm -f model.py", "mv binding.cpp b.cpp", "echo x > utils/verify.sh",
+                   "rm -rf utils", "echo '{}' > .cuda_agent/manifest.json", "chmod 666 model.py"):
+        sh(runner, attack)
+    assert {p: (ws / p).read_bytes() for p in before} == before
+
+
+@root_only
+def test_the_harness_key_is_out_of_reach(isolated):
+    ws, runner = isolated
+    key = home() / "workspace.key"
+    assert key.exists()
+    out, code = sh(runner, f"cat {key}")
+    assert code != 0 and "Permission denied" in out
+
+
+@root_only
+def test_secrets_are_not_in_the_environment(isolated, monkeypatch):
+    ws, _ = isolated
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    runner = CommandRunner(ws, claim_tool_user())
+    try:
+        out, _ = sh(runner, "env")
+    finally:
+        runner.close()
+    assert "sk-secret" not in out and "CUDA_AGENT_HOME" not in out
+
+
+@root_only
+def test_commands_have_no_network(isolated):
+    _, runner = isolated
+    assert runner.describe().endswith("no network")
+    out, _ = sh(runner, "cat /proc/net/dev | tail -n +3 | awk '{print $1}'")
+    assert out.split() == ["lo:"]
+
+
+@root_only
+def test_two_runs_get_two_tool_users(workspace):
+    first, second = claim_tool_user(), claim_tool_user()
+    try:
+        assert first.user.uid != second.user.uid and first.user.name.startswith("cuda-agent-tool-")
+    finally:
+        first.release()
+        second.release()
+
+
+@root_only
+def test_releasing_a_sandbox_user_kills_what_still_runs_as_it(tmp_path):
+    slot = claim_user(tmp_path)
+    assert slot is not None
+    u = slot.user
+
+    def become():
+        os.setsid()
+        os.setgroups([])
+        os.setgid(u.gid)
+        os.setuid(u.uid)
+
+    escaped = subprocess.Popen(["sleep", "60"], preexec_fn=become)
+    again = claim_user(tmp_path)  # the slot is held: another claim gets another user
+    assert again is not None and again.user.uid != u.uid
+    again.release()
+    slot.release()
+    assert escaped.wait(timeout=10) == -9

@@ -1,0 +1,57 @@
+"""Spare processes and sandbox users: the next evaluation's processes start ahead, and no two live
+solution children share a uid (one could otherwise ptrace or plant files for the other)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness.backend import Backend
+from cuda_agent.harness.config import EvalConfig
+from cuda_agent.harness.workers.sandbox import ensure_user
+from cuda_agent.harness.workers.spares import keep_warm, take_pair
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users need root")
+
+
+def _uid(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    raise AssertionError("no Uid line")
+
+
+def test_inside_keep_warm_the_next_pair_is_started_ahead_and_then_used():
+    backend, config = Backend("cpu"), EvalConfig(device="cpu")
+    user = ensure_user()
+    with keep_warm():
+        first = take_pair(user, backend, config)
+        from cuda_agent.harness.workers import spares
+        spare = spares._spare
+        assert spare is not None and spare.alive()
+        second = take_pair(user, backend, config)
+        assert second is spare
+        first.close()
+        second.close()
+        leftover = spares._spare
+    assert leftover is not None and not leftover.alive()  # the block's end closed the last spare
+    assert spares._spare is None
+
+
+@root_only
+def test_live_children_never_share_a_sandbox_user():
+    backend, config = Backend("cpu"), EvalConfig(device="cpu")
+    with keep_warm():
+        first = take_pair(ensure_user(), backend, config)
+        second = take_pair(ensure_user(), backend, config)
+        try:
+            uids = {_uid(first.child.proc.pid), _uid(second.child.proc.pid)}
+            from cuda_agent.harness.workers import spares
+            uids.add(_uid(spares._spare.child.proc.pid))
+            assert len(uids) == 3 and 0 not in uids
+            assert os.stat(first.exchange.public).st_uid == _uid(first.child.proc.pid)
+        finally:
+            first.close()
+            second.close()
