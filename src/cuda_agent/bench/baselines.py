@@ -8,11 +8,10 @@ times only the tasks not yet in the file (`max_seconds` lets a time-limited sess
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -24,6 +23,7 @@ from cuda_agent.bench.roofline import roofline_for
 from cuda_agent.bench.tables import ms, pct, times
 from cuda_agent.harness import EvalConfig, TimingStats, task_baselines
 from cuda_agent.journal import Journal, latest_by, read_rows
+from cuda_agent.service import PRIORITY_BENCH, EvalService, ServiceSettings
 from cuda_agent.tasks import Task
 
 BaselineTimer = Callable[[Task, EvalConfig], tuple[TimingStats, TimingStats]]
@@ -66,11 +66,14 @@ class BaselinesRun:
 def baselines(tasks: list[Task], device: str, out_path: str | Path, *, config: EvalConfig | None = None,
               timer: BaselineTimer = harness_time_baselines, published: dict[tuple[int, str], float] | None = None,
               max_seconds: float | None = None, retry_errors: bool = False, roofline: bool = True,
-              on_row: Callable[[dict[str, Any]], None] | None = None, workers: int = 1) -> BaselinesRun:
+              on_row: Callable[[dict[str, Any]], None] | None = None, workers: int = 1,
+              service: EvalService | None = None) -> BaselinesRun:
     """Time eager and torch.compile for every task not yet in `out_path` (JSONL), appending a line
-    each; `workers` > 1 runs that many processes on the device at once (see _rows_in_workers), and
-    a task that runs out of device memory beside the others is timed again alone at the end (big
-    level-1 tasks hold 12+ GB each); one left untimed at the deadline stays pending for the next run."""
+    each, as jobs on the evaluation service (`service`, or one started with `workers` evaluators on
+    the device: each compiles on its own and takes the device's lock only to time, so compilation
+    overlaps timing). A task that runs out of device memory beside the others is timed again alone
+    at the end (big level-1 tasks hold 12+ GB each); one left untimed at the deadline stays pending
+    for the next run."""
     out_path = Path(out_path)
     config = config or EvalConfig(device=device)
     published = published or {}
@@ -80,19 +83,19 @@ def baselines(tasks: list[Task], device: str, out_path: str | Path, *, config: E
     run = BaselinesRun(out_path, len(tasks), 0, 0, False)
     deadline = time.monotonic() + max_seconds if max_seconds else None
     jobs = {t.name: (t, device, config, timer, published, roofline) for t in pending}
-    alone: list[tuple] = []  # ran out of device memory beside other workers: timed again alone
-    with Journal(out_path) as journal:
-        rows = _rows_in_workers(list(jobs.values()), workers, deadline) if workers > 1 else \
-            _rows_here(list(jobs.values()), deadline)
-        for row in rows:
+    settings = ServiceSettings(device=device, cpu_evaluators=workers, evaluators_per_device=workers)
+    with Journal(out_path) as journal, _service(service, settings) as svc:
+        shared = svc.evaluators > 1
+        alone: list[tuple] = []  # ran out of device memory beside other workers: timed again alone
+        for row in _rows(svc, list(jobs.values()), svc.evaluators, deadline):
             if row is None:
                 run.stopped_early = True
                 break
-            if workers > 1 and OUT_OF_MEMORY in (row.get("error") or ""):
+            if shared and OUT_OF_MEMORY in (row.get("error") or ""):
                 alone.append(jobs[row["task"]])
                 continue
             _record(run, journal, row, on_row)
-        for row in _rows_in_workers(alone, 1, deadline) if alone and not run.stopped_early else ():
+        for row in _rows(svc, alone, 1, deadline) if alone and not run.stopped_early else ():
             if row is None:
                 run.stopped_early = True
                 break
@@ -103,6 +106,15 @@ def baselines(tasks: list[Task], device: str, out_path: str | Path, *, config: E
 OUT_OF_MEMORY = "OutOfMemoryError"
 
 
+@contextmanager
+def _service(service: EvalService | None, settings: ServiceSettings) -> Iterator[EvalService]:
+    if service is not None:
+        yield service
+        return
+    with EvalService(settings) as svc:
+        yield svc
+
+
 def _record(run: BaselinesRun, journal: Journal, row: dict[str, Any], on_row) -> None:
     journal.append(row)
     run.timed += 1
@@ -111,59 +123,33 @@ def _record(run: BaselinesRun, journal: Journal, row: dict[str, Any], on_row) ->
         on_row(row)
 
 
-def _rows_here(jobs: list[tuple], deadline: float | None) -> Iterator[dict[str, Any] | None]:
-    for job in jobs:
-        if deadline and time.monotonic() > deadline:
-            yield None
-            return
-        yield baseline_row(*job)
+def _baseline_job(ctx: Any, *job: Any) -> dict[str, Any]:
+    # Evaluators sharing a device compile at once: each with every core would thrash.
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
+    return baseline_row(*job)
 
 
-def _rows_in_workers(jobs: list[tuple], workers: int, deadline: float | None) -> Iterator[dict[str, Any] | None]:
-    """`baseline_row` of each job in `workers` processes sharing the device: each compiles on its
-    own and takes the harness's device lock only to time, so compilation (CPU) overlaps timing.
-    Rows come in the order they finish; None once `deadline` passed (tasks in flight finish first).
-    A worker that dies takes its tasks in flight with it: they get an error row (retried with
-    `retry_errors`) and a fresh pool goes on."""
+def _rows(svc: EvalService, jobs: list[tuple], width: int, deadline: float | None) -> Iterator[dict[str, Any] | None]:
+    """`baseline_row` of each job on the service's evaluators, `width` at a time, in the order
+    they finish; None once `deadline` passed (jobs in flight finish first). A job whose evaluator
+    died twice (a crash in the task's code) gets an error row, retried with `retry_errors`."""
     todo = list(reversed(jobs))
-    ctx = mp.get_context("spawn")
-    threads = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")
-    # Workers start when tasks are submitted and copy this environment then: N workers each using
-    # every core to compile would thrash.
-    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = threads or "2"
-    try:
-        yield from _pool_rows(todo, workers, deadline, ctx)
-    finally:
-        if threads is None:
-            os.environ.pop("TORCHINDUCTOR_COMPILE_THREADS", None)
-
-
-def _pool_rows(todo: list[tuple], workers: int, deadline: float | None, ctx) -> Iterator[dict[str, Any] | None]:
+    flying: dict[Future, tuple] = {}
     late = False
-    while todo and not late:
-        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            flying: dict[Future, tuple] = {}
-            while todo or flying:
-                late = bool(deadline and time.monotonic() > deadline)
-                while todo and not late and len(flying) < workers:
-                    job = todo.pop()
-                    flying[pool.submit(baseline_row, *job)] = job
-                if not flying:
-                    break
-                finished, _ = wait(flying, return_when=FIRST_COMPLETED)
-                broken = False
-                for fut in finished:
-                    job = flying.pop(fut)
-                    try:
-                        yield fut.result()
-                    except BrokenProcessPool:
-                        broken = True
-                        yield _error_row(job[0], job[1], "a baseline worker died (crash in the task's code?)")
-                if broken:
-                    for job in flying.values():
-                        yield _error_row(job[0], job[1], "a baseline worker died while this task ran")
-                    break
-    if late or todo:
+    while todo or flying:
+        late = late or bool(deadline and time.monotonic() > deadline)
+        while todo and not late and len(flying) < width:
+            job = todo.pop()
+            flying[svc.call(_baseline_job, *job, priority=PRIORITY_BENCH)] = job
+        if not flying:
+            break
+        finished, _ = wait(flying, return_when=FIRST_COMPLETED)
+        for fut in finished:
+            job = flying.pop(fut)
+            error = fut.exception()
+            yield _error_row(job[0], job[1], f"a baseline worker died (crash in the task's code?): {error}") \
+                if error else fut.result()
+    if late and todo:
         yield None
 
 

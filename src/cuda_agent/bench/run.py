@@ -1,32 +1,33 @@
 """The benchmark loop: for each task, get a solution (a solutions folder, or the agent), evaluate
-it, add its speed-of-light numbers, and append one line to results.jsonl.
+it through the evaluation service, add its speed-of-light numbers, and append one line to
+results.jsonl.
 
 Resumable: a task with a line in results.jsonl is not run again (a line recording a harness error
-is, since that says nothing about the solution). Parallel: one worker process per visible GPU,
-each seeing only its own (CUDA_VISIBLE_DEVICES); on CPU, or with one GPU, the loop runs in this
-process.
+is, since that says nothing about the solution). Parallel: the service spreads the evaluations over
+its evaluators (every GPU it was given); agent runs go on `parallel` at a time, their evaluations
+through the same service.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from cuda_agent.bench import metrics
 from cuda_agent.bench.roofline import roofline_for
 from cuda_agent.bench.solutions import SolutionsDir, no_solution_result
-from cuda_agent.harness import EvalConfig, EvalResult, keep_warm
+from cuda_agent.harness import EvalConfig, EvalResult
 from cuda_agent.journal import Journal, latest_by, read_rows
+from cuda_agent.service import HARNESS_ERROR, PRIORITY_BENCH, EvalService, ServiceSettings
 from cuda_agent.tasks import Task
 
 RESULTS = "results.jsonl"
 SETTINGS = "bench.json"
-HARNESS_ERROR = "harness_error"
-
-
 
 class BenchError(RuntimeError):
     """A benchmark that cannot start; the message says what to do."""
@@ -39,7 +40,8 @@ def harness_evaluate(task: Task, solution: Path, config: EvalConfig) -> EvalResu
     return evaluate(task, solution, config)
 
 
-def agent_solve(task: Task, model: str, workdir: Path, device: str) -> tuple[Path | None, dict[str, Any]]:
+def agent_solve(task: Task, model: str, workdir: Path, device: str,
+                service: EvalService | None = None) -> tuple[Path | None, dict[str, Any]]:
     """Run the agent on `task` with its output in `workdir` (continuing a run a kill interrupted);
     returns the best solution it verified (or None) and a summary of the run.
 
@@ -47,7 +49,8 @@ def agent_solve(task: Task, model: str, workdir: Path, device: str) -> tuple[Pat
     from cuda_agent.agent import optimize
 
     resume = (workdir / "trajectory.jsonl").is_file()
-    result = optimize(task, model=model, device=device, out=workdir, resume=resume, force=not resume)
+    result = optimize(task, model=model, device=device, out=workdir, resume=resume, force=not resume,
+                      service=service)
     summary = {k: getattr(result, k) for k in ("status", "turns", "tokens", "seconds", "evaluations", "error")}
     return (Path(result.solution) if result.solution else None), summary
 
@@ -70,51 +73,89 @@ class BenchSpec:
                 "model": self.model, "policy": self.eval_config.policy}
 
 
-def _solve(task: Task, spec: BenchSpec, solutions: SolutionsDir | None) -> tuple[Path | None, list[Path], dict]:
-    if solutions is not None:
-        return solutions.find(task), solutions.candidates(task), {}
-    assert spec.model is not None and spec.agent_dir is not None
-    workdir = spec.agent_dir / task.name
-    solution, summary = agent_solve(task, spec.model, workdir, spec.device)
-    return solution, [workdir / "solution"], {"agent": summary}
-
-
-def died_row(task: Task, spec: BenchSpec, why: str) -> dict[str, Any]:
-    """The results line of a task whose worker died under it: a harness error, retried on resume."""
-    return {"task": task.name, "level": task.level, "problem_id": task.problem_id, "task_sha256": task.sha256,
-            "reward": spec.eval_config.reward.failed, "correct": False, "stage": "run", "milestone": "failed",
-            "reason": f"harness error: {why}", "device": spec.device, "flags": [HARNESS_ERROR],
-            "speedup_vs_eager": None, "speedup_vs_compile": None}
-
-
 def _harness_error(task: Task, device: str, error: BaseException, schedule) -> EvalResult:
     return EvalResult(task=task.name, reward=schedule.failed, correct=False, stage="run",
                       reason=f"harness error: {type(error).__name__}: {error}"[:500], device=device,
                       flags=[HARNESS_ERROR])
 
 
-def run_task(task: Task, spec: BenchSpec, solutions: SolutionsDir | None = None) -> dict[str, Any]:
-    """One results line for `task`: its evaluation, its identity, and its roofline."""
-    t0 = time.perf_counter()
-    solution: Path | None = None
-    extra: dict[str, Any] = {}
-    schedule = spec.eval_config.reward
-    try:
-        solution, looked_for, extra = _solve(task, spec, solutions)
-        if solution is None:
-            result = no_solution_result(task, looked_for, spec.device, schedule)
-        else:
-            result = spec.evaluate(task, solution, spec.eval_config)
-    except Exception as e:  # the harness's (or the agent's) own failure: recorded, retried on resume
-        result = _harness_error(task, spec.device, e, schedule)
+def _evaluate_job(ctx: Any, evaluate: Callable, task: Task, solution: Path, config: EvalConfig) -> EvalResult:
+    """A BenchSpec's own evaluate function, run on an evaluator of the service (tests, stand-ins)."""
+    return evaluate(task, solution, config)
+
+
+def _roofline_job(ctx: Any, task: Task, device: str) -> dict[str, Any]:
+    """The task's roofline, measured where the device is (its peaks, a real run where needed)."""
+    return roofline_for(task, device)
+
+
+def _row(task: Task, spec: BenchSpec, result: EvalResult, solution: Path | None, t0: float,
+         extra: dict[str, Any], roofline: dict[str, Any] | None) -> dict[str, Any]:
+    """One results line: the verdict, the task's identity, and its roofline."""
     row = result.to_dict()
     row.update(task=task.name, level=task.level, problem_id=task.problem_id, task_sha256=task.sha256,
                solution_path=str(solution) if solution else None, bench_seconds=time.perf_counter() - t0,
                **extra)
-    if spec.roofline:
-        row["roofline"] = roofline_for(task, spec.device)
+    if roofline is not None:
+        row["roofline"] = roofline
         row["sol_fraction"] = {w: metrics.sol_fraction(row, w) for w in metrics.TIMED}
     return row
+
+
+class _Task:
+    """One task's way through the bench: its solution, its verdict, its roofline."""
+
+    def __init__(self, task: Task, spec: BenchSpec, svc: EvalService, solutions: SolutionsDir | None):
+        self.task, self.spec, self.svc, self.solutions = task, spec, svc, solutions
+        self.t0 = time.perf_counter()
+        self.solution: Path | None = None
+        self.extra: dict[str, Any] = {}
+
+    def start(self) -> Future:
+        """The verdict's future (the agent's run first, in this thread, with --model)."""
+        spec, task = self.spec, self.task
+        schedule = spec.eval_config.reward
+        try:
+            if self.solutions is not None:
+                self.solution, looked_for = self.solutions.find(task), self.solutions.candidates(task)
+            else:
+                assert spec.model is not None and spec.agent_dir is not None
+                workdir = spec.agent_dir / task.name
+                self.solution, summary = agent_solve(task, spec.model, workdir, spec.device, self.svc)
+                looked_for, self.extra = [workdir / "solution"], {"agent": summary}
+            if self.solution is None:
+                return _done(no_solution_result(task, looked_for, spec.device, schedule))
+            if spec.evaluate is harness_evaluate:
+                return self.svc.submit_path(task, self.solution, spec.eval_config, priority=PRIORITY_BENCH)
+            return self.svc.call(_evaluate_job, spec.evaluate, task, self.solution, spec.eval_config)
+        except Exception as e:  # the harness's (or the agent's) own failure: recorded, retried on resume
+            return _done(_harness_error(task, spec.device, e, schedule))
+
+    def row(self, verdict: Future) -> dict[str, Any]:
+        spec = self.spec
+        error = verdict.exception()
+        result = _harness_error(self.task, spec.device, error, spec.eval_config.reward) if error else verdict.result()
+        roofline = None
+        if spec.roofline:
+            job = self.svc.call(_roofline_job, self.task, spec.device)
+            roofline = job.result() if job.exception() is None else {"error": str(job.exception())}
+        return _row(self.task, spec, result, self.solution, self.t0, self.extra, roofline)
+
+
+def _done(result: EvalResult) -> Future:
+    f: Future = Future()
+    f.set_result(result)
+    return f
+
+
+@contextmanager
+def _service(service: EvalService | None, settings: ServiceSettings | None, device: str) -> Iterator[EvalService]:
+    """The service given, or one started (and closed) for this run."""
+    if service is not None:
+        yield service
+        return
+    with EvalService(replace(settings or ServiceSettings(), device=device)) as svc:
+        yield svc
 
 
 # ---- resume -----------------------------------------------------------------------------------
@@ -154,13 +195,15 @@ class BenchRun:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
-def run_bench(tasks: list[Task], spec: BenchSpec, out: str | Path, *, workers: list[str] | None = None,
-              restart: bool = False, max_seconds: float | None = None,
-              on_row: Callable[[dict[str, Any]], None] | None = None) -> BenchRun:
+def run_bench(tasks: list[Task], spec: BenchSpec, out: str | Path, *, service: EvalService | None = None,
+              settings: ServiceSettings | None = None, parallel: int | None = None, restart: bool = False,
+              max_seconds: float | None = None, on_row: Callable[[dict[str, Any]], None] | None = None) -> BenchRun:
     """Evaluate every task not yet in `out`/results.jsonl, appending one line each.
 
-    `workers`: GPU ids, one worker process each (None or one: in this process). `max_seconds`:
-    start no task after this long, so a time-limited session ends cleanly and the next resumes."""
+    `service`: the evaluation service to use (else one is started with `settings` and closed at
+    the end). `parallel`: tasks in flight at once (default: the service's evaluators, plus its
+    build-ahead for solutions). `max_seconds`: start no task after this long, so a time-limited
+    session ends cleanly and the next resumes."""
     out = Path(out)
     if spec.solutions is None and spec.model is None:
         raise BenchError("give --solutions DIR (score existing solutions) or --model NAME (run the agent)")
@@ -171,27 +214,33 @@ def run_bench(tasks: list[Task], spec: BenchSpec, out: str | Path, *, workers: l
     pending = [t for t in tasks if t.name not in done]
     run = BenchRun(out=out, selected=len(tasks), skipped=len(tasks) - len(pending), evaluated=0)
     deadline = time.monotonic() + max_seconds if max_seconds else None
-
-    def record(row: dict[str, Any]) -> None:
-        journal.append(row)
-        run.rows.append(row)
-        run.evaluated += 1
-        if on_row:
-            on_row(row)
-
-    with Journal(out / RESULTS) as journal:
-        if workers and len(workers) > 1:
-            from cuda_agent.bench.pool import run_parallel
-
-            run.stopped_early = run_parallel(pending, spec, workers, record, deadline, run_task, died_row)
-        else:
-            solutions = SolutionsDir(spec.solutions) if spec.solutions else None
-            with keep_warm():  # the next evaluation's processes start while this one runs
-                for task in pending:
+    solutions = SolutionsDir(spec.solutions) if spec.solutions else None
+    with Journal(out / RESULTS) as journal, _service(service, settings, spec.device) as svc:
+        width = parallel or (svc.evaluators + (svc.settings.build_ahead if solutions else 0))
+        starter = ThreadPoolExecutor(max_workers=max(1, width), thread_name_prefix="bench")  # agent runs block
+        flying: dict[Future, _Task] = {}
+        todo = list(reversed(pending))
+        try:
+            while todo or flying:
+                while todo and len(flying) < width:
                     if deadline and time.monotonic() > deadline:
                         run.stopped_early = True
+                        todo.clear()
                         break
-                    record(run_task(task, spec, solutions))
+                    item = _Task(todo.pop(), spec, svc, solutions)
+                    flying[starter.submit(lambda it=item: it.start().result())] = item
+                if not flying:
+                    break
+                finished, _ = wait(flying, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    row = flying.pop(fut).row(fut)
+                    journal.append(row)
+                    run.rows.append(row)
+                    run.evaluated += 1
+                    if on_row:
+                        on_row(row)
+        finally:
+            starter.shutdown(wait=True, cancel_futures=True)
     return run
 
 

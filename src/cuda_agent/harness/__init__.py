@@ -10,7 +10,8 @@ child, the reference worker, output transfer, spare processes, isolation). At th
 from cuda_agent.harness.backend import Backend, resolve_backend
 from cuda_agent.harness.baselines import task_baselines, time_baselines
 from cuda_agent.harness.config import EvalConfig, TimingPlan
-from cuda_agent.harness.evaluation import compile_solution, evaluate, evaluate_workspace
+from cuda_agent.harness.evaluation import (compile_solution, evaluate, evaluate_workspace, prebuild, read_solution,
+                                          workspace_task)
 from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, timing_draw
 from cuda_agent.harness.result import BuildResult, EvalResult, Finding, StaticReport, TimingStats
 from cuda_agent.harness.reward import Milestone, RewardSchedule, beats, milestone
@@ -28,6 +29,6 @@ __all__ = [
     "EvalConfig", "EvalResult", "Finding", "Milestone", "Process", "RewardSchedule", "SolutionError",
     "StaticReport", "TimingPlan", "TimingStats", "beats", "check_solution", "claim_tool_user", "compile_solution",
     "device_lock", "evaluate", "evaluate_workspace", "keep_warm", "make_inputs", "make_model", "milestone",
-    "module_from_source", "prepare_workspace", "reachable_by_others", "resolve_backend", "shared_workspace_dir",
-    "snapshot", "task_baselines", "time_baselines", "time_callable", "timing_draw",
+    "module_from_source", "prebuild", "prepare_workspace", "read_solution", "reachable_by_others", "resolve_backend", "shared_workspace_dir",
+    "snapshot", "task_baselines", "time_baselines", "time_callable", "timing_draw", "workspace_task",
 ]

@@ -91,6 +91,31 @@ def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
     return result
 
 
+def prebuild(task: Task, solution: str | Path, config: EvalConfig | None = None,
+             backend: Backend | None = None) -> EvalResult | None:
+    """The static checks and the build of `evaluate`, ahead of it and without a GPU (a build
+    worker's job): the objects land in the build cache, where `evaluate` finds them. Returns the
+    verdict `evaluate` would give when the solution fails here, else None. `backend`: the target
+    (a GPU's arch, given where no GPU is visible); default: this machine's."""
+    config = config or EvalConfig()
+    t0 = time.monotonic()
+    result = EvalResult(task=task.name, reward=config.reward.failed, correct=False, stage="static",
+                        reason="", policy=config.policy)
+    snap = _private_dir()
+    try:
+        backend = backend or resolve_backend(config.device)
+        result.device = backend.device
+        _check_and_build(task, Path(solution), backend, config, snap, result, None)
+        return None
+    except Stop as s:
+        result.stage, result.reason = s.stage, s.reason  # type: ignore[assignment]
+        result.milestone = "failed"
+        return result
+    finally:
+        shutil.rmtree(snap, ignore_errors=True)
+        result.seconds = round(time.monotonic() - t0, 3)
+
+
 def _check_and_build(task: Task, path: Path, backend: Backend, config: EvalConfig, snap: Path,
                      result: EvalResult, keep: Path | None) -> Solution:
     from cuda_agent.harness.static import check_solution
@@ -354,21 +379,43 @@ def compile_solution(solution: str | Path, config: EvalConfig | None = None) -> 
         shutil.rmtree(snap, ignore_errors=True)
 
 
+def read_solution(solution: str | Path, dest: Path) -> dict[str, str]:
+    """What `evaluate` would judge, read once (for an evaluation elsewhere, as the service does): a
+    workspace's protected files checked against its manifest, then the solution's files
+    snapshotted into `dest` and returned (relative path -> text). Raises SolutionError with the
+    one-line reason `evaluate` would give."""
+    path = Path(solution)
+    tampered = _tampered(path)
+    if tampered:
+        raise SolutionError(tampered)
+    return snapshot(path, dest).files
+
+
+def workspace_task(workspace: str | Path) -> tuple[Task, str, bool]:
+    """The task, device and whether the manifest is signed, as a workspace's manifest records them;
+    SolutionError when it cannot be read."""
+    from cuda_agent.workspace.manifest import ManifestError, read_manifest
+
+    try:
+        manifest, signed = read_manifest(Path(workspace))
+    except ManifestError as e:
+        raise SolutionError(str(e)) from None
+    task = Task(name=manifest.task_name, code=manifest.task_code, origin=manifest.task_origin,
+                level=manifest.level, problem_id=manifest.problem_id)
+    return task, manifest.device, signed
+
+
 def evaluate_workspace(workspace: str | Path, config: EvalConfig | None = None,
                        keep: Path | None = None) -> EvalResult:
     """Evaluate a workspace against the task recorded in its signed manifest (the workspace's
     `verify` command uses profile=False, `profile` uses profile=True)."""
-    from cuda_agent.workspace.manifest import ManifestError, read_manifest
-
     config = config or EvalConfig()
     try:
-        manifest, signed = read_manifest(Path(workspace))
-    except ManifestError as e:
+        task, device, signed = workspace_task(workspace)
+    except SolutionError as e:
         return EvalResult(task="?", reward=config.reward.failed, correct=False, stage="static", reason=str(e))
-    task = Task(name=manifest.task_name, code=manifest.task_code, origin=manifest.task_origin,
-                level=manifest.level, problem_id=manifest.problem_id)
     if config.device is None:
-        config = replace(config, device=manifest.device)
+        config = replace(config, device=device)
     result = evaluate(task, workspace, config, keep)
     if not signed:
         result.flags.append("manifest_unsigned")

@@ -105,3 +105,15 @@ class EvalResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
+        """The verdict `to_dict` wrote (a journal's line back into a result)."""
+        d = dict(d)
+        for key in ("eager", "compile", "solution"):
+            if d.get(key) is not None:
+                d[key] = TimingStats(**d[key])
+        if d.get("build") is not None:
+            d["build"] = BuildResult(**d["build"])
+        d["findings"] = [Finding(**f) for f in d.get("findings") or []]
+        return cls(**d)

@@ -29,15 +29,15 @@ def test_inside_keep_warm_the_next_pair_is_started_ahead_and_then_used():
     with keep_warm():
         first = take_pair(user, backend, config)
         from cuda_agent.harness.workers import spares
-        spare = spares._spare
-        assert spare is not None and spare.alive()
+        spare = spares._spares[0]
+        assert len(spares._spares) == 1 and spare.alive()
         second = take_pair(user, backend, config)
         assert second is spare
         first.close()
         second.close()
-        leftover = spares._spare
-    assert leftover is not None and not leftover.alive()  # the block's end closed the last spare
-    assert spares._spare is None
+        leftover = spares._spares[0]
+    assert not leftover.alive()  # the block's end closed the last spare
+    assert not spares._spares
 
 
 @root_only
@@ -49,9 +49,25 @@ def test_live_children_never_share_a_sandbox_user():
         try:
             uids = {_uid(first.child.proc.pid), _uid(second.child.proc.pid)}
             from cuda_agent.harness.workers import spares
-            uids.add(_uid(spares._spare.child.proc.pid))
+            uids.add(_uid(spares._spares[0].child.proc.pid))
             assert len(uids) == 3 and 0 not in uids
             assert os.stat(first.exchange.public).st_uid == _uid(first.child.proc.pid)
         finally:
             first.close()
             second.close()
+
+
+def test_a_deeper_block_keeps_that_many_spares_on_the_background_cores():
+    backend, config = Backend("cpu"), EvalConfig(device="cpu")
+    cores = sorted(os.sched_getaffinity(0))
+    fg, bg = {cores[0]}, set(cores[1:]) or {cores[0]}
+    with keep_warm(depth=2, foreground=fg, background=bg):
+        pair = take_pair(ensure_user(), backend, config)
+        from cuda_agent.harness.workers import spares
+        try:
+            assert len(spares._spares) == 2 and all(s.alive() for s in spares._spares)
+            assert os.sched_getaffinity(pair.child.proc.pid) == fg
+            assert all(os.sched_getaffinity(s.ref.proc.pid) == bg for s in spares._spares)
+        finally:
+            pair.close()
+    assert not spares._spares

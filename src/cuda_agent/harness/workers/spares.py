@@ -1,14 +1,18 @@
-"""The two processes of an evaluation, and a spare pair started ahead of the next one.
+"""The two processes of an evaluation, and spare pairs started ahead of the next ones.
 
 Each evaluation needs a fresh reference worker and a fresh solution child (no solution may run
 where another ran). Starting them is seconds of importing torch and creating a CUDA context; inside
-`keep_warm()` (a bench, an agent's run) the next pair starts while the current evaluation runs,
-so the next evaluation finds them waiting for its job.
+`keep_warm(depth)` (an evaluator of the service, a bench, an agent's run) `depth` pairs start while
+the current evaluation runs, so the next evaluations find them waiting for their jobs. Where cores
+are given, spares start on the `background` cores and a pair taken for an evaluation moves to the
+`foreground` ones, so nothing starting up runs on the cores of a process that is timing.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -31,6 +35,16 @@ class Pair:
 
     def alive(self) -> bool:
         return self.ref.proc.poll() is None and self.child.proc.poll() is None
+
+    def pin(self, cores: set[int] | None) -> None:
+        """Run both processes on `cores` only (None: leave them where they are)."""
+        if not cores:
+            return
+        for p in (self.ref, self.child):
+            try:
+                os.sched_setaffinity(p.proc.pid, cores)
+            except OSError:  # it died meanwhile: the evaluation says so
+                pass
 
     def close(self) -> None:
         for p in (self.child, self.ref):
@@ -65,37 +79,49 @@ def start_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig) -
 
 
 _lock = threading.Lock()
-_spare: Pair | None = None
-_warm = 0  # depth of keep_warm() blocks
+_spares: deque[Pair] = deque()
+_depths: list[int] = []                      # the depth of each open keep_warm() block
+_cores: dict[str, set[int] | None] = {"foreground": None, "background": None}
 
 
 def take_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig) -> Pair:
-    """A pair for this evaluation: the spare when it fits and lives, else a new one; inside
-    keep_warm() the next spare starts now."""
-    global _spare
+    """A pair for this evaluation: the oldest spare that fits and lives, else a new one; inside
+    keep_warm() the spares are topped up to its depth now, on the background cores."""
     with _lock:
-        pair, _spare = _spare, None
-        if pair is not None and not (pair.key == _key(user, backend, config) and pair.alive()):
-            pair.close()
-            pair = None
+        pair = None
+        while _spares and pair is None:
+            candidate = _spares.popleft()
+            if candidate.key == _key(user, backend, config) and candidate.alive():
+                pair = candidate
+            else:
+                candidate.close()
         if pair is None:
             pair = start_pair(user, backend, config)
-        if _warm:
-            _spare = start_pair(user, backend, config)
+        pair.pin(_cores["foreground"])
+        while len(_spares) < max(_depths, default=0):
+            spare = start_pair(user, backend, config)
+            spare.pin(_cores["background"])
+            _spares.append(spare)
     return pair
 
 
 @contextmanager
-def keep_warm() -> Iterator[None]:
-    """Evaluations in this block start the next evaluation's processes ahead of time."""
-    global _warm, _spare
+def keep_warm(depth: int = 1, foreground: set[int] | None = None,
+              background: set[int] | None = None) -> Iterator[None]:
+    """Evaluations in this block start `depth` evaluations' processes ahead of time; with cores
+    given, spares start on `background` and a pair taken runs on `foreground`."""
     with _lock:
-        _warm += 1
+        _depths.append(depth)
+        if foreground or background:
+            _cores.update(foreground=foreground, background=background)
     try:
         yield
     finally:
         with _lock:
-            _warm -= 1
-            spare, _spare = (_spare, None) if not _warm else (None, _spare)
-        if spare is not None:
+            _depths.remove(depth)
+            left = max(_depths, default=0)
+            extra = [_spares.pop() for _ in range(max(0, len(_spares) - left))]
+            if not _depths:
+                _cores.update(foreground=None, background=None)
+        for spare in extra:
             spare.close()

@@ -1,0 +1,34 @@
+"""The evaluation service's settings: where it runs, on how many devices, with how many build
+workers, how far builds may run ahead, and where its journal is."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Priorities: lower is served first.
+PRIORITY_REWARD = 0   # the RL trainer's reward: a training step waits on it
+PRIORITY_AGENT = 1    # an agent's verify/profile: a conversation waits on it
+PRIORITY_BENCH = 2
+PRIORITY_SYNTH = 3
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    address: str | None = None           # a Ray cluster ("auto", "ray://..."); None: $RAY_ADDRESS, else a local Ray
+    device: str | None = None            # cuda | cpu; None: cuda where a GPU is present
+    gpus: int | None = None              # GPUs to use; None: every one Ray sees
+    evaluators_per_device: int = 1       # evaluators sharing a device (they take its lock to time)
+    cpu_evaluators: int = 1              # the CPU backend: evaluators at once
+    build_workers: int | None = None     # CPU-only build workers; None: from the cores left (at least 1)
+    build_ahead: int = 8                 # requests built and waiting for an evaluator, at most
+    spares: int | None = None            # evaluations' processes started ahead per evaluator; None: 3 on cuda, 1 on cpu
+    retries: int = 1                     # a request whose evaluator died is run once more, then a harness error
+    timeout_margin_s: float = 600.0      # beyond the config's own limits, before an evaluator is declared hung
+    journal: Path | None = None          # requests and verdicts; a restarted driver redoes nothing that has one
+    pin_cores: bool = True               # timing on cores of its own, builds and start-ups on the others
+    ray_init: dict | None = None         # more ray.init() arguments for a local Ray
+
+    def resolved_address(self) -> str | None:
+        return self.address or os.environ.get("RAY_ADDRESS") or None
