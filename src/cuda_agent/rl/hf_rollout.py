@@ -10,9 +10,10 @@ our GPU machine. This module is the missing server, in verl's three roles:
 - `HFServerAdapter(BaseRollout)`, which lives in the hybrid actor worker and hands the trained
   weights to the server (a CPU state dict through the Ray object store).
 
-It serves one request at a time with no KV-cache reuse across turns and no batching: fine for the
-2 M-parameter test model and models of a few hundred million parameters, far too slow for real
-training, which needs vLLM or SGLang. Each replica is one model copy on one device, so it needs
+It runs the requests that arrive together (one training step's prompts) as one left-padded
+`generate` batch, but has no paged KV cache, no continuous batching and no prefix reuse across
+turns: fine for the 2 M-parameter test model and models of a few hundred million parameters, far
+too slow for real training, which needs vLLM or SGLang. Each replica is one model copy on one device, so it needs
 `actor_rollout_ref.rollout.tensor_model_parallel_size=1` (data and pipeline parallel 1 too).
 
 Log-probs are those of the sampled token under softmax(logits / temperature) over the whole
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import ray
@@ -43,6 +45,25 @@ ROLLOUT_NAME = "hf"
 # sampling_params keys generate() understands; anything else is an error, not a silent change of sampling
 SAMPLING_KEYS = {"temperature", "top_p", "top_k", "repetition_penalty", "logprobs", "max_tokens", "max_new_tokens",
                  "stop_token_ids", "ignore_eos", "seed", "do_sample"}
+
+
+BATCH_WINDOW_S = 0.005  # how long a new batch waits for the other requests of the same step
+PER_REQUEST_KEYS = {"max_tokens", "max_new_tokens", "logprobs"}  # what requests of one batch may differ in
+
+
+@dataclass(eq=False)
+class _Request:
+    prompt_ids: list[int]
+    params: dict[str, Any]
+    budget: int
+    reply: asyncio.Future
+
+    @property
+    def key(self) -> Any:
+        """Requests with equal keys sample alike and can share a batch (a seeded one goes alone)."""
+        if self.params.get("seed") is not None:
+            return id(self)
+        return tuple(sorted((k, repr(v)) for k, v in self.params.items() if k not in PER_REQUEST_KEYS))
 
 
 def server_actor_name(prefix: str, replica: RolloutReplica) -> str:
@@ -100,7 +121,7 @@ class TokenServerLifecycle:
 
 
 class HFTokenServer(TokenServerLifecycle):
-    """One transformers model serving verl's token-in/token-out `generate`, one request at a time.
+    """One transformers model serving verl's token-in/token-out `generate`, in batches of concurrent requests.
 
     A plain class: `HFReplica` runs it as a Ray actor, tests call it directly (`await
     server.launch_server()` first). `device` defaults to the platform's device ("cuda" with
@@ -123,8 +144,11 @@ class HFTokenServer(TokenServerLifecycle):
         self.model = None
         self.max_model_len: int = 0
         self.stop_token_ids: list[int] = []
-        self._one_at_a_time = asyncio.Lock()
-        self._abort = False  # read by the stopping criterion of the running generate()
+        self._model_lock = asyncio.Lock()  # one batch (or weight load, or offload) at a time
+        self._queue: list[_Request] = []
+        self._batcher: Optional[asyncio.Task] = None
+        self._running = 0  # requests in the running batch
+        self._abort = False  # set by abort_all_requests, cleared by resume_generation; stops the running batch
         self._admit = asyncio.Event()
         self._admit.set()
         self._reject = False
@@ -180,17 +204,47 @@ class HFTokenServer(TokenServerLifecycle):
         if budget == 0:
             return TokenOutput(token_ids=[], log_probs=[] if sampling_params.get("logprobs") else None,
                                stop_reason="completed", extra_fields=self._extra())
-        async with self._one_at_a_time:
-            self._abort = False
-            token_ids, log_probs, aborted = await asyncio.to_thread(self._sample, prompt_ids, sampling_params, budget)
+        request = _Request(prompt_ids, sampling_params, budget, asyncio.get_running_loop().create_future())
+        self._queue.append(request)
+        if self._batcher is None or self._batcher.done():
+            self._batcher = asyncio.create_task(self._run_batches())
+        token_ids, log_probs, aborted = await request.reply
         return TokenOutput(token_ids=token_ids, log_probs=log_probs if sampling_params.get("logprobs") else None,
                            stop_reason="aborted" if aborted else "completed", extra_fields=self._extra())
 
     def _extra(self) -> dict[str, Any]:
         return {"global_steps": self.global_steps}
 
+    async def _run_batches(self) -> None:
+        """Serve the queue in batches of requests that sample alike, until it is empty."""
+        await asyncio.sleep(BATCH_WINDOW_S)  # let the requests sent together arrive together
+        limit = int(self.config.max_num_seqs or 1)
+        while self._queue:
+            key = self._queue[0].key
+            batch = [r for r in self._queue if r.key == key][:limit]
+            self._queue = [r for r in self._queue if r not in batch]
+            async with self._model_lock:
+                self._running = len(batch)
+                try:
+                    if self._abort:  # queued when abort_all_requests came: they end now, empty
+                        replies = [([], [], True)] * len(batch)
+                    else:
+                        replies = await asyncio.to_thread(self._sample, [r.prompt_ids for r in batch],
+                                                          batch[0].params, [r.budget for r in batch])
+                except Exception as error:  # the requests' callers see it
+                    replies = [error] * len(batch)
+                finally:
+                    self._running = 0
+            for request, reply in zip(batch, replies):
+                if isinstance(reply, Exception):
+                    request.reply.set_exception(reply)
+                else:
+                    request.reply.set_result(reply)
+
     @torch.no_grad()
-    def _sample(self, prompt_ids: list[int], params: dict[str, Any], budget: int) -> tuple[list[int], list[float], bool]:
+    def _sample(self, prompts: list[list[int]], params: dict[str, Any],
+                budgets: list[int]) -> list[tuple[list[int], list[float], bool]]:
+        """One `generate` over left-padded prompts; per prompt: (reply ids, their log-probs, aborted)."""
         from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
         server = self
@@ -207,26 +261,34 @@ class HFTokenServer(TokenServerLifecycle):
         # when sampling, explicit "off" values: a None would be filled in from transformers' defaults (top_k=50)
         warpers = dict(temperature=temperature, top_p=float(params.get("top_p", self.config.top_p)),
                        top_k=max(top_k, 0)) if do_sample else {}
-        gen = GenerationConfig(max_new_tokens=budget, do_sample=do_sample, **warpers,
+        gen = GenerationConfig(max_new_tokens=max(budgets), do_sample=do_sample, **warpers,
                                repetition_penalty=float(params.get("repetition_penalty", 1.0)),
                                eos_token_id=stop or None, pad_token_id=self.pad_token_id,
                                return_dict_in_generate=True, output_logits=True)
-        x = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
+        width = max(len(p) for p in prompts)
+        x = torch.tensor([[self.pad_token_id] * (width - len(p)) + p for p in prompts], device=self.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
         seed = params.get("seed")
         with torch.random.fork_rng(devices=[] if self.device.type == "cpu" else [self.device], enabled=seed is not None):
             if seed is not None:
                 torch.manual_seed(int(seed))
-            out = self.model.generate(x, attention_mask=torch.ones_like(x), generation_config=gen,
+            out = self.model.generate(x, attention_mask=mask, generation_config=gen,
                                       stopping_criteria=StoppingCriteriaList([StopOnAbort()]))
-        new = out.sequences[0, x.shape[1]:]
-        logits = torch.stack([step[0] for step in out.logits]).float()  # [new tokens, vocab], before any processing
+        logits = torch.stack(out.logits, dim=1).float()  # [batch, new tokens, vocab], before any processing
         logp = torch.log_softmax(logits / (temperature if do_sample else 1.0), dim=-1)
-        log_probs = logp.gather(-1, new[:, None]).squeeze(-1)
-        return new.tolist(), log_probs.tolist(), self._abort
+        new = out.sequences[:, width:]
+        new_logp = logp.gather(-1, new[..., None]).squeeze(-1)
+        replies = []
+        for row, budget in enumerate(budgets):
+            ids = new[row].tolist()[:budget]
+            end = next((i + 1 for i, t in enumerate(ids) if t in stop), len(ids))  # the stop token stays in
+            aborted = self._abort and end == len(ids) < budget and not (ids and ids[-1] in stop)
+            replies.append((ids[:end], new_logp[row, :end].tolist(), aborted))
+        return replies
 
     async def update_weights(self, state_dict: dict[str, torch.Tensor], global_steps: Optional[int] = None) -> None:
         """Load the trainer's weights (HF names, full tensors on the CPU). Names the model lacks are an error."""
-        async with self._one_at_a_time:
+        async with self._model_lock:
             own = self.model.state_dict()
             unknown = sorted(set(state_dict) - set(own))
             if unknown:
@@ -244,25 +306,25 @@ class HFTokenServer(TokenServerLifecycle):
         """In the hybrid mode, hand the GPU memory to training while the trainer updates."""
         if (self.model is not None and self.device.type != "cpu" and self.config.free_cache_engine
                 and self.rollout_mode == RolloutMode.HYBRID):
-            async with self._one_at_a_time:
+            async with self._model_lock:
                 self.model.to("cpu")
             from verl.utils.device import get_torch_device
 
             get_torch_device().empty_cache()
 
     async def wait_for_requests_to_drain(self) -> None:
-        async with self._one_at_a_time:
-            pass
+        while self._queue or self._model_lock.locked():
+            await asyncio.sleep(0.01)
 
     async def abort_all_requests(self, reset_prefix_cache: bool = True, reject_request: bool = False) -> dict:
         """Stop the running request (it returns what it has, stop_reason 'aborted') and hold new ones
         until `resume_generation`, or turn them away when `reject_request`."""
         self._admit.clear()
         self._reject = reject_request
-        running = self._one_at_a_time.locked()
+        count = len(self._queue) + self._running
         self._abort = True
         await self.wait_for_requests_to_drain()
-        return {"aborted_count": int(running), "request_ids": []}
+        return {"aborted_count": count, "request_ids": []}
 
     async def resume_generation(self) -> None:
         self._abort = self._reject = False
