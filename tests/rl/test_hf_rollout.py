@@ -209,7 +209,8 @@ def ppo_command(model: Path, data: Path, out_dir: Path) -> list[str]:
         actor_rollout_ref.actor.ppo_mini_batch_size=4 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
         critic.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2
         actor_rollout_ref.actor.optim.lr=1e-2 actor_rollout_ref.rollout.dtype=float32
-        +actor_rollout_ref.model.override_config.attn_implementation=sdpa actor_rollout_ref.model.use_remove_padding=False
+        +actor_rollout_ref.model.override_config.attn_implementation=sdpa
+        actor_rollout_ref.model.use_remove_padding=False
         +critic.model.override_config.attn_implementation=sdpa critic.model.use_remove_padding=False
         actor_rollout_ref.model.enable_gradient_checkpointing=False critic.model.enable_gradient_checkpointing=False
         actor_rollout_ref.actor.fsdp_config.use_torch_compile=False actor_rollout_ref.actor.use_torch_compile=False
@@ -249,7 +250,8 @@ def test_main_ppo_trains_actor_and_critic_on_hf_rollouts(tiny_model, tmp_path):
     steps = logged_steps(log)
     assert sorted(steps) == [1, 2], f"logged steps {sorted(steps)}"
     for step, metrics in steps.items():
-        for key in ("critic/vf_loss", "actor/pg_loss", "actor/grad_norm", "critic/grad_norm", "timing_s/update_weights"):
+        for key in ("critic/vf_loss", "actor/pg_loss", "actor/grad_norm", "critic/grad_norm",
+                    "timing_s/update_weights"):
             assert key in metrics, f"step {step}: no {key}"
         assert float(metrics["actor/grad_norm"]) > 0 and float(metrics["critic/grad_norm"]) > 0
         assert float(metrics["response_length/mean"]) > 0  # the hf rollout generated

@@ -27,19 +27,18 @@ top-k/top-p shape the sampling only.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import ray
 import torch
+from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList, StoppingCriteria,
+                          StoppingCriteriaList)
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.config import HFModelConfig, RolloutConfig
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutMode, RolloutReplica, TokenOutput
-
-logger = logging.getLogger(__name__)
 
 ROLLOUT_NAME = "hf"
 # sampling_params keys generate() understands; anything else is an error, not a silent change of sampling
@@ -64,6 +63,45 @@ class _Request:
         if self.params.get("seed") is not None:
             return id(self)
         return tuple(sorted((k, repr(v)) for k, v in self.params.items() if k not in PER_REQUEST_KEYS))
+
+
+class _LogProbRecorder(LogitsProcessor):
+    """Records the log-prob of each sampled token under softmax(raw logits / temperature), holding one
+    step's distribution at a time ([batch, vocab], where keeping every step's logits would take
+    batch x length x vocab). transformers runs custom processors before its temperature/top-k/top-p
+    warpers, so `scores` here are the model's logits."""
+
+    def __init__(self, temperature: float):
+        self.temperature = temperature
+        self.previous: Optional[torch.Tensor] = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self._take(input_ids[:, -1])  # the token sampled from the previous step's distribution
+        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        if self.previous is not None:
+            self.steps.append(self.previous.gather(-1, tokens[:, None]).squeeze(-1))
+            self.previous = None
+
+    def log_probs(self, sequences: torch.Tensor) -> torch.Tensor:
+        """[batch, new tokens], once generate() is done (the last token was sampled after the last call)."""
+        self._take(sequences[:, -1])
+        if not self.steps:
+            return torch.zeros((len(sequences), 0))
+        return torch.stack(self.steps, dim=1)
+
+
+class _StopOnAbort(StoppingCriteria):
+    """Ends the running batch as soon as `aborted()` says so."""
+
+    def __init__(self, aborted):
+        self.aborted = aborted
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        return torch.full((input_ids.shape[0],), self.aborted(), dtype=torch.bool, device=input_ids.device)
 
 
 def server_actor_name(prefix: str, replica: RolloutReplica) -> str:
@@ -212,6 +250,9 @@ class HFTokenServer(TokenServerLifecycle):
         return TokenOutput(token_ids=token_ids, log_probs=log_probs if sampling_params.get("logprobs") else None,
                            stop_reason="aborted" if aborted else "completed", extra_fields=self._extra())
 
+    def _aborted(self) -> bool:
+        return self._abort
+
     def _extra(self) -> dict[str, Any]:
         return {"global_steps": self.global_steps}
 
@@ -245,14 +286,6 @@ class HFTokenServer(TokenServerLifecycle):
     def _sample(self, prompts: list[list[int]], params: dict[str, Any],
                 budgets: list[int]) -> list[tuple[list[int], list[float], bool]]:
         """One `generate` over left-padded prompts; per prompt: (reply ids, their log-probs, aborted)."""
-        from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
-
-        server = self
-
-        class StopOnAbort(StoppingCriteria):
-            def __call__(self, input_ids, scores, **kwargs):
-                return torch.full((input_ids.shape[0],), server._abort, dtype=torch.bool, device=input_ids.device)
-
         temperature = float(params.get("temperature", self.config.temperature))
         do_sample = bool(params.get("do_sample", self.config.do_sample)) and temperature > 0
         top_k = int(params.get("top_k", self.config.top_k))
@@ -263,21 +296,21 @@ class HFTokenServer(TokenServerLifecycle):
                        top_k=max(top_k, 0)) if do_sample else {}
         gen = GenerationConfig(max_new_tokens=max(budgets), do_sample=do_sample, **warpers,
                                repetition_penalty=float(params.get("repetition_penalty", 1.0)),
-                               eos_token_id=stop or None, pad_token_id=self.pad_token_id,
-                               return_dict_in_generate=True, output_logits=True)
+                               eos_token_id=stop or None, pad_token_id=self.pad_token_id)
         width = max(len(p) for p in prompts)
         x = torch.tensor([[self.pad_token_id] * (width - len(p)) + p for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
         seed = params.get("seed")
-        with torch.random.fork_rng(devices=[] if self.device.type == "cpu" else [self.device], enabled=seed is not None):
+        devices = [] if self.device.type == "cpu" else [self.device]
+        with torch.random.fork_rng(devices=devices, enabled=seed is not None):
             if seed is not None:
                 torch.manual_seed(int(seed))
-            out = self.model.generate(x, attention_mask=mask, generation_config=gen,
-                                      stopping_criteria=StoppingCriteriaList([StopOnAbort()]))
-        logits = torch.stack(out.logits, dim=1).float()  # [batch, new tokens, vocab], before any processing
-        logp = torch.log_softmax(logits / (temperature if do_sample else 1.0), dim=-1)
-        new = out.sequences[:, width:]
-        new_logp = logp.gather(-1, new[..., None]).squeeze(-1)
+            recorder = _LogProbRecorder(temperature if do_sample else 1.0)
+            sequences = self.model.generate(x, attention_mask=mask, generation_config=gen,
+                                            logits_processor=LogitsProcessorList([recorder]),
+                                            stopping_criteria=StoppingCriteriaList([_StopOnAbort(self._aborted)]))
+        new = sequences[:, width:]
+        new_logp = recorder.log_probs(sequences)
         replies = []
         for row, budget in enumerate(budgets):
             ids = new[row].tolist()[:budget]
