@@ -20,7 +20,7 @@ pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pi
 import torch  # noqa: E402
 from verl.workers.config import HFModelConfig, RolloutConfig  # noqa: E402
 
-from cuda_agent.rl.hf_rollout import HFTokenServer  # noqa: E402
+from cuda_agent.rl.hf_rollout import HFTokenServer, device_for  # noqa: E402
 from cuda_agent.rl.null_rollout import NullServerAdapter, NullTokenServer  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -184,6 +184,12 @@ def test_null_rollout_drains_weights_and_refuses_to_generate():
     adapter = NullServerAdapter.__new__(NullServerAdapter)  # no verl worker around it here
     asyncio.run(adapter.update_weights(((n, drained.append(n)) for n in ("a", "b"))))
     assert drained == ["a", "b"]
+
+
+def test_server_uses_the_gpu_of_the_worker_it_serves():
+    assert device_for("cuda", "3", "2,3") == torch.device("cuda", 1)  # Ray's ids are those of the node's list
+    assert device_for("cuda", "1", None) == torch.device("cuda", 1)
+    assert device_for("cpu", "0", None) == torch.device("cpu")  # the CPU platform's fake GPU
 
 
 def _write_prompts(path: Path, n: int = 8) -> Path:

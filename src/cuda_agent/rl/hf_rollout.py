@@ -104,6 +104,16 @@ class _StopOnAbort(StoppingCriteria):
         return torch.full((input_ids.shape[0],), self.aborted(), dtype=torch.bool, device=input_ids.device)
 
 
+def device_for(device_name: str, accelerator_id: Optional[str], visible: Optional[str]) -> torch.device:
+    """The device of the training worker's GPU `accelerator_id` (an id as Ray reports it), seen from a
+    process where `visible` (CUDA_VISIBLE_DEVICES, or unset) lists the GPUs. Setting CUDA_VISIBLE_DEVICES
+    in the server would be too late: importing verl already counted the devices."""
+    if device_name == "cpu" or accelerator_id is None:
+        return torch.device(device_name)
+    ids = [i.strip() for i in visible.split(",")] if visible else None
+    return torch.device(device_name, ids.index(str(accelerator_id)) if ids else int(accelerator_id))
+
+
 def server_actor_name(prefix: str, replica: RolloutReplica) -> str:
     """The Ray name of a replica's server, which the adapter in the training worker looks up."""
     role = "reward_" if replica.is_reward_model else "teacher_" if replica.is_teacher_model else ""
@@ -167,17 +177,16 @@ class HFTokenServer(TokenServerLifecycle):
 
     def __init__(self, config: RolloutConfig, model_config: HFModelConfig | Any,
                  rollout_mode: RolloutMode = RolloutMode.HYBRID, replica_rank: int = 0,
-                 visible_devices: Optional[str] = None, device: Optional[str] = None):
+                 accelerator_id: Optional[str] = None, device: Optional[str] = None):
         from verl.utils.device import get_device_name, get_visible_devices_keyword
 
-        if visible_devices is not None:
-            os.environ[get_visible_devices_keyword()] = visible_devices  # before anything touches the device
         self.config: RolloutConfig = omega_conf_to_dataclass(config)
         self.model_config: HFModelConfig = (model_config if isinstance(model_config, HFModelConfig)
                                             else omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig))
         self.rollout_mode = rollout_mode
         self.replica_rank = replica_rank
-        self.device = torch.device(device or get_device_name())
+        self.device = torch.device(device) if device else device_for(
+            get_device_name(), accelerator_id, os.environ.get(get_visible_devices_keyword()))
         self.address = f"{ray.util.get_node_ip_address() if ray.is_initialized() else '127.0.0.1'}:{replica_rank}"
         self.model = None
         self.max_model_len: int = 0
@@ -403,7 +412,7 @@ class HFReplica(RolloutReplica):
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
             runtime_env={"env_vars": env},
         ).remote(config=self.config, model_config=self.model_config, rollout_mode=self.rollout_mode,
-                 replica_rank=self.replica_rank, visible_devices=device)
+                 replica_rank=self.replica_rank, accelerator_id=device)
         await server.launch_server.remote()
         host, port = await server.get_server_address.remote()
         self.servers = [server]
