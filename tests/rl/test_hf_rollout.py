@@ -203,7 +203,8 @@ def _write_prompts(path: Path, n: int = 8) -> Path:
 
 
 def ppo_command(model: Path, data: Path, out_dir: Path) -> list[str]:
-    """`main_ppo` on one fake GPU (the CPU platform): GAE with a critic, the hf rollout, the single-turn loop."""
+    """`main_ppo` on one fake GPU (the CPU platform): GAE with a critic, the hf rollout, the single-turn loop,
+    a validation pass before training, then 2 training steps."""
     overrides = f"""
         algorithm.adv_estimator=gae trainer.critic_warmup=0
         data.train_files={data} data.val_files={data} data.train_batch_size=4 data.dataloader_num_workers=0
@@ -222,7 +223,7 @@ def ppo_command(model: Path, data: Path, out_dir: Path) -> list[str]:
         actor_rollout_ref.actor.fsdp_config.use_torch_compile=False actor_rollout_ref.actor.use_torch_compile=False
         critic.fsdp.use_torch_compile=False
         actor_rollout_ref.actor.strategy=fsdp2 critic.strategy=fsdp2 trainer.device=cpu
-        trainer.n_gpus_per_node=1 trainer.nnodes=1 trainer.logger=[console] trainer.val_before_train=False
+        trainer.n_gpus_per_node=1 trainer.nnodes=1 trainer.logger=[console] trainer.val_before_train=True
         trainer.total_training_steps=2 trainer.save_freq=-1 trainer.test_freq=-1 trainer.default_local_dir={out_dir}
         transfer_queue.backend.SimpleStorage.num_data_storage_units=1 reward.num_workers=1
         actor_rollout_ref.rollout.agent.num_workers=1 +ray_kwargs.ray_init.num_gpus=1 ray_kwargs.ray_init.num_cpus=8
@@ -254,7 +255,8 @@ def test_main_ppo_trains_actor_and_critic_on_hf_rollouts(tiny_model, tmp_path):
     (tmp_path / "main_ppo.log").write_text(log)
     assert run.returncode == 0, f"main_ppo failed after {time.perf_counter() - t0:.0f} s:\n{log[-6000:]}"
     steps = logged_steps(log)
-    assert sorted(steps) == [1, 2], f"logged steps {sorted(steps)}"
+    assert sorted(steps) == [0, 1, 2], f"logged steps {sorted(steps)}"
+    assert "val-core/toy/acc/mean@1" in steps.pop(0)  # the validation pass before training (greedy replies)
     for step, metrics in steps.items():
         for key in ("critic/vf_loss", "actor/pg_loss", "actor/grad_norm", "critic/grad_norm",
                     "timing_s/update_weights"):
