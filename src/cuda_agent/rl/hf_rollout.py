@@ -359,8 +359,8 @@ class HFTokenServer(TokenServerLifecycle):
             await asyncio.sleep(0.01)
 
     async def abort_all_requests(self, reset_prefix_cache: bool = True, reject_request: bool = False) -> dict:
-        """Stop the running request (it returns what it has, stop_reason 'aborted') and hold new ones
-        until `resume_generation`, or turn them away when `reject_request`."""
+        """End the running batch (each reply returns what it has, stop_reason 'aborted') and the queued
+        requests (empty), and hold new ones until `resume_generation`, or turn them away when `reject_request`."""
         self._admit.clear()
         self._reject = reject_request
         count = len(self._queue) + self._running
