@@ -23,9 +23,10 @@ from cuda_agent.agent.report import RunResult, write_report, write_summary
 from cuda_agent.agent.solution import SolutionKeeper
 from cuda_agent.agent.tools import Tools
 from cuda_agent.agent.trajectory import Resumed, TrajectoryWriter, load_for_resume
-from cuda_agent.harness import (CommandRunner, TimingPlan, claim_tool_user, keep_warm, prepare_workspace,
-                                reachable_by_others, resolve_backend, shared_workspace_dir)
+from cuda_agent.harness import (CommandRunner, TimingPlan, claim_tool_user, prepare_workspace, reachable_by_others,
+                                resolve_backend, shared_workspace_dir)
 from cuda_agent.llm import Endpoint, Model, OpenAIModel, TextProtocolModel
+from cuda_agent.service import EvalService, ServiceSettings, using
 from cuda_agent.tasks import EXAMPLES_DIR, Task, load_task
 from cuda_agent.workspace import create_workspace, read_manifest
 
@@ -55,11 +56,25 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
              api_key: str | None = None, policy: str | None = None, device: str | None = None,
              out: str | Path | None = None, config: AgentConfig | None = None, resume: bool = False,
              force: bool = False, progress: Progress | None = None, timing: TimingPlan | None = None,
-             evaluator: Callable[[Path, str, TimingPlan], Evaluator] = WorkspaceEvaluator) -> RunResult:
+             service: EvalService | None = None,
+             evaluator: Callable[[Path, str, TimingPlan], Evaluator] | None = None) -> RunResult:
     """Let a model make `task` fast in a fresh workspace (or continue the run in `out` with `resume`)
     and leave the best verified solution, the reports and the trajectory in `out`. `timing`: how
-    profile times (the harness's default plan if None). `evaluator` makes the harness for a
-    workspace, a device and a timing plan (tests pass a stand-in)."""
+    profile times (the harness's default plan if None). Verify and profile go through `service`
+    (the evaluation service; one is started for the run if None); `evaluator` replaces them with
+    another maker of an Evaluator for a workspace, a device and a timing plan (tests' stand-ins)."""
+    if evaluator is not None:
+        return _optimize(task, model, base_url, api_key, policy, device, out, config, resume, force, progress,
+                         timing, evaluator)
+    with using(service, ServiceSettings(device=device)) as svc:
+        return _optimize(task, model, base_url, api_key, policy, device, out, config, resume, force, progress,
+                         timing, lambda ws, dev, plan: WorkspaceEvaluator(ws, dev, plan, svc))
+
+
+def _optimize(task: Task | str | Path, model: str | None, base_url: str | None, api_key: str | None,
+              policy: str | None, device: str | None, out: str | Path | None, config: AgentConfig | None,
+              resume: bool, force: bool, progress: Progress | None, timing: TimingPlan | None,
+              evaluator: Callable[[Path, str, TimingPlan], Evaluator]) -> RunResult:
     task = task if isinstance(task, Task) else load_task(task)
     config = config or load_config()
     out = Path(out) if out else Path("runs") / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -110,10 +125,9 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
                             tokens=step.tokens, elapsed=step.elapsed, best=keeper.summary())
 
         progress.update(task.name, status="running")
-        with keep_warm():  # each verify/profile finds its two processes already started
-            outcome = Agent(llm, tools, config, trajectory, on_step).run(messages, **state)
-            if config.run.final_profile and outcome.status != "interrupted":
-                _final_profile(tools, keeper, initial, trajectory, progress, task.name)
+        outcome = Agent(llm, tools, config, trajectory, on_step).run(messages, **state)
+        if config.run.final_profile and outcome.status != "interrupted":
+            _final_profile(tools, keeper, initial, trajectory, progress, task.name)
         result = _result(task.name, outcome, keeper, llm.name, device, out, isolation)
         trajectory.write("end", status=outcome.status, error=outcome.error, turns=outcome.turns,
                          usage=outcome.usage.to_dict(), elapsed=round(outcome.elapsed, 3),
@@ -128,16 +142,21 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
 
 
 def optimize_many(tasks: Sequence[Task], *, out: str | Path, parallel: int = 1,
-                  progress: Progress | None = None, **options: Any) -> list[RunResult]:
-    """`optimize` for each task, `parallel` at a time (the harness shares the GPUs among them), each
-    in `out/<task>`; a task that cannot run gets a result with status `error`, the others go on."""
+                  progress: Progress | None = None, service: EvalService | None = None,
+                  **options: Any) -> list[RunResult]:
+    """`optimize` for each task, `parallel` conversations at a time, their evaluations through one
+    evaluation service (`service`, or one started for them), each in `out/<task>`; a task that
+    cannot run gets a result with status `error`, the others go on."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if service is None and options.get("evaluator") is None:
+        with EvalService(ServiceSettings(device=options.get("device"))) as svc:
+            return optimize_many(tasks, out=out, parallel=parallel, progress=progress, service=svc, **options)
 
     def one(task: Task) -> RunResult:
         folder = out / (f"level{task.level}_{task.name}" if task.level is not None else task.name)
         try:
-            return optimize(task, out=folder, progress=progress, **options)
+            return optimize(task, out=folder, progress=progress, service=service, **options)
         except Exception as e:  # one task's setup failing must not stop the others
             if progress is not None:
                 progress.update(task.name, status="error", action=str(e)[:80])
