@@ -35,6 +35,7 @@ from cuda_agent.service.settings import PRIORITY_BENCH, ServiceSettings
 from cuda_agent.tasks import Task
 
 HARNESS_ERROR = "harness_error"
+MAX_BUILDERS = 8  # by default: enough to build ahead of a GPU; each is a process holding torch
 _REFERENCE_FAULT = ("the reference itself failed", "the reference worker ")
 
 
@@ -191,7 +192,7 @@ class EvalService:
         # Builders take a CPU each (their compilers use it); evaluators take none (their harness
         # processes are the device's), so several services can share one Ray.
         free = int(ray.available_resources().get("CPU", 0))
-        wanted = s.build_workers if s.build_workers is not None else max(1, cores - count - 1)
+        wanted = s.build_workers if s.build_workers is not None else max(1, min(MAX_BUILDERS, cores - 2 * count - 1))
         builder = ray.remote(Builder).options(num_cpus=1)
         self._builders = [builder.remote(background) for _ in range(min(wanted, free))]
         self._free_builders = list(self._builders)
