@@ -46,8 +46,8 @@ for arg in "$@"; do
     harness) step harness "$limit" $py benchmarks/harness_bench.py --device cuda --evals 5 --fidelity ${FIDELITY:-20} \
                --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$LOGS/harness_bench.json" ${HARNESS_ARGS:-} ;;
     demo) step demo "$limit" $py -m cuda_agent demo ;;
-    service) step service "$limit" $py benchmarks/service_bench.py --device cuda --direct --evals ${SERVICE_EVALS:-40} \
-               --soak ${SOAK:-60} --json "$LOGS/service_bench.json" ${SERVICE_ARGS:-} ;;
+    service) step service "$limit" $py benchmarks/service_bench.py --device cuda --direct ${DIRECT:-8} --evals ${SERVICE_EVALS:-30} \
+               --soak ${SOAK:-40} --json "$LOGS/service_bench.json" ${SERVICE_ARGS:-} ;;
     timing) step timing "$limit" $py benchmarks/timing_bench.py --device cuda --json "$LOGS/timing_bench.json" ${TIMING_ARGS:-} ;;
     kb) from=${KB_FROM:-benchmarks/kernelbench_h100}  # KB_FROM=none starts afresh
         [ -d runs/kb ] || { mkdir -p runs/kb; [ "$from" = none ] || { cp -r "$from/bench" runs/kb/ 2>/dev/null

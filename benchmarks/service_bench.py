@@ -62,6 +62,7 @@ def direct(device: str, evals: int) -> dict:
         per = (time.perf_counter() - t0) / (evals + 1)
     return {"eval_s": per, "evals_per_hour": 3600 / per,
             "start_s": statistics.mean(r.stage_seconds.get("start", 0.0) for r in rows),
+            "stage_s": {k: statistics.mean(r.stage_seconds.get(k, 0.0) for r in rows) for k in rows[0].stage_seconds},
             "medians_ms": [r.solution.median_ms for r in rows if r.solution]}
 
 
@@ -202,7 +203,7 @@ def main() -> None:
     ap.add_argument("--builds", type=int, default=8)
     ap.add_argument("--burst", type=int, default=20)
     ap.add_argument("--soak", type=int, default=0, help="soak requests (0: no soak)")
-    ap.add_argument("--direct", action="store_true", help="also time today's path without the service")
+    ap.add_argument("--direct", type=int, default=0, help="also time today's path without the service (N evaluations)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "src"))
@@ -214,14 +215,14 @@ def main() -> None:
     out: dict = {"device": device, "date": time.strftime("%Y-%m-%d %H:%M"), "goals": GOALS}
     tmp = Path(tempfile.mkdtemp(prefix="service_bench_"))
     if args.direct:
-        out["direct"] = direct(device, args.evals)
-        print("direct", json.dumps(out["direct"])[:300], flush=True)
+        out["direct"] = direct(device, args.direct)
+        print("direct", json.dumps({k: v for k, v in out["direct"].items() if k != "medians_ms"}), flush=True)
     t0 = time.perf_counter()
     with EvalService(settings) as svc:
         out["service_start_s"] = time.perf_counter() - t0
         out["evaluators"], out["builders"] = svc.evaluators, len(svc._builders)
         out["throughput"] = throughput(svc, device, args.evals)
-        print("throughput", json.dumps(out["throughput"])[:400], flush=True)
+        print("throughput", json.dumps({k: v for k, v in out["throughput"].items() if k != "medians_ms"}), flush=True)
         out["stability"] = stability(svc, device, args.builds, tmp)
         print("stability", json.dumps(out["stability"]), flush=True)
         out["burst"] = burst(svc, device, args.burst, out["throughput"]["eval_s"], tmp)
