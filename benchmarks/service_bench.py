@@ -204,6 +204,9 @@ def main() -> None:
     ap.add_argument("--burst", type=int, default=20)
     ap.add_argument("--soak", type=int, default=0, help="soak requests (0: no soak)")
     ap.add_argument("--direct", type=int, default=0, help="also time today's path without the service (N evaluations)")
+    ap.add_argument("--per-device", type=int, default=1, help="evaluators sharing the device")
+    ap.add_argument("--spares", type=int, default=None, help="processes started ahead per evaluator")
+    ap.add_argument("--unpinned", action="store_true", help="also measure the spread without CPU pinning")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "src"))
@@ -211,7 +214,7 @@ def main() -> None:
     from cuda_agent.service import EvalService, ServiceSettings
 
     device = args.device or default_device()
-    settings = ServiceSettings(device=device)
+    settings = ServiceSettings(device=device, evaluators_per_device=args.per_device, spares=args.spares)
     out: dict = {"device": device, "date": time.strftime("%Y-%m-%d %H:%M"), "goals": GOALS}
     tmp = Path(tempfile.mkdtemp(prefix="service_bench_"))
     if args.direct:
@@ -231,6 +234,12 @@ def main() -> None:
             out["soak"] = soak(svc, device, args.soak, out["throughput"]["eval_s"])
             print("soak", json.dumps(out["soak"])[:600], flush=True)
     out["restart"] = restart(settings, device)
+    if args.unpinned:
+        from dataclasses import replace
+
+        with EvalService(replace(settings, pin_cores=False)) as svc:
+            out["stability_unpinned"] = stability(svc, device, args.builds, tmp)
+        print("stability_unpinned", json.dumps(out["stability_unpinned"]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=str))
     t, s, b = out["throughput"], out["stability"], out["burst"]
@@ -244,6 +253,10 @@ def main() -> None:
             (f"{b['solutions']} new solutions at once, wall / serial", f"{b['ratio']:.2f}x",
              f"<= {GOALS['burst_ratio']}x", f"{b['wall_s']:.1f} s vs {b['serial_s']:.1f} s"),
             ("baseline cache after a restart", str(out["restart"]["baseline_cached"]), "True", "")]
+    if "stability_unpinned" in out:
+        u = out["stability_unpinned"]
+        rows.append(("spread idle / with builds, no pinning", f"{u['idle_spread_pct']:.1f}% / {u['busy_spread_pct']:.1f}%",
+                     f"<= {GOALS['spread_pct']}%", ""))
     if "soak" in out:
         k = out["soak"]
         rows.append((f"soak: {k['requests']} requests, evaluator killed", f"{len(k['wrong'])} wrong",

@@ -206,15 +206,16 @@ class EvalService:
         return ray.remote(Evaluator).options(**options).remote(self.device, spares, foreground, background)
 
     def _core_plan(self, evaluators: int) -> tuple[list[list[int]] | None, list[int] | None]:
-        """Two cores of its own for each evaluator's timing (its child and reference worker), the
-        rest for builds and start-ups; only on a local Ray with room for it."""
+        """Two cores of its own for each evaluator's solution child (the process that times), the
+        rest for builds, start-ups and reference workers; only on a local Ray with room for it."""
         if not self.settings.pin_cores or self.settings.resolved_address():
             return None, None
         cores = sorted(os.sched_getaffinity(0))
         if len(cores) < 2 * evaluators + 2:
             return None, None
-        foreground = [cores[2 * i:2 * i + 2] for i in range(evaluators)]
-        return foreground, cores[2 * evaluators:]
+        # From the end: the first cores take most of the machine's interrupts and housekeeping.
+        foreground = [cores[len(cores) - 2 * i - 2:len(cores) - 2 * i] for i in range(evaluators)]
+        return foreground, cores[:len(cores) - 2 * evaluators]
 
     # ---- asking ------------------------------------------------------------------------------
 
