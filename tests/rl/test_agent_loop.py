@@ -195,6 +195,18 @@ def test_the_loops_are_registered_by_name_and_in_the_shipped_yaml():
         al.LoopSettings.from_options({k: v for k, v in entry.items() if k not in ("name", "_target_")})
 
 
+def test_importing_the_loops_keeps_the_options_a_yaml_registered(monkeypatch):
+    # verl's worker registers the YAML's entries first; hydra imports our module while building the
+    # first loop. A re-registration there must not drop the YAML's options for the next trajectories.
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+
+    yaml_entry = OmegaConf.create({"name": "cuda_agent", "_target_": "cuda_agent.rl.agent_loop.CudaAgentLoop",
+                                   "evaluator": "local", "runs_dir": "/somewhere"})
+    monkeypatch.setitem(_agent_loop_registry, "cuda_agent", yaml_entry)
+    al.register_default("cuda_agent", al.CudaAgentLoop)
+    assert _agent_loop_registry["cuda_agent"] is yaml_entry
+
+
 def test_a_row_names_its_task_by_code_or_by_path():
     code = TASK_FILE.read_text()
     assert al.task_from_row({"task": {"name": "sbr", "code": code, "level": 1}}).level == 1

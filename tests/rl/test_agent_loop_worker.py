@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,6 +67,14 @@ def trainer_config(model: Path, loops_yaml: Path):
             "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=10"])
 
 
+@dataclass
+class Rollout:
+    tok: Any
+    scripts: dict[str, list[str]]
+    out: Any        # the DataProto verl's worker returned
+    runs: Path      # the runs_dir the YAML set
+
+
 @pytest.fixture(scope="module")
 def rollout(tiny_model, agent_toml, tmp_path_factory):
     import ray
@@ -98,7 +108,7 @@ def rollout(tiny_model, agent_toml, tmp_path_factory):
         print(f"rollout of 2 rows in verl's AgentLoopWorker: {time.perf_counter() - start:.0f} s")
     finally:
         ray.shutdown()
-    return tok, scripts, out
+    return Rollout(tok, scripts, out, tmp / "runs")
 
 
 def unpadded(out, row: int) -> dict[str, list]:
@@ -124,7 +134,7 @@ def spans(ids: list[int], mask: list[int]) -> list[tuple[int, list[int]]]:
 
 
 def test_each_trajectory_carries_the_reward_its_harness_verdicts_earned(rollout):
-    _, _, out = rollout
+    out = rollout.out
     scores = out.batch["rm_scores"]
     assert scores.sum(1).tolist() == [1.0, -1.0]
     last = out.batch["attention_mask"][:, out.batch["prompts"].shape[1]:].sum(1) - 1
@@ -133,12 +143,14 @@ def test_each_trajectory_carries_the_reward_its_harness_verdicts_earned(rollout)
     assert list(nt["milestone"]) == ["correct", "failed"] and list(nt["status"]) == ["done", "done"]
     assert list(nt["min_global_steps"]) == list(nt["max_global_steps"]) == [GLOBAL_STEPS] * 2
     assert list(nt["__num_turns__"]) == [1 + len(TURNS) + CALLS, 2]   # task, replies, tool results | task, reply
+    runs = {Path(d).parent for d in nt["run_dir"]}
+    assert runs == {rollout.runs}   # every trajectory got the YAML's options, not only the first
     solution = Path(nt["run_dir"][0]) / "solution" / "kernels"
     assert sorted(p.name for p in solution.iterdir()) == ["scale_bias_relu.cpp", "scale_bias_relu_binding.cpp"]
 
 
 def test_the_tokens_decode_to_the_chat_template_rendering_of_the_recorded_messages(rollout):
-    tok, _, out = rollout
+    tok, out = rollout.tok, rollout.out
     row = unpadded(out, 0)
     messages = read_messages(Path(out.non_tensor_batch["run_dir"][0]) / "trajectory.jsonl")
     assert [m["role"] for m in messages][:3] == ["system", "user", "assistant"]
@@ -149,7 +161,7 @@ def test_the_tokens_decode_to_the_chat_template_rendering_of_the_recorded_messag
 
 
 def test_exactly_the_tool_observations_are_masked_out(rollout):
-    tok, scripts, out = rollout
+    tok, scripts, out = rollout.tok, rollout.scripts, rollout.out
     row = unpadded(out, 0)
     messages = read_messages(Path(out.non_tensor_batch["run_dir"][0]) / "trajectory.jsonl")
     groups, current = [], []
@@ -169,14 +181,14 @@ def test_exactly_the_tool_observations_are_masked_out(rollout):
 
 
 def test_rollout_log_probs_are_the_servers_on_the_policys_tokens_only(rollout):
-    _, _, out = rollout
+    out = rollout.out
     row = unpadded(out, 0)
     assert {lp for lp, m in zip(row["response_logprobs"], row["response_mask"]) if m} == {LOG_PROB}
     assert {lp for lp, m in zip(row["response_logprobs"], row["response_mask"]) if not m} == {0.0}
 
 
 def test_the_replay_gives_the_live_tokens_masks_and_reward(rollout):
-    tok, _, out = rollout
+    tok, out = rollout.tok, rollout.out
 
     async def replay(row: int):
         loop = make_loop(al.ReplayAgentLoop, tok, None)
@@ -195,7 +207,7 @@ def test_the_replay_gives_the_live_tokens_masks_and_reward(rollout):
 def test_gae_on_the_live_batch_never_reads_the_critics_values_on_observations(rollout):
     from verl.trainer.ppo.core_algos import compute_gae_advantage_return
 
-    _, _, out = rollout
+    out = rollout.out
     mask = out.batch["response_mask"].float()
     values = torch.rand(mask.shape, generator=torch.Generator().manual_seed(0))
     other = torch.where(mask.bool(), values, torch.full_like(values, 50.0))

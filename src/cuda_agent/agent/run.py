@@ -1,4 +1,5 @@
-"""Runs: one task (`optimize`), many at once (`optimize_many`), and the bundled demo (`demo`).
+"""Runs: one task (`optimize`), many at once (`optimize_many`), and the bundled demo (`demo`); and
+`open_run`, the one place a run is wired, which the RL agent loop (cuda_agent.rl.agent_loop) uses too.
 
 A run's output folder holds `workspace/` (where the model worked), `solution/` (the best solution
 the harness verified), `solution.json`, `trajectory.jsonl`, `report.json` and `report.md`.

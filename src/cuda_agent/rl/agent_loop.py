@@ -12,8 +12,8 @@
   from the recorded verdicts: value pretraining on fixed trajectories (rollout `null`).
 
 Load them with `actor_rollout_ref.rollout.agent.agent_loop_config_path=<cuda_agent/rl/agent_loops.yaml>`
-(verl reads the list in every agent-loop worker; the `@register` decorators only act where this
-module is imported) and pick one per row (`agent_name` column) or for all
+(verl reads the list in every agent-loop worker; importing this module registers the names with
+default options only where no YAML set them) and pick one per row (`agent_name` column) or for all
 (`actor_rollout_ref.rollout.agent.default_agent_loop`). The YAML entries carry the loops' options
 (`LoopSettings`): the agent config overlay, the harness device, the evaluator (`service` or
 `local`, see rl/evaluation.py), the runs folder.
@@ -41,7 +41,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import (AgentLoopBase, AgentLoopMetrics, AgentLoopOutput,
+                                                     _agent_loop_registry)
 
 from cuda_agent.agent.config import AgentConfig, load_config, override
 from cuda_agent.agent.loop import Outcome
@@ -138,7 +139,6 @@ def rl_config(config: AgentConfig, rollout: Any, final_profile: bool) -> AgentCo
                     run={"final_profile": final_profile})
 
 
-@register("cuda_agent")
 class CudaAgentLoop(AgentLoopBase):
     """One trajectory of cuda-agent's agent on a dataset row's task, sampled from the policy."""
 
@@ -200,7 +200,6 @@ class CudaAgentLoop(AgentLoopBase):
         return outcome, run.keeper
 
 
-@register("cuda_agent_replay")
 class ReplayAgentLoop(AgentLoopBase):
     """A recorded run (`extra_info.trajectory`: a trajectory.jsonl) as tokens, masks and its reward."""
 
@@ -231,6 +230,17 @@ class ReplayAgentLoop(AgentLoopBase):
                                        "evaluations": 0}}
         return AgentLoopOutput(**trajectory.output(), reward_score=verdict.reward, num_turns=_turns(trajectory),
                                metrics=AgentLoopMetrics(), extra_fields=extra)
+
+
+def register_default(name: str, cls: type) -> None:
+    """Make `name` mean `cls` with default options, unless an agent_loops YAML already set it. Not
+    verl's @register, which overwrites: hydra imports this module while it builds the YAML's first
+    loop, so @register would drop the YAML's options for every later trajectory of the worker."""
+    _agent_loop_registry.setdefault(name, {"_target_": f"{cls.__module__}.{cls.__qualname__}"})
+
+
+register_default("cuda_agent", CudaAgentLoop)
+register_default("cuda_agent_replay", ReplayAgentLoop)
 
 
 async def replay_messages(trajectory: TokenTrajectory, messages: list[dict[str, Any]], where: str) -> None:
