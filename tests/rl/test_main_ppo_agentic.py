@@ -46,7 +46,8 @@ def agentic_ppo_command(model: Path, data: Path, loops_yaml: Path, out_dir: Path
         actor_rollout_ref.actor.ppo_mini_batch_size=2 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
         critic.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2
         actor_rollout_ref.rollout.dtype=float32
-        +actor_rollout_ref.model.override_config.attn_implementation=sdpa actor_rollout_ref.model.use_remove_padding=False
+        +actor_rollout_ref.model.override_config.attn_implementation=sdpa
+        actor_rollout_ref.model.use_remove_padding=False
         +critic.model.override_config.attn_implementation=sdpa critic.model.use_remove_padding=False
         actor_rollout_ref.model.enable_gradient_checkpointing=False critic.model.enable_gradient_checkpointing=False
         actor_rollout_ref.actor.fsdp_config.use_torch_compile=False actor_rollout_ref.actor.use_torch_compile=False
