@@ -5,13 +5,15 @@ REAL harness on the CPU backend.
 
 Row 0 replays the assistant side of the bundled CPU run of scale_bias_relu (look around, write a
 fused kernel, compile, write ModelNew, verify, finish), each reply as the tokens a model following
-the chat template would emit; the harness really builds and verifies it, so the reward is a real 1.
+the chat template would emit; the harness really builds and verifies it (through the evaluation
+service, as in production), so the reward is a real 1.
 Row 1 gives up at once: -1. One rollout (about a minute, most of it the harness's build and verify)
 serves every test here."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -73,6 +75,7 @@ class Rollout:
     scripts: dict[str, list[str]]
     out: Any        # the DataProto verl's worker returned
     runs: Path      # the runs_dir the YAML set
+    journal: Path   # the evaluation service's journal
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +90,8 @@ def rollout(tiny_model, agent_toml, tmp_path_factory):
     loops_yaml = tmp / "agent_loops.yaml"
     loops_yaml.write_text(f"""- name: cuda_agent
   _target_: cuda_agent.rl.agent_loop.CudaAgentLoop
-  evaluator: local
+  evaluator: service
+  service: {{journal: {tmp / 'service.jsonl'}}}
   device: cpu
   agent_config: {agent_toml}
   runs_dir: {tmp / 'runs'}
@@ -98,7 +102,7 @@ def rollout(tiny_model, agent_toml, tmp_path_factory):
         "raw_prompt": np.array([[{"role": "user", "content": "(the loop builds its own)"}]] * 2, dtype=object),
         "extra_info": np.array(rows, dtype=object), "index": np.arange(2),
         "data_source": np.array(["cuda_agent"] * 2, dtype=object)})
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}})
     try:
         start = time.perf_counter()
@@ -108,7 +112,7 @@ def rollout(tiny_model, agent_toml, tmp_path_factory):
         print(f"rollout of 2 rows in verl's AgentLoopWorker: {time.perf_counter() - start:.0f} s")
     finally:
         ray.shutdown()
-    return Rollout(tok, scripts, out, tmp / "runs")
+    return Rollout(tok, scripts, out, tmp / "runs", tmp / "service.jsonl")
 
 
 def unpadded(out, row: int) -> dict[str, list]:
@@ -147,6 +151,16 @@ def test_each_trajectory_carries_the_reward_its_harness_verdicts_earned(rollout)
     assert runs == {rollout.runs}   # every trajectory got the YAML's options, not only the first
     solution = Path(nt["run_dir"][0]) / "solution" / "kernels"
     assert sorted(p.name for p in solution.iterdir()) == ["scale_bias_relu.cpp", "scale_bias_relu_binding.cpp"]
+
+
+def test_the_harness_ran_through_the_evaluation_service_at_reward_priority(rollout):
+    from cuda_agent.service import PRIORITY_REWARD
+
+    rows = [json.loads(line) for line in rollout.journal.read_text().splitlines()]
+    requests = [r for r in rows if r["event"] == "request"]
+    verdicts = [r for r in rows if r["event"] == "verdict"]
+    assert [(r["task"], r["priority"]) for r in requests] == [("scale_bias_relu", PRIORITY_REWARD)]  # the verify
+    assert [v["result"]["milestone"] for v in verdicts] == ["correct"]
 
 
 def test_the_tokens_decode_to_the_chat_template_rendering_of_the_recorded_messages(rollout):

@@ -21,11 +21,19 @@ default options only where no YAML set them) and pick one per row (`agent_name` 
 Budgets in RL: the agent config's `max_turns` (or `multi_turn.max_assistant_turns` when set) and
 `max_seconds`; the context is verl's token budget, prompt_length for the first messages and
 response_length for everything after, counted exactly by the tokens, and a trajectory ends when it
-is spent. Old tool outputs are never shortened (compaction off): the tokens are append-only. The
+is spent (status `max_context`; the calls of the reply that spent it still run, as the model wrote
+them, and their verdicts count, but their outputs are not in the tokens). Old tool outputs are
+never shortened (compaction off): the tokens are append-only. The
 final profile of unverified work is off unless `final_profile: true`, so the reward is what the
 model's own verify and profile calls earned, as its system prompt says.
 
-Limits: the policy's text must follow the hermes tool-call format of Qwen-style chat templates;
+The tools and their limits are the agent's own (agent/tools.py, agent/config.toml: a tool output
+keeps `max_output_chars`); verl's `multi_turn.format`, `max_tool_response_length`, tool configs and
+`raw_prompt` are not used: the first messages are those `optimize()` sends, built from the row's
+task and its workspace (SKILL.md rendered for the device), so training sees what inference sends.
+
+Limits: the policy's text must follow the hermes tool-call format of Qwen-style chat templates
+(tested with the tiny model's template; Qwen2.5's own template is expected to behave the same, untested);
 thinking models (Qwen3 `<think>`) are not handled. HF generate (rollout `hf`) is for small models;
 production rollouts need vLLM or SGLang.
 """
