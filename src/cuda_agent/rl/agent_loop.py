@@ -151,9 +151,8 @@ class CudaAgentLoop(AgentLoopBase):
     """One trajectory of cuda-agent's agent on a dataset row's task, sampled from the policy."""
 
     def __init__(self, *args: Any, tools: Any = None, name: str | None = None, **kwargs: Any):
-        options = {k: kwargs.pop(k) for k in list(kwargs) if k in {f.name for f in fields(LoopSettings)}}
+        self.settings = LoopSettings.from_options(_pop_options(kwargs))  # `tools`, `name`: verl's, unused
         super().__init__(*args, **kwargs)
-        self.settings = LoopSettings.from_options(options)
         self.device = resolve_backend(self.settings.device).device
         self.agent_config = rl_config(load_config(self.settings.agent_config), self.rollout_config,
                                       self.settings.final_profile)
@@ -182,12 +181,8 @@ class CudaAgentLoop(AgentLoopBase):
         steps = (stats.min_global_steps, stats.max_global_steps)
         if None in steps:  # no reply came back (a prompt with no room): the step this row was sampled at
             steps = (kwargs.get("global_steps"),) * 2
-        extra = {"task": task.name, "milestone": verdict.milestone, "status": outcome.status, "error": outcome.error,
-                 "turns": outcome.turns, "evaluations": keeper.evaluations, "run_dir": str(out),
-                 "global_steps": steps[1], "min_global_steps": steps[0], "max_global_steps": steps[1],
-                 "turn_scores": [], "tool_rewards": [],
-                 "reward_extra_info": {"correct": float(verdict.correct), "turns": outcome.turns,
-                                       "evaluations": keeper.evaluations}}
+        extra = extra_fields(task.name, verdict, outcome.status, outcome.error, outcome.turns, keeper.evaluations,
+                             out, steps)
         metrics = AgentLoopMetrics(generate_sequences=stats.seconds,
                                    tool_calls=max(time.monotonic() - start - stats.seconds, 0.0),
                                    num_preempted=stats.preempted)
@@ -212,9 +207,8 @@ class ReplayAgentLoop(AgentLoopBase):
     """A recorded run (`extra_info.trajectory`: a trajectory.jsonl) as tokens, masks and its reward."""
 
     def __init__(self, *args: Any, tools: Any = None, name: str | None = None, **kwargs: Any):
-        options = {k: kwargs.pop(k) for k in list(kwargs) if k in {f.name for f in fields(LoopSettings)}}
+        self.settings = LoopSettings.from_options(_pop_options(kwargs))
         super().__init__(*args, **kwargs)
-        self.settings = LoopSettings.from_options(options)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         info = kwargs.get("extra_info") or {}
@@ -225,17 +219,12 @@ class ReplayAgentLoop(AgentLoopBase):
         messages = read_messages(info["trajectory"])
         trajectory = TokenTrajectory(self, TOOL_SCHEMAS, self.rollout_config.response_length, log_probs=False)
         await replay_messages(trajectory, messages, info["trajectory"])
-        verdict = best_verdict(recorded_results(records, self.settings.final_profile))
-        steps = kwargs.get("global_steps")
-        extra = {"task": next((r.get("task") for r in records if r.get("type") == "run"), ""),
-                 "milestone": verdict.milestone, "status": "replay", "error": "",
-                 "turns": sum(m["role"] == "assistant" for m in trajectory.messages), "evaluations": 0,
-                 "run_dir": str(Path(info["trajectory"]).parent),
-                 "global_steps": steps, "min_global_steps": steps, "max_global_steps": steps,
-                 "turn_scores": [], "tool_rewards": [],
-                 "reward_extra_info": {"correct": float(verdict.correct),
-                                       "turns": sum(m["role"] == "assistant" for m in trajectory.messages),
-                                       "evaluations": 0}}
+        results = recorded_results(records, self.settings.final_profile)
+        verdict = best_verdict(results)
+        task = next((r.get("task", "") for r in records if r.get("type") == "run"), "")
+        turns = sum(m["role"] == "assistant" for m in trajectory.messages)
+        steps = (kwargs.get("global_steps"),) * 2   # no server: the step this row was sampled at
+        extra = extra_fields(task, verdict, "replay", "", turns, len(results), Path(info["trajectory"]).parent, steps)
         return AgentLoopOutput(**trajectory.output(), reward_score=verdict.reward, num_turns=_turns(trajectory),
                                metrics=AgentLoopMetrics(), extra_fields=extra)
 
@@ -275,6 +264,24 @@ def recorded_results(records: list[dict[str, Any]], final_profile: bool) -> list
     kinds = ("message", "final_evaluation") if final_profile else ("message",)
     return [r["harness"]["result"] for r in records
             if r.get("type") in kinds and isinstance(r.get("harness"), dict) and r["harness"].get("result")]
+
+
+def extra_fields(task: str, verdict: Verdict, status: str, error: str, turns: int, evaluations: int,
+                 run_dir: Path, steps: tuple[Any, Any]) -> dict[str, Any]:
+    """A trajectory's `AgentLoopOutput.extra_fields`, the same keys from both loops (verl stacks them
+    per key across the batch). `steps`: the weights versions of its first and last reply; verl's v1
+    trainer tags every trajectory with them (min/max_global_steps, as ints). `reward_extra_info` is
+    numbers only: the trainer averages each key in its validation metrics."""
+    return {"task": task, "milestone": verdict.milestone, "status": status, "error": error, "turns": turns,
+            "evaluations": evaluations, "run_dir": str(run_dir),
+            "global_steps": steps[1], "min_global_steps": steps[0], "max_global_steps": steps[1],
+            "turn_scores": [], "tool_rewards": [],   # the keys verl's own multi-turn loop returns
+            "reward_extra_info": {"correct": float(verdict.correct), "turns": turns, "evaluations": evaluations}}
+
+
+def _pop_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The loop's own options (agent_loops.yaml) out of the arguments verl's worker instantiates it with."""
+    return {k: kwargs.pop(k) for k in list(kwargs) if k in {f.name for f in fields(LoopSettings)}}
 
 
 def _turns(trajectory: TokenTrajectory) -> int:
