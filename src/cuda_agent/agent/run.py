@@ -180,6 +180,7 @@ class Run:
         return outcome
 
     def finish(self, outcome: Outcome) -> None:
+        """Records the run's end: its status, turns, tokens and best verdict."""
         b = self.keeper.best
         self.trajectory.write("end", status=outcome.status, error=outcome.error, turns=outcome.turns,
                               usage=outcome.usage.to_dict(), elapsed=round(outcome.elapsed, 3),
