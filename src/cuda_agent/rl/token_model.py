@@ -77,6 +77,7 @@ class VerlTokenModel:
         return asyncio.run_coroutine_threadsafe(self.reply(messages), self.event_loop).result()
 
     async def reply(self, messages: list[dict[str, Any]]) -> ModelReply:
+        """On the event loop: the tool results since the last reply appended, then the server's next reply."""
         t = self.trajectory
         if not t.started:
             await t.start(messages)
