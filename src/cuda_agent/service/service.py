@@ -168,7 +168,9 @@ class EvalService:
 
         s = self.settings
         resources = ray.cluster_resources()
-        if self.device == "cuda":
+        if self.device == "cuda" and s.shared_gpu is not None:
+            count = s.evaluators_per_device
+        elif self.device == "cuda":
             gpus = int(resources.get("GPU", 0))
             if gpus == 0:
                 raise ServiceError("the service was asked for cuda but Ray sees no GPU; use device='cpu' "
@@ -201,9 +203,10 @@ class EvalService:
         import ray
 
         options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1}
-        if self.device == "cuda":
+        if self.device == "cuda" and self.settings.shared_gpu is None:
             options["num_gpus"] = 1.0 / self.settings.evaluators_per_device
-        return ray.remote(Evaluator).options(**options).remote(self.device, spares, foreground, background)
+        return ray.remote(Evaluator).options(**options).remote(self.device, spares, foreground, background,
+                                                               self.settings.shared_gpu)
 
     def _core_plan(self, evaluators: int) -> tuple[list[list[int]] | None, list[int] | None]:
         """Two cores of its own for each evaluator's solution child (the process that times), the
