@@ -34,10 +34,11 @@ def kernelbench_jsonl() -> Path:
     return KERNELBENCH_JSONL
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def service():
-    """One evaluation service for the whole session, on a local Ray with the CPU backend: two
-    evaluators and a builder (a Ray start costs seconds, so tests share it)."""
+    """One evaluation service per test package, on a local Ray with the CPU backend: two evaluators
+    and a builder (a Ray start costs seconds, so a package's tests share it; it is gone before the
+    next package, so timing tests elsewhere run on a quiet machine)."""
     from cuda_agent.service import EvalService, ServiceSettings
 
     # The evaluators run test doubles defined in test modules: Ray's workers import them by name.
