@@ -23,7 +23,7 @@ from cuda_agent.agent.trajectory import read_messages  # noqa: E402
 from cuda_agent.harness import EvalResult, TimingPlan, milestone  # noqa: E402
 from cuda_agent.rl import agent_loop as al  # noqa: E402
 from cuda_agent.agent.evaluator import WorkspaceEvaluator  # noqa: E402
-from cuda_agent.rl.evaluation import make_evaluator_factory, shared_service  # noqa: E402
+from cuda_agent.rl.evaluation import close_shared_services, make_evaluator_factory, shared_service  # noqa: E402
 from cuda_agent.rl.token_model import parse_reply  # noqa: E402
 from cuda_agent.rl.token_trajectory import HistoryRewritten, TokenTrajectory  # noqa: E402
 from cuda_agent.service import HARNESS_ERROR, PRIORITY_REWARD, ServiceError, ServiceSettings  # noqa: E402
@@ -38,6 +38,14 @@ RECORDED = [m for m in read_messages(EXAMPLES_DIR / "trajectories" / "scale_bias
 @pytest.fixture(scope="module")
 def tok(tiny_model):
     return AutoTokenizer.from_pretrained(tiny_model)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _services_closed_after_the_module():
+    """The live loops start this process's evaluation service (and a local Ray): closed at the end,
+    so the next module can start a Ray of its own."""
+    yield
+    close_shared_services()
 
 
 def make_loop(cls, tok, server, *, prompt_length=4096, response_length=8192, max_turns=None, **options):

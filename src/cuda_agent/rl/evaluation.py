@@ -44,6 +44,14 @@ def shared_service(settings: ServiceSettings) -> EvalService:
         return service
 
 
+def close_shared_services() -> None:
+    """Close this process's services now (a worker's close when it exits; tests close them sooner)."""
+    with _services_lock:
+        for service in _services.values():
+            service.close()
+        _services.clear()
+
+
 def _check_gpus(settings: ServiceSettings) -> None:
     import ray
 

@@ -47,8 +47,7 @@ def test_ipc_metadata_without_a_valid_handle_is_refused_before_the_driver_is_cal
 
 _SHARER = textwrap.dedent("""
     import json, sys, torch
-    from cuda_agent.harness.config import TimingPlan
-from cuda_agent.harness.workers.transfer import share_outputs
+    from cuda_agent.harness.workers.transfer import share_outputs
     keep = []
     big = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
     outs = [big[1:].view(-1)[:1000],                                    # unaligned: shared as a copy
