@@ -229,6 +229,8 @@ def main() -> None:
     ap.add_argument("--builds", type=int, default=8)
     ap.add_argument("--burst", type=int, default=20)
     ap.add_argument("--soak", type=int, default=0, help="soak requests (0: no soak)")
+    ap.add_argument("--stability-only", action="store_true", help="only the spread of the 5 medians, idle and "
+                    "with builds beside")
     ap.add_argument("--soak-only", action="store_true", help="only the soak, correctness only (no timing), "
                     "against a clean run of the same size")
     ap.add_argument("--direct", type=int, default=0, help="also time today's path without the service (N evaluations)")
@@ -251,6 +253,21 @@ def main() -> None:
         print("direct", json.dumps({k: v for k, v in out["direct"].items() if k != "medians_ms"}), flush=True)
     if args.soak_only:
         soak_only(settings, device, args.soak, out)
+        return
+    if args.stability_only:
+        from cuda_agent.harness import EvalConfig
+
+        with EvalService(settings) as svc:
+            task, sol = demo(device)
+            svc.evaluate(task, sol, EvalConfig(device=device))  # build and baselines cached
+            out["stability"] = stability(svc, device, args.builds, tmp)
+        s = out["stability"]
+        print(json.dumps(s))
+        print(f"\n| spread of 5 medians ({device}) | value | goal |\n|---|---|---|\n"
+              f"| idle | {s['idle_spread_pct']:.1f}% | <= {GOALS['spread_pct']}% |\n"
+              f"| {s['builds_beside']} builds beside | {s['busy_spread_pct']:.1f}% | <= {GOALS['spread_pct']}% |")
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=1, default=str))
         return
     t0 = time.perf_counter()
     with EvalService(settings) as svc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -212,3 +213,19 @@ def test_releasing_a_sandbox_user_kills_what_still_runs_as_it(tmp_path):
     again.release()
     slot.release()
     assert escaped.wait(timeout=10) == -9
+
+
+def test_a_harness_child_runs_at_normal_priority_whatever_its_parents(tmp_path):
+    """Ray runs its workers at nice 15; the solution child they start times, so it must not."""
+    from cuda_agent.harness.workers.process import Process
+
+    probe = tmp_path / "probe.py"
+    probe.write_text("import json, os, sys\n"
+                     "os.write(int(sys.argv[2]), (json.dumps({'nice': os.getpriority(os.PRIO_PROCESS, 0)}) + '\\n').encode())\n")
+    script = (f"import os; os.nice(5); from pathlib import Path; from cuda_agent.harness.workers.process import Process\n"
+              f"p = Process('probe', cwd=Path({str(tmp_path)!r}), log=Path({str(tmp_path / 'log')!r}), "
+              f"env={{'PYTHONPATH': {str(tmp_path)!r}}})\nprint(p.recv(30)['nice']); p.close()\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    expected = 0 if os.geteuid() == 0 else 5  # only root may lower a priority
+    assert out.stdout.strip() == str(expected)

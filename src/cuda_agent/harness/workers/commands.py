@@ -24,6 +24,7 @@ from cuda_agent.harness.workers.sandbox import (TOOL_USER, Confinement, SandboxU
                                                 kill_group, reachable_by_others)
 
 _SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.I)
+TOOL_NICE = 10  # a model's commands yield the CPU to the harness's timing
 
 
 @dataclass
@@ -79,7 +80,8 @@ class CommandRunner:
         self.slot = slot
         self.user = slot.user if slot is not None else None
         self.network = network
-        self.confinement = Confinement(self.user, network=network, own_pids=True, user_namespace=True)
+        self.confinement = Confinement(self.user, network=network, own_pids=True, user_namespace=True,
+                                       nice=TOOL_NICE)
         self.env = {k: v for k, v in os.environ.items() if not _SECRET_ENV.search(k) and k != "CUDA_AGENT_HOME"}
         self.env.update(HOME=str(self.workspace), PWD=str(self.workspace))
         if self.user is not None:
