@@ -23,8 +23,9 @@ from cuda_agent.home import subdir
 
 # Bumped whenever timing.py measures differently, so that no figure taken the old way is reused:
 # 2 = inputs drawn for every call, L2 emptied by reading, side-stream work charged above noise;
-# 3 = and that noise bound is 5% of the call as well as 5 us; 4 = the key holds the whole plan.
-TIMING_METHOD = 4
+# 3 = and that noise bound is 5% of the call as well as 5 us; 4 = the key holds the whole plan;
+# 5 = the CPU backend's processes time with one thread.
+TIMING_METHOD = 5
 
 
 def time_baselines(model: torch.nn.Module, draw: Callable[[int], list], device: torch.device, plan: TimingPlan,
@@ -78,11 +79,15 @@ def task_baselines(task_code: str, task_name: str, config: EvalConfig) -> tuple[
     if cached is not None:
         return cached
     dev = torch.device(device)
+    threads = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(1)  # as an evaluation's processes time on the CPU (spares.py)
     try:
         module = module_from_source(task_code, "reference", f"{task_name}.py")
         model = make_model(module.Model, module, random.getrandbits(31), dev)
         eager, compiled = time_baselines(model, timing_draw(module, random.getrandbits(62), dev), dev, config.timing)
     finally:  # free this task's memory and compiled graphs before the next one
+        torch.set_num_threads(threads)
         torch._dynamo.reset()
         release(dev)
     store(key, eager, compiled, {"task": task_name, "device_name": device_name(device)})

@@ -65,7 +65,9 @@ def start_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig) -
     slot = claim_user() if user is not None else None
     child_user = slot.user if slot is not None else user
     ex = Exchange(child_user)
-    env = {WARM_ENV: backend.device} if backend.is_cuda else {}
+    # On the CPU backend every process times with one thread: the solution's C++ runs on one, and an
+    # eager baseline's OpenMP threads would otherwise be timed against whatever else the machine runs.
+    env = {WARM_ENV: backend.device} if backend.is_cuda else {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     try:
         ref = Process("cuda_agent.harness.workers.reference", cwd=ex.private, log=ex.private / "reference.log", env=env)
         child = Process("cuda_agent.harness.workers.child", cwd=ex.public, log=ex.private / "child.log",
