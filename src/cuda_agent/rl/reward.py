@@ -26,13 +26,14 @@ import os
 import re
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, fields
 from typing import Any
 
 from cuda_agent.harness import EvalConfig, EvalResult, RewardSchedule, TimingPlan
 from cuda_agent.journal import Journal
 from cuda_agent.rl.data import SANITY
-from cuda_agent.service import HARNESS_ERROR, PRIORITY_REWARD, EvalService, ServiceSettings
+from cuda_agent.service import HARNESS_ERROR, PRIORITY_REWARD, EvalService, ServiceSettings, request_id
 from cuda_agent.tasks import Task
 
 REWARD_LOG_ENV = "CUDA_AGENT_REWARD_LOG"
@@ -94,6 +95,7 @@ def extract_solution(reply: str) -> tuple[str | None, str]:
 # --- one evaluation service per process -----------------------------------------------------------
 
 _services: dict[tuple, EvalService] = {}
+_inflight: dict[str, Future] = {}   # request id -> its verdict: the n replies of a prompt often agree
 _lock = threading.Lock()
 _log: Journal | None = None
 
@@ -106,6 +108,26 @@ def service_for(settings: RewardSettings, device: str) -> EvalService:
         if key not in _services:
             _services[key] = EvalService(settings.service_settings(device)).start()
         return _services[key]
+
+
+def submit(svc: EvalService, task: Task, files: dict[str, str], config: EvalConfig) -> Future:
+    """The service's verdict on these files, shared with an equal request already waiting for one
+    (the service itself remembers verdicts once given, not requests in flight)."""
+    rid = request_id(task, files, config)
+    with _lock:
+        future = _inflight.get(rid)
+        fresh = future is None
+        if fresh:
+            future = _inflight[rid] = svc.submit(task, files, config, priority=PRIORITY_REWARD, id=rid)
+    if fresh:   # outside the lock: a verdict from the journal is already done, and calls back at once
+        future.add_done_callback(lambda _: _forget(rid))
+    return future
+
+
+def _forget(rid: str) -> None:
+    # no lock: the service's scheduler thread calls this while holding its own lock, which
+    # `submit` takes under ours (a dict's pop is atomic)
+    _inflight.pop(rid, None)
 
 
 def close_services() -> None:
@@ -182,7 +204,7 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str,
 
         device = device or default_device()
         svc = service_for(settings, device)
-        future = svc.submit(task, files, settings.eval_config(device), priority=PRIORITY_REWARD)
+        future = submit(svc, task, files, settings.eval_config(device))
         try:
             # shielded: a timeout must not cancel the service's future, which its scheduler still completes
             result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), settings.timeout_s)
