@@ -129,11 +129,12 @@ def split_tasks(tasks: Iterable[Task], guard: KernelBenchGuard, val_fraction: fl
     for task in tasks:
         if task.sha256 in seen:
             continue
-        seen.add(task.sha256)
         why = guard.why_excluded(task.name, task.code, task.sha256)
         if why:
             out.excluded[task.name] = why
-        elif held_out(task, val_fraction, seed):
+            continue
+        seen.add(task.sha256)
+        if held_out(task, val_fraction, seed):
             out.val.append(task)
         else:
             out.train.append(task)
