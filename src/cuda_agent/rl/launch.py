@@ -7,6 +7,8 @@ for progress and its `file` logger's JSONL for metrics, and never imports verl's
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shutil
@@ -95,7 +97,8 @@ def check_ppo(stage: str, cfg, train_rows: int) -> None:
                          f"{cfg.data.train_batch_size}; lower it ({stage}:data.train_batch_size=N, with "
                          "actor_rollout_ref.actor.ppo_mini_batch_size <= N) or add tasks")
     try:
-        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        with contextlib.redirect_stdout(io.StringIO()):   # it prints a line of its own on success
+            validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     except (AssertionError, ValueError) as e:
         raise TrainError(f"{stage}: verl refuses the config: {e}") from None
 

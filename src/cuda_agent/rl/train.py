@@ -100,8 +100,9 @@ def _identity(path: Path | None) -> Any:
     return [str(p), p.stat().st_size, int(p.stat().st_mtime)] if p.is_file() else str(p)
 
 
-def rft_data(run: RunConfig, data: dict[str, Path], actor: str, report: Report) -> tuple[Path, int]:
-    """out/rft/sft.parquet from the warm-up's replies and the run's trajectories (rl/rft.py)."""
+def rft_data(run: RunConfig, data: dict[str, Path], actor: str, max_length: int, report: Report) -> tuple[Path, int]:
+    """out/rft/sft.parquet from the warm-up's replies and the run's trajectories (rl/rft.py); no
+    conversation longer than the SFT trainer's data.max_length (it refuses to truncate)."""
     from cuda_agent.rl import rft
 
     prompts = {r["reward_model"]["ground_truth"]: (r["extra_info"]["task"], r["prompt"])
@@ -111,7 +112,7 @@ def rft_data(run: RunConfig, data: dict[str, Path], actor: str, report: Report) 
         c = rft.from_trajectory(path)
         if c is not None:
             candidates.append(c)
-    rule = rft.RFTFilter(run.rft.min_reward, run.rft.max_turns, run.rft.max_tokens)
+    rule = rft.RFTFilter(run.rft.min_reward, run.rft.max_turns, min(run.rft.max_tokens, max_length))
     try:
         counter = rft.chat_token_counter(actor)
     except Exception:  # a model folder without a usable tokenizer: verl will say so; estimate here
@@ -186,7 +187,8 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
         actor = critic = run.model
     elif stage == "rft":
         actor = _previous(journal, run, stage, "warmup", "actor", user, "model.path") or run.model
-        sft, rows = rft_data(run, data, actor, report)
+        max_length = launch.compose(SPECS[stage].config, launch.platform_overlay(run, stage) + user).data.max_length
+        sft, rows = rft_data(run, data, actor, int(max_length), report)
         return [*common, f"model.path={actor}", f"data.train_files={sft}", "data.val_files=null"], rows
     elif stage == "value":
         actor = _previous(journal, run, stage, "rft", "actor", user, actor_key)
