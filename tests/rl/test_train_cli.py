@@ -77,6 +77,22 @@ def test_too_few_tasks_for_a_batch_is_a_user_error(tmp_path, tiny_model):
     assert code == 2 and "1 training rows, fewer than data.train_batch_size=4" in out, out
 
 
+def test_a_reward_setting_the_service_cannot_honour_stops_the_stage_before_verl_starts(tmp_path, tiny_model):
+    """One GPU: verl's placement group holds it, so the harness's evaluators must not ask Ray for it
+    (reward_kwargs.evaluator_gpus: 0, in ppo_one_gpu.yaml); a service without that setting would
+    leave them waiting forever, so the stage refuses to start."""
+    from dataclasses import fields
+
+    from cuda_agent.service import ServiceSettings
+
+    run = write_run(tmp_path, f"out: out\nmodel: {tiny_model}\nplatform: gpu\ntasks: [{TASK}]\n")
+    code, out = train("warmup", "--config", str(run), "++reward.custom_reward_function.reward_kwargs.timing_budjet=1")
+    assert code == 2 and "unknown reward setting(s) timing_budjet" in out, out
+    if "evaluator_gpus" not in {f.name for f in fields(ServiceSettings)}:
+        code, out = train("warmup", "--config", str(run))
+        assert code == 2 and "cannot share a GPU" in out, out
+
+
 def test_paths_in_the_run_file_are_relative_to_it(tmp_path):
     (tmp_path / "cfg").mkdir()
     run = load_run_config(write_run(tmp_path / "cfg", "out: ../runs/a\nmodel: hub/name\ntasks: [t.parquet]\n"))

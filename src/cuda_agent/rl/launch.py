@@ -77,7 +77,7 @@ def platform_overlay(run: RunConfig, stage: str) -> list[str]:
     return ["+cpu=sft"] if SPECS[stage].trainer == "sft" else ["+cpu=ppo"]
 
 
-def check_ppo(stage: str, cfg, train_rows: int) -> None:
+def check_ppo(stage: str, cfg, train_rows: int, device: str) -> None:
     """What verl does not check itself, or checks only after minutes of start-up."""
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
@@ -92,6 +92,7 @@ def check_ppo(stage: str, cfg, train_rows: int) -> None:
                          f"({steps}): value pretraining never updates the actor")
     if cfg.actor_rollout_ref.rollout.tensor_model_parallel_size != 1 and t.n_gpus_per_node == 1:
         raise TrainError(f"{stage}: actor_rollout_ref.rollout.tensor_model_parallel_size must be 1 on one GPU")
+    check_reward(stage, cfg, device)
     if train_rows < cfg.data.train_batch_size:
         raise TrainError(f"{stage}: {train_rows} training rows, fewer than data.train_batch_size="
                          f"{cfg.data.train_batch_size}; lower it ({stage}:data.train_batch_size=N, with "
@@ -101,6 +102,24 @@ def check_ppo(stage: str, cfg, train_rows: int) -> None:
             validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     except (AssertionError, ValueError) as e:
         raise TrainError(f"{stage}: verl refuses the config: {e}") from None
+
+
+def check_reward(stage: str, cfg, device: str) -> None:
+    """The reward's settings, as its workers will read them (a typo or a service that cannot run
+    them would otherwise surface in a Ray worker's log after the trainer's start-up)."""
+    from omegaconf import OmegaConf
+
+    from cuda_agent.rl.reward import RewardSettings
+
+    function = cfg.reward.custom_reward_function
+    if function.get("path") != "pkg://cuda_agent.rl.reward":
+        return
+    kwargs = OmegaConf.to_container(function.get("reward_kwargs") or {}, resolve=True)
+    try:
+        settings = RewardSettings.from_kwargs(kwargs)
+        settings.service_settings(settings.device or device)
+    except (TypeError, RuntimeError) as e:
+        raise TrainError(f"{stage}: reward.custom_reward_function.reward_kwargs: {e}") from None
 
 
 def total_steps(cfg, train_rows: int) -> int | None:

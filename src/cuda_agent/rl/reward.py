@@ -57,6 +57,10 @@ class RewardSettings:
     build_workers: int = 1             # CPU build workers ahead of the evaluators (0: evaluators build)
     pin_cores: bool = False            # the trainer shares the machine: no cores of the evaluator's own
     journal: str | None = None         # the service's journal: verdicts survive a restart
+    # The GPU share each evaluator asks Ray for; 0 where the trainer's placement group holds the
+    # GPU the harness must use (one GPU: an evaluator asking for a share would wait forever).
+    # None: the service's default. Needs a service with ServiceSettings.evaluator_gpus.
+    evaluator_gpus: float | None = None
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> "RewardSettings":
@@ -73,8 +77,16 @@ class RewardSettings:
                           timeout_s=self.eval_timeout_s, build_timeout_s=self.build_timeout_s, timing=timing)
 
     def service_settings(self, device: str) -> ServiceSettings:
+        extra = {}
+        if self.evaluator_gpus is not None and device == "cuda":
+            if "evaluator_gpus" not in {f.name for f in fields(ServiceSettings)}:
+                raise RuntimeError(
+                    "reward: evaluator_gpus is set, but this evaluation service cannot share a GPU that the "
+                    "trainer holds (ServiceSettings has no evaluator_gpus): its evaluators would wait for a GPU "
+                    "that verl's placement group keeps. Give Ray a GPU of the harness's own, or update the service")
+            extra["evaluator_gpus"] = self.evaluator_gpus
         return ServiceSettings(device=device, cpu_evaluators=self.evaluators, build_workers=self.build_workers,
-                               pin_cores=self.pin_cores, journal=self.journal)
+                               pin_cores=self.pin_cores, journal=self.journal, **extra)
 
 
 def extract_solution(reply: str) -> tuple[str | None, str]:

@@ -259,7 +259,7 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
             cfg = launch.compose(spec.config, overrides)
             report({"event": "note", "text": f"rft: {rows} conversations, so {' '.join(fitted)}"})
     else:
-        launch.check_ppo(stage, cfg, rows)
+        launch.check_ppo(stage, cfg, rows, run.harness_device)
     steps = launch.total_steps(cfg, rows)
     attempt = journal.attempts(stage) + 1
     journal.write(stage, "started", attempt=attempt, overrides=overrides)
