@@ -1,10 +1,13 @@
 """`cuda-agent train` for real on the CPU platform with the tiny model: the warm-up (verl's PPO with
-a critic, single-turn replies judged through the reward) for 2 steps, its checkpoints merged, then
-RFT (verl's SFT trainer) on a recorded agent run, from the warm-up's merged actor."""
+a critic, single-turn replies judged through the reward) for 2 steps, its checkpoints merged; RFT
+(verl's SFT trainer) on a recorded agent run, from the warm-up's merged actor; value pretraining
+(the critic alone, rollout `null`) from the warm-up's critic, with a stand-in for the replay loop
+(replay_stand_in.py) until cuda_agent.rl.agent_loop lands."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -30,7 +33,7 @@ def train(*args: str) -> tuple[int, str, float]:
 
 
 @pytest.mark.slow
-def test_warmup_then_rft_on_the_cpu(tmp_path, tiny_model):
+def test_warmup_then_rft_then_value_on_the_cpu(tmp_path, tiny_model, monkeypatch):
     run = tmp_path / "run.yaml"
     run.write_text(f"""out: out
 model: {tiny_model}
@@ -72,4 +75,19 @@ stages:
     assert AutoModelForCausalLM.from_pretrained(actor) is not None
     losses = [s["train/loss"] for s in read_rows(root / "rft" / "metrics.jsonl")]
     assert len(losses) >= 1 and all(loss > 0 for loss in losses)
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    loops = tmp_path / "loops.yaml"
+    loops.write_text("- name: cuda_agent_replay\n  _target_: replay_stand_in.RecordedTrajectoryStandIn\n")
+    code, out, _ = train("value", "--config", str(run), f"value:actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}",
+                         "value:data.train_batch_size=1", "value:actor_rollout_ref.actor.ppo_mini_batch_size=1")
+    assert code == 0, out
+    rows = read_rows(root / "stages.jsonl")
+    started, value = rows[-2], rows[-1]
+    assert value["stage"] == "value" and value["event"] == "finished" and (Path(value["outputs"]["critic"]) / "config.json").is_file()
+    assert f"actor_rollout_ref.model.path={actor}" in started["overrides"]
+    assert f"critic.model.path={root / 'warmup' / 'critic'}" in started["overrides"]
+    steps = read_rows(root / "value" / "metrics.jsonl")
+    assert len(steps) == 2 and all("critic/vf_loss" in s and "actor/pg_loss" not in s for s in steps)   # critic only
+    assert all(s["critic/score/mean"] == 3.0 for s in steps)   # the recorded run's reward
     print(f"warmup: {seconds:.0f} s")
