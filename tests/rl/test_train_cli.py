@@ -93,6 +93,17 @@ def test_a_reward_setting_the_service_cannot_honour_stops_the_stage_before_verl_
         assert code == 2 and "cannot share a GPU" in out, out
 
 
+def test_an_agent_loop_that_does_not_import_stops_the_stage_before_verl_starts(tmp_path, tiny_model):
+    import importlib.util
+
+    if importlib.util.find_spec("cuda_agent.rl.agent_loop") is not None:
+        pytest.skip("cuda_agent.rl.agent_loop is here: the agentic stage's loop imports")
+    run = write_run(tmp_path, f"out: out\nmodel: {tiny_model}\nplatform: cpu\ntasks: [{TASK}]\n")
+    code, out = train("agentic", "--config", str(run), f"agentic:actor_rollout_ref.model.path={tiny_model}",
+                      f"agentic:critic.model.path={tiny_model}")
+    assert code == 2 and "agent loop 'cuda_agent' is cuda_agent.rl.agent_loop.CudaAgentLoop" in out, out
+
+
 def test_paths_in_the_run_file_are_relative_to_it(tmp_path):
     (tmp_path / "cfg").mkdir()
     run = load_run_config(write_run(tmp_path / "cfg", "out: ../runs/a\nmodel: hub/name\ntasks: [t.parquet]\n"))

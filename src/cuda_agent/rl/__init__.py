@@ -7,6 +7,15 @@
 - `cpu_platform`: a CPU platform for verl (`VERL_PLATFORM=cpu`), so CI runs verl's real trainers.
 - `tiny_model`: a 2 M-parameter Qwen2 model and tokenizer built offline, for plumbing tests.
 
-Nothing here is imported by the rest of cuda_agent; importing a module other than `tiny_model`
-needs verl.
+The training side (`cuda-agent train`, cli/train.py):
+- `data`: tasks -> verl RL Parquet (single-turn or the agent's prompts), the held-out split,
+  KernelBench kept out; SFT rows; `sft_dataset`: verl's SFT dataset for them.
+- `reward`: the single-turn reward (`compute_score`), the harness through the evaluation service.
+- `rft`: the rejection fine-tuning filter; `sanity`: the learning sanity family.
+- `stages` (the run file, the stages, overrides), `launch` (running verl, merging checkpoints),
+  `train` (the stages in order, the stage journal), `metrics` (metrics JSONL, plots).
+- `config/`: the stage configs (Hydra, over verl's own), `prompts.toml`, `sanity_kernels/`.
+
+Nothing here is imported by the rest of cuda_agent but the CLI. The training side's modules import
+without verl (they import it where they use it); the plug-ins and `sft_dataset` need it.
 """

@@ -93,6 +93,7 @@ def check_ppo(stage: str, cfg, train_rows: int, device: str) -> None:
     if cfg.actor_rollout_ref.rollout.tensor_model_parallel_size != 1 and t.n_gpus_per_node == 1:
         raise TrainError(f"{stage}: actor_rollout_ref.rollout.tensor_model_parallel_size must be 1 on one GPU")
     check_reward(stage, cfg, device)
+    check_agent_loop(stage, cfg)
     if train_rows < cfg.data.train_batch_size:
         raise TrainError(f"{stage}: {train_rows} training rows, fewer than data.train_batch_size="
                          f"{cfg.data.train_batch_size}; lower it ({stage}:data.train_batch_size=N, with "
@@ -102,6 +103,30 @@ def check_ppo(stage: str, cfg, train_rows: int, device: str) -> None:
             validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     except (AssertionError, ValueError) as e:
         raise TrainError(f"{stage}: verl refuses the config: {e}") from None
+
+
+def check_agent_loop(stage: str, cfg) -> None:
+    """The stage's agent loop, when agent_loops.yaml names it, must import here (verl would find out
+    in a Ray worker after its start-up)."""
+    import importlib
+
+    import yaml
+
+    agent = cfg.actor_rollout_ref.rollout.agent
+    path = agent.get("agent_loop_config_path")
+    if not path or not Path(path).is_file():
+        return
+    targets = {e["name"]: e["_target_"] for e in yaml.safe_load(Path(path).read_text()) or []}
+    target = targets.get(agent.default_agent_loop)
+    if target is None:
+        return
+    module, _, name = target.rpartition(".")
+    try:
+        getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise TrainError(f"{stage}: its agent loop {agent.default_agent_loop!r} is {target}, which does not import "
+                         f"here ({e}); install the cuda-agent that has it, or point "
+                         "actor_rollout_ref.rollout.agent.agent_loop_config_path at a file that names another") from None
 
 
 def check_reward(stage: str, cfg, device: str) -> None:

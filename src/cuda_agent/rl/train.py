@@ -30,8 +30,8 @@ from typing import Any, Callable
 from cuda_agent.rl import launch, metrics
 from cuda_agent.rl.data import (AGENTIC, KERNELBENCH, REPLAY, SINGLE_TURN, KernelBenchGuard, load_training_tasks,
                                 read_parquet, rl_row, rl_rows, split_tasks, write_parquet)
-from cuda_agent.rl.stages import (AGENT_LOOPS, SPECS, STAGES, RunConfig, TrainError, mapping_overrides,
-                                  route_overrides)
+from cuda_agent.rl.stages import (AGENT_LOOPS, RL_AGENT_CONFIG, SPECS, STAGES, RunConfig, TrainError,
+                                  mapping_overrides, route_overrides)
 
 Report = Callable[[dict[str, Any]], None]   # progress events, see `run_stage`
 
@@ -55,7 +55,7 @@ def prepare_data(run: RunConfig, report: Report) -> dict[str, Path]:
     files = {n: folder / f"{n}.parquet" for n in names}
     inputs = {"tasks": [_identity(p) for p in run.tasks], "kernelbench": _identity(run.kernelbench),
               "kernelbench_val": run.kernelbench_val, "val_fraction": run.val_fraction, "seed": run.seed,
-              "device": run.harness_device, "agent_config": _identity(run.agent_config)}
+              "device": run.harness_device, "agent_config": _identity(run.agent_config or RL_AGENT_CONFIG)}
     manifest = folder / "data.json"
     if manifest.is_file() and json.loads(manifest.read_text()).get("inputs") == inputs and all(
             f.is_file() for f in files.values()):
@@ -80,10 +80,10 @@ def prepare_data(run: RunConfig, report: Report) -> dict[str, Path]:
     bench = bench[:run.kernelbench_val]
     device = run.harness_device
     for kind, agent in (("single_turn", SINGLE_TURN), ("agentic", AGENTIC)):
-        write_parquet(rl_rows(split.train, agent, device, "train", agent_config=run.agent_config),
-                      files[f"{kind}_train"])
-        write_parquet(rl_rows(val, agent, device, "val", agent_config=run.agent_config)
-                      + rl_rows(bench, agent, device, "val", KERNELBENCH, run.agent_config), files[f"{kind}_val"])
+        agent_config = run.agent_config or RL_AGENT_CONFIG
+        write_parquet(rl_rows(split.train, agent, device, "train", agent_config=agent_config), files[f"{kind}_train"])
+        write_parquet(rl_rows(val, agent, device, "val", agent_config=agent_config)
+                      + rl_rows(bench, agent, device, "val", KERNELBENCH, agent_config), files[f"{kind}_val"])
     manifest.write_text(json.dumps({
         "inputs": inputs, "train": len(split.train), "val": len(split.val), "val_from_train": not split.val,
         "kernelbench_val": len(bench), "excluded_as_kernelbench": split.excluded}, indent=1))
@@ -260,6 +260,9 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
             report({"event": "note", "text": f"rft: {rows} conversations, so {' '.join(fitted)}"})
     else:
         launch.check_ppo(stage, cfg, rows, run.harness_device)
+        if stage == "agentic":
+            for note in agent_config_notes(run, cfg):
+                report({"event": "note", "text": f"agentic: {note}"})
     steps = launch.total_steps(cfg, rows)
     attempt = journal.attempts(stage) + 1
     journal.write(stage, "started", attempt=attempt, overrides=overrides)
@@ -282,6 +285,22 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
     journal.write(stage, "finished", outputs=outputs, steps=steps, seconds=seconds)
     report({"event": "done", "stage": stage, "skipped": False, "outputs": outputs, "seconds": seconds})
     return StageResult(stage, outputs, steps, seconds)
+
+
+def agent_config_notes(run: RunConfig, cfg) -> list[str]:
+    """Where the agent's config (its prompts say how many turns there are) disagrees with the stage's."""
+    from cuda_agent.agent.config import load_config
+
+    limits = load_config(run.agent_config or RL_AGENT_CONFIG).limits
+    turns = cfg.actor_rollout_ref.rollout.multi_turn.max_assistant_turns
+    notes = []
+    if turns and limits.max_turns != turns:
+        notes.append(f"the prompts promise {limits.max_turns} turns (the agent config's limits.max_turns), the "
+                     f"stage allows {turns} (multi_turn.max_assistant_turns); set one to the other")
+    if limits.compact_at <= 1:
+        notes.append(f"the agent config compacts old tool outputs (limits.compact_at = {limits.compact_at}), which "
+                     "rewrites tokens already generated; set compact_at above 1 for RL (agent_config in the run file)")
+    return notes
 
 
 def _step_of(checkpoint: Path | None) -> int:
