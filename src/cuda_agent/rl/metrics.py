@@ -86,17 +86,24 @@ def load_run(out: Path, stages: Iterable[str]) -> list[tuple[str, list[dict[str,
     return [(s, rows) for s in stages if (rows := read_rows(out / s / "metrics.jsonl"))]
 
 
-def _series(runs: list[tuple[str, list[dict[str, Any]]]], pattern: str) -> dict[str, tuple[list[float], list[float]]]:
-    """metric name -> (x, y) on the run's step axis (each stage after the previous one's last step)."""
-    series: dict[str, tuple[list[float], list[float]]] = {}
+Segments = dict[str, tuple[list[float], list[float]]]   # stage -> its (x, y)
+
+
+def _series(runs: list[tuple[str, list[dict[str, Any]]]], pattern: str) -> dict[str, Segments]:
+    """metric name -> its (x, y) per stage on the run's step axis (each stage after the previous
+    one's last step), so that no line joins two stages."""
+    series: dict[str, Segments] = {}
     offset = 0
-    for _, rows in runs:
+    for stage, rows in runs:
+        found: dict[str, tuple[list[float], list[float]]] = {}
         for row in rows:
             for key, value in row.items():
                 if key != "step" and fnmatch.fnmatchcase(key, pattern) and isinstance(value, (int, float)):
-                    xs, ys = series.setdefault(key, ([], []))
+                    xs, ys = found.setdefault(key, ([], []))
                     xs.append(offset + row["step"])
                     ys.append(value)
+        for key, segment in found.items():
+            series.setdefault(key, {})[stage] = segment
         offset += max((r["step"] for r in rows), default=0)
     return series
 
@@ -144,19 +151,24 @@ def write_plots(out: Path, stages: Iterable[str]) -> list[Path]:
     return [*written, folder / "overview.png"]
 
 
-def _draw(ax, title: str, series: dict[str, tuple[list[float], list[float]]], bounds: list[tuple[int, str]],
-          stacked: bool) -> None:
+def _draw(ax, title: str, series: dict[str, Segments], bounds: list[tuple[int, str]], stacked: bool) -> None:
+    order = [*MILESTONES, "other"]
     if stacked:
-        steps = sorted({x for xs, _ in series.values() for x in xs})
-        names = sorted(series, key=lambda k: (MILESTONES + ("other",)).index(k.split("/", 1)[1])
-                       if k.split("/", 1)[1] in MILESTONES + ("other",) else 99)
-        ys = [[dict(zip(*series[n])).get(s, 0.0) for s in steps] for n in names]
-        ax.stackplot(steps, ys, labels=[n.split("/", 1)[1] for n in names], alpha=0.8)
+        names = sorted(series, key=lambda k: order.index(k.split("/", 1)[1]) if k.split("/", 1)[1] in order else 99)
+        colours = {n: f"C{i}" for i, n in enumerate(names)}
+        stages = list(dict.fromkeys(stage for n in names for stage in series[n]))
+        for part, stage in enumerate(stages):
+            points = {n: dict(zip(*series[n][stage])) for n in names if stage in series[n]}
+            steps = sorted({x for p in points.values() for x in p})
+            ax.stackplot(steps, [[points.get(n, {}).get(x, 0.0) for x in steps] for n in names],
+                         colors=[colours[n] for n in names], alpha=0.8,
+                         labels=[n.split("/", 1)[1] if part == 0 else "_" for n in names])
         ax.set_ylim(0, 1)
     else:
-        for key, (xs, ys) in sorted(series.items()):
-            ax.plot(xs, ys, "--" if key.startswith("val") else "-", marker="." if len(xs) < 40 else None,
-                    label=key)
+        for i, (key, segments) in enumerate(sorted(series.items())):
+            for j, (xs, ys) in enumerate(segments.values()):
+                ax.plot(xs, ys, "--" if key.startswith("val") else "-", color=f"C{i}",
+                        marker="." if len(xs) < 40 else None, label=key if j == 0 else None)
     for x, stage in bounds:
         ax.axvline(x, color="grey", lw=0.6, ls=":")
         ax.text(x, 1.0, f" {stage}", transform=ax.get_xaxis_transform(), fontsize=7, va="top", color="grey")
