@@ -2,13 +2,15 @@
 a critic, single-turn replies judged through the reward) for 2 steps, its checkpoints merged; RFT
 (verl's SFT trainer) on a recorded agent run, from the warm-up's merged actor; value pretraining
 (the critic alone, rollout `null`) from the warm-up's critic, with a stand-in for the replay loop
-(replay_stand_in.py) until cuda_agent.rl.agent_loop lands."""
+(replay_stand_in.py) until cuda_agent.rl.agent_loop lands. A stage killed after its last checkpoint
+is finished by merging it, without running verl again."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -64,6 +66,16 @@ stages:
 
     code, out, _ = train("warmup", "--config", str(run))   # finished: skipped, nothing rerun
     assert code == 0 and "skipped" in out, out
+
+    # killed after verl's last checkpoint, before the merge: the rerun merges, verl does not run again
+    again = tmp_path / "again.yaml"
+    again.write_text(run.read_text().replace("out: out", "out: out2"))
+    shutil.copytree(root / "warmup" / "checkpoints", tmp_path / "out2" / "warmup" / "checkpoints")
+    (tmp_path / "out2" / "stages.jsonl").write_text(json.dumps({"stage": "warmup", "event": "started"}) + "\n")
+    code, out, _ = train("warmup", "--config", str(again))
+    assert code == 0 and read_rows(tmp_path / "out2" / "stages.jsonl")[-1]["event"] == "finished", out
+    assert "verl.trainer.main_ppo" not in (tmp_path / "out2" / "warmup" / "train.log").read_text()
+    assert (tmp_path / "out2" / "warmup" / "actor" / "config.json").is_file()
 
     code, out, _ = train("rft", "--config", str(run))
     assert code == 0, out
