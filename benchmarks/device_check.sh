@@ -3,7 +3,7 @@
 # the KernelBench bench and the synth benchmark, each under its own time limit. Logs and results
 # go to $OUT/results.tgz (the device tool's output folder, which takes few files; ./device_out
 # here), with runs/ (resumable results) inside it.
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb synth
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb synth service
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins). runs/ (resumable results) stays on a warm
@@ -16,6 +16,11 @@ OUT=${OUT:-device_out}
 LOGS=${LOGS:-/tmp/device_logs}
 mkdir -p "$OUT" "$LOGS"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 CUDA_AGENT_HOME=${CUDA_AGENT_HOME:-/tmp/cuda_agent_home}
+export RAY_USAGE_STATS_ENABLED=0
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then  # Ray (and verl) carried as wheels: scripts/carry_wheels.sh
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site:$PWD/src
+fi
 KB=${KB:-.devdata}
 py=python3
 bash scripts/sandbox_access.sh "$py"
@@ -41,6 +46,8 @@ for arg in "$@"; do
     harness) step harness "$limit" $py benchmarks/harness_bench.py --device cuda --evals 5 --fidelity ${FIDELITY:-20} \
                --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$LOGS/harness_bench.json" ${HARNESS_ARGS:-} ;;
     demo) step demo "$limit" $py -m cuda_agent demo ;;
+    service) step service "$limit" $py benchmarks/service_bench.py --device cuda --direct ${DIRECT:-8} --evals ${SERVICE_EVALS:-30} \
+               --soak ${SOAK:-40} --json "$LOGS/service_bench.json" ${SERVICE_ARGS:-} ;;
     timing) step timing "$limit" $py benchmarks/timing_bench.py --device cuda --json "$LOGS/timing_bench.json" ${TIMING_ARGS:-} ;;
     kb) from=${KB_FROM:-benchmarks/kernelbench_h100}  # KB_FROM=none starts afresh
         [ -d runs/kb ] || { mkdir -p runs/kb; [ "$from" = none ] || { cp -r "$from/bench" runs/kb/ 2>/dev/null
@@ -49,7 +56,7 @@ for arg in "$@"; do
           --published "$KB/h100_modal_eager.json" --max-seconds $((limit - 60)) ${KB_ARGS:-} ;;
     synth) step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out runs/synth/ops.parquet \
              --kernelbench "$KB/kernelbench.jsonl" ${SYNTH_ARGS:-} ;;
-    *) echo "unknown step $name (tests build harness demo timing kb synth)"; exit 2 ;;
+    *) echo "unknown step $name (tests build harness demo timing kb synth service)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"

@@ -32,3 +32,17 @@ def kernelbench_jsonl() -> Path:
     if not KERNELBENCH_JSONL.exists():
         pytest.skip(f"KernelBench data not found at {KERNELBENCH_JSONL}")
     return KERNELBENCH_JSONL
+
+
+@pytest.fixture(scope="package")
+def service():
+    """One evaluation service per test package, on a local Ray with the CPU backend: two evaluators
+    and a builder (a Ray start costs seconds, so a package's tests share it; it is gone before the
+    next package, so timing tests elsewhere run on a quiet machine)."""
+    from cuda_agent.service import EvalService, ServiceSettings
+
+    # The evaluators run test doubles defined in test modules: Ray's workers import them by name.
+    tests = str(Path(__file__).resolve().parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
+    with EvalService(ServiceSettings(device="cpu", cpu_evaluators=2, build_workers=1, spares=1)) as svc:
+        yield svc

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,16 +24,23 @@ from .synthetic import relu_tasks
 TESTS = Path(__file__).resolve().parent.parent
 
 
-def fake_evaluate(task, solution, config) -> EvalResult:
-    """Correct, 2x faster than eager, 1.5x faster than compile; logs each call to $FAKE_EVAL_LOG."""
-    if os.environ.get("FAKE_EVAL_LOG"):
-        with open(os.environ["FAKE_EVAL_LOG"], "a") as f:
-            f.write(task.name + "\n")
-    time.sleep(float(os.environ.get("FAKE_EVAL_SLEEP", "0")))
-    t = lambda ms: TimingStats(ms, ms, ms, ms, 0.0, 0.0, 10)  # noqa: E731
-    return EvalResult(task=task.name, reward=3.0, correct=True, stage="done", reason="ok", device="cpu",
-                      milestone="faster_than_compile", speedup_vs_eager=2.0, speedup_vs_compile=1.5,
-                      eager=t(1.0), compile=t(0.75), solution=t(0.5))
+@dataclass
+class FakeEvaluate:
+    """Correct, 2x faster than eager, 1.5x faster than compile; logs each call to `log` (it runs
+    on the service's evaluators, in other processes, so it says so in a file)."""
+
+    log: Path | None = None
+    sleep: float = 0.0
+
+    def __call__(self, task, solution, config) -> EvalResult:
+        if self.log is not None:
+            with open(self.log, "a") as f:
+                f.write(task.name + "\n")
+        time.sleep(self.sleep)
+        t = lambda ms: TimingStats(ms, ms, ms, ms, 0.0, 0.0, 10)  # noqa: E731
+        return EvalResult(task=task.name, reward=3.0, correct=True, stage="done", reason="ok", device="cpu",
+                          milestone="faster_than_compile", speedup_vs_eager=2.0, speedup_vs_compile=1.5,
+                          eager=t(1.0), compile=t(0.75), solution=t(0.5))
 
 
 def _solutions(tmp_path: Path, tasks) -> Path:
@@ -43,16 +51,16 @@ def _solutions(tmp_path: Path, tasks) -> Path:
     return d
 
 
-def _spec(solutions: Path, roofline: bool = False) -> BenchSpec:
+def _spec(solutions: Path, roofline: bool = False, log: Path | None = None, sleep: float = 0.0) -> BenchSpec:
     return BenchSpec(device="cpu", eval_config=EvalConfig(device="cpu"), solutions=solutions,
-                     roofline=roofline, evaluate=fake_evaluate)
+                     roofline=roofline, evaluate=FakeEvaluate(log, sleep))
 
 
 def _calls(log: Path) -> list[str]:
     return log.read_text().split() if log.exists() else []
 
 
-def test_resume_skips_finished_tasks_and_drops_a_truncated_line(tmp_path, monkeypatch):
+def test_resume_skips_finished_tasks_and_drops_a_truncated_line(tmp_path, service):
     tasks = relu_tasks(5)
     out = tmp_path / "out"
     out.mkdir()
@@ -60,9 +68,8 @@ def test_resume_skips_finished_tasks_and_drops_a_truncated_line(tmp_path, monkey
     partial = json.dumps({"task": tasks[2].name, "reward": 3.0})[:25]       # killed mid-write
     (out / RESULTS).write_text("".join(json.dumps(r) + "\n" for r in done) + partial)
     log = tmp_path / "calls.log"
-    monkeypatch.setenv("FAKE_EVAL_LOG", str(log))
 
-    run = run_bench(tasks, _spec(_solutions(tmp_path, tasks)), out)
+    run = run_bench(tasks, _spec(_solutions(tmp_path, tasks), log=log), out, service=service, parallel=1)
 
     assert _calls(log) == [t.name for t in tasks[2:]]
     assert (run.skipped, run.evaluated) == (2, 3)
@@ -71,7 +78,7 @@ def test_resume_skips_finished_tasks_and_drops_a_truncated_line(tmp_path, monkey
     assert (out / RESULTS).read_text().endswith("\n")
 
 
-def test_harness_errors_are_retried_on_resume(tmp_path, monkeypatch):
+def test_harness_errors_are_retried_on_resume(tmp_path, service):
     tasks = relu_tasks(2)
     out = tmp_path / "out"
     out.mkdir()
@@ -79,24 +86,23 @@ def test_harness_errors_are_retried_on_resume(tmp_path, monkeypatch):
             {"task": tasks[1].name, "correct": False, "flags": []}]
     (out / RESULTS).write_text("".join(json.dumps(r) + "\n" for r in rows))
     log = tmp_path / "calls.log"
-    monkeypatch.setenv("FAKE_EVAL_LOG", str(log))
-    run_bench(tasks, _spec(_solutions(tmp_path, tasks)), out)
+    run_bench(tasks, _spec(_solutions(tmp_path, tasks), log=log), out, service=service)
     assert _calls(log) == [tasks[0].name]
 
 
-def test_task_without_solution_is_a_failure_not_an_evaluation(tmp_path, monkeypatch):
+def test_task_without_solution_is_a_failure_not_an_evaluation(tmp_path, service):
     tasks = relu_tasks(3)
     log = tmp_path / "calls.log"
-    monkeypatch.setenv("FAKE_EVAL_LOG", str(log))
-    run = run_bench(tasks, _spec(_solutions(tmp_path, tasks[:1])), tmp_path / "out")
+    run = run_bench(tasks, _spec(_solutions(tmp_path, tasks[:1]), log=log), tmp_path / "out", service=service,
+                    parallel=1)
     assert _calls(log) == [tasks[0].name]
     assert [r["reason"] for r in run.rows] == ["ok", "no solution", "no solution"]
     assert [r["reward"] for r in run.rows] == [3.0, -1.0, -1.0]
 
 
-def test_rows_carry_identity_and_roofline(tmp_path):
+def test_rows_carry_identity_and_roofline(tmp_path, service):
     tasks = relu_tasks(1)
-    row = run_bench(tasks, _spec(_solutions(tmp_path, tasks), roofline=True), tmp_path / "out").rows[0]
+    row = run_bench(tasks, _spec(_solutions(tmp_path, tasks), roofline=True), tmp_path / "out", service=service).rows[0]
     assert (row["task"], row["level"], row["problem_id"]) == (tasks[0].name, 1, 1)
     assert row["roofline"]["min_bytes"] == 2 * 4 * 64 * 32 and row["roofline"]["sol_ms"] > 0
     assert row["sol_fraction"]["eager"] == pytest.approx(row["roofline"]["sol_ms"] / 1.0)
@@ -104,23 +110,24 @@ def test_rows_carry_identity_and_roofline(tmp_path):
         assert key in row
 
 
-def test_resuming_with_other_settings_is_refused(tmp_path):
+def test_resuming_with_other_settings_is_refused(tmp_path, service):
     tasks = relu_tasks(1)
     out = tmp_path / "out"
-    run_bench(tasks, _spec(_solutions(tmp_path, tasks)), out)
+    run_bench(tasks, _spec(_solutions(tmp_path, tasks)), out, service=service)
     other = BenchSpec(device="cpu", eval_config=EvalConfig(device="cpu"), solutions=tmp_path / "elsewhere",
-                      roofline=False, evaluate=fake_evaluate)
+                      roofline=False, evaluate=FakeEvaluate())
     with pytest.raises(BenchError, match="--restart"):
-        run_bench(tasks, other, out)
+        run_bench(tasks, other, out, service=service)
     (tmp_path / "elsewhere").mkdir()
-    assert run_bench(tasks, other, out, restart=True).evaluated == 1
+    assert run_bench(tasks, other, out, restart=True, service=service).evaluated == 1
 
 
-def test_parallel_workers_evaluate_each_task_once(tmp_path, monkeypatch):
+def test_parallel_evaluators_evaluate_each_task_once(tmp_path, service):
     tasks = relu_tasks(6)
     log = tmp_path / "calls.log"
-    monkeypatch.setenv("FAKE_EVAL_LOG", str(log))
-    run = run_bench(tasks, _spec(_solutions(tmp_path, tasks)), tmp_path / "out", workers=["0", "1"])
+    assert service.evaluators == 2
+    run = run_bench(tasks, _spec(_solutions(tmp_path, tasks), log=log, sleep=0.2), tmp_path / "out",
+                    service=service)
     assert sorted(_calls(log)) == sorted(t.name for t in tasks)
     assert sorted(r["task"] for r in read_rows(tmp_path / "out" / RESULTS)) == sorted(t.name for t in tasks)
     assert run.evaluated == 6
@@ -129,20 +136,26 @@ def test_parallel_workers_evaluate_each_task_once(tmp_path, monkeypatch):
 _KILLABLE = """
 import sys
 sys.path.insert(0, {tests!r})
+from dataclasses import dataclass
 from pathlib import Path
 from bench.test_run import _spec
 from bench.synthetic import relu_tasks
 from cuda_agent.bench.run import run_bench
 tasks = relu_tasks(6)
-run_bench(tasks, _spec(Path({solutions!r})), {out!r})
+run_bench(tasks, _spec(Path({solutions!r}), log=Path({log!r}), sleep=0.4), {out!r}, parallel=1)
 """
 
 
-def test_a_killed_run_resumes_without_redoing_finished_tasks(tmp_path, monkeypatch):
+def test_a_killed_run_resumes_without_redoing_finished_tasks(tmp_path, service):
+    """The driver is killed mid-run (its service on the running Ray cluster goes with it); a new
+    run redoes nothing that has a line."""
+    import ray
+
     tasks = relu_tasks(6)
     solutions, out = _solutions(tmp_path, tasks), tmp_path / "out"
-    env = dict(os.environ, FAKE_EVAL_SLEEP="0.4", FAKE_EVAL_LOG=str(tmp_path / "first.log"))
-    script = _KILLABLE.format(tests=str(TESTS), solutions=str(solutions), out=str(out))
+    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+    script = _KILLABLE.format(tests=str(TESTS), solutions=str(solutions), out=str(out),
+                              log=str(tmp_path / "first.log"))
     proc = subprocess.Popen([sys.executable, "-c", script], env=env)
     try:
         deadline = time.monotonic() + 60
@@ -157,8 +170,7 @@ def test_a_killed_run_resumes_without_redoing_finished_tasks(tmp_path, monkeypat
     assert 2 <= len(finished) < 6
 
     log = tmp_path / "second.log"
-    monkeypatch.setenv("FAKE_EVAL_LOG", str(log))
-    run = run_bench(tasks, _spec(solutions), out)
+    run = run_bench(tasks, _spec(solutions, log=log), out, service=service)
     assert set(_calls(log)) == {t.name for t in tasks} - set(finished)
     assert run.skipped == len(finished)
     assert sorted(r["task"] for r in read_rows(out / RESULTS)) == sorted(t.name for t in tasks)

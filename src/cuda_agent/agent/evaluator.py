@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from cuda_agent.harness import (BuildResult, EvalConfig, EvalResult, TimingPlan, TimingStats, compile_solution,
-                                evaluate_workspace)
+from cuda_agent.harness import BuildResult, EvalConfig, EvalResult, TimingPlan, TimingStats, compile_solution
+from cuda_agent.service import PRIORITY_AGENT, EvalService
 
 MAX_FINDINGS = 10
 
@@ -24,18 +24,22 @@ class Evaluator(Protocol):
 
 @dataclass
 class WorkspaceEvaluator:
-    """The real harness, run by the agent's own (privileged) process on the workspace."""
+    """The real harness, through the evaluation service: the workspace is read here (its protected
+    files checked, its solution snapshotted into `keep`), judged on one of the service's
+    evaluators. compile builds here, in the agent's own process."""
 
     workspace: Path
     device: str
-    timing: TimingPlan = TimingPlan()
+    timing: TimingPlan
+    service: EvalService
+    priority: int = PRIORITY_AGENT
 
     def compile(self) -> BuildResult:
         return compile_solution(self.workspace, EvalConfig(device=self.device))
 
     def evaluate(self, profile: bool, keep: Path) -> EvalResult:
         config = EvalConfig(device=self.device, profile=profile, timing=self.timing)
-        return evaluate_workspace(self.workspace, config, keep=keep)
+        return self.service.evaluate_workspace(self.workspace, config, keep=keep, priority=self.priority)
 
 
 def format_build(r: BuildResult) -> str:

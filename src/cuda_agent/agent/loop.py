@@ -14,6 +14,11 @@ from cuda_agent.agent.tools import Tools
 from cuda_agent.agent.trajectory import TrajectoryWriter
 
 
+class ContextFull(Exception):
+    """Raised by a model whose conversation has used its whole context budget (an RL rollout counts
+    its tokens exactly); the run ends with status `max_context`, as when the loop's estimate says so."""
+
+
 @dataclass
 class Outcome:
     status: str      # done | max_turns | max_seconds | max_context | model_error | interrupted
@@ -59,6 +64,8 @@ class Agent:
                     return self._outcome(status)
                 self._step()
             return self._outcome("done")
+        except ContextFull:
+            return self._outcome("max_context")
         except ModelError as e:
             return self._outcome("model_error", str(e))
         except KeyboardInterrupt:

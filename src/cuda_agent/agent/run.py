@@ -1,4 +1,5 @@
-"""Runs: one task (`optimize`), many at once (`optimize_many`), and the bundled demo (`demo`).
+"""Runs: one task (`optimize`), many at once (`optimize_many`), and the bundled demo (`demo`); and
+`open_run`, the one place a run is wired, which the RL agent loop (cuda_agent.rl.agent_loop) uses too.
 
 A run's output folder holds `workspace/` (where the model worked), `solution/` (the best solution
 the harness verified), `solution.json`, `trajectory.jsonl`, `report.json` and `report.md`.
@@ -11,8 +12,10 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from cuda_agent.agent.config import AgentConfig, load_config
 from cuda_agent.agent.evaluator import Evaluator, WorkspaceEvaluator
@@ -23,9 +26,10 @@ from cuda_agent.agent.report import RunResult, write_report, write_summary
 from cuda_agent.agent.solution import SolutionKeeper
 from cuda_agent.agent.tools import Tools
 from cuda_agent.agent.trajectory import Resumed, TrajectoryWriter, load_for_resume
-from cuda_agent.harness import (CommandRunner, TimingPlan, claim_tool_user, keep_warm, prepare_workspace,
-                                reachable_by_others, resolve_backend, shared_workspace_dir)
+from cuda_agent.harness import (CommandRunner, TimingPlan, claim_tool_user, prepare_workspace, reachable_by_others,
+                                resolve_backend, shared_workspace_dir)
 from cuda_agent.llm import Endpoint, Model, OpenAIModel, TextProtocolModel
+from cuda_agent.service import EvalService, ServiceSettings, using
 from cuda_agent.tasks import EXAMPLES_DIR, Task, load_task
 from cuda_agent.workspace import create_workspace, read_manifest
 
@@ -55,11 +59,18 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
              api_key: str | None = None, policy: str | None = None, device: str | None = None,
              out: str | Path | None = None, config: AgentConfig | None = None, resume: bool = False,
              force: bool = False, progress: Progress | None = None, timing: TimingPlan | None = None,
-             evaluator: Callable[[Path, str, TimingPlan], Evaluator] = WorkspaceEvaluator) -> RunResult:
+             service: EvalService | None = None,
+             evaluator: Callable[[Path, str, TimingPlan], Evaluator] | None = None) -> RunResult:
     """Let a model make `task` fast in a fresh workspace (or continue the run in `out` with `resume`)
     and leave the best verified solution, the reports and the trajectory in `out`. `timing`: how
-    profile times (the harness's default plan if None). `evaluator` makes the harness for a
-    workspace, a device and a timing plan (tests pass a stand-in)."""
+    profile times (the harness's default plan if None). Verify and profile go through `service`
+    (the evaluation service; one is started for the run if None); `evaluator` replaces them with
+    another maker of an Evaluator for a workspace, a device and a timing plan (tests' stand-ins)."""
+    if evaluator is None:
+        with using(service, ServiceSettings(device=device)) as svc:
+            return optimize(task, model=model, base_url=base_url, api_key=api_key, policy=policy, device=device,
+                            out=out, config=config, resume=resume, force=force, progress=progress, timing=timing,
+                            evaluator=lambda ws, dev, plan: WorkspaceEvaluator(ws, dev, plan, svc))
     task = task if isinstance(task, Task) else load_task(task)
     config = config or load_config()
     out = Path(out) if out else Path("runs") / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -69,75 +80,42 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
     resumed = _prepare_out(task, out, resume, force)
     device = device or resolve_backend(resumed.header.get("device") if resumed else None).device
 
-    slot = claim_tool_user() if config.run.isolation else None
-    user = slot.user if slot is not None else None
-    runner = None
-    try:
-        workspace, fresh = _workspace(task, out, device, user)
-        protected = set(read_manifest(workspace)[0].protected)
-        runner = CommandRunner(workspace, slot)
-    finally:
-        if runner is None and slot is not None:
-            slot.release()
-    if user is not None:
-        prepare_workspace(workspace, user, protected)
-    keeper = SolutionKeeper(workspace, out)
-    keeper.restore()
-    tools = Tools(workspace, evaluator(workspace, device, timing or TimingPlan()), keeper, runner,
-                  config.limits, config.prompts, protected)
-    trajectory = TrajectoryWriter(out / "trajectory.jsonl")
-    isolation = runner.describe()
-    try:
-        if resumed is None:
-            initial = keeper.current_content()
-            trajectory.write("run", task=task.name, task_sha256=task.sha256, task_origin=task.origin,
-                             device=device, model=llm.name, workspace=str(workspace), isolation=isolation,
-                             initial_content=initial, limits=vars(config.limits), started_at=time.time())
-            messages = _first_messages(task, device, workspace, config)
-            for m in messages:
-                trajectory.write("message", turn=0, elapsed=0.0, message=m)
-            state: dict[str, Any] = {}
-        else:
-            initial = resumed.header.get("initial_content", "")
-            trajectory.write("resume", model=llm.name, at=time.time(), turns=resumed.turns)
-            if fresh:
-                _redo_file_changes(resumed, tools)
-            messages, state = resumed.messages, {"turns": resumed.turns, "usage": resumed.usage,
-                                                 "elapsed": resumed.elapsed}
+    with open_run(task, out, device, config, evaluator, timing) as run:
+        keeper = run.keeper
 
         def on_step(step: Step) -> None:
             progress.update(task.name, status="running", turn=step.turn, action=step.action,
                             tokens=step.tokens, elapsed=step.elapsed, best=keeper.summary())
 
+        if resumed is None:
+            messages, state = run.start(llm.name), {}
+        else:
+            messages, state = run.resume(resumed, llm.name)
         progress.update(task.name, status="running")
-        with keep_warm():  # each verify/profile finds its two processes already started
-            outcome = Agent(llm, tools, config, trajectory, on_step).run(messages, **state)
-            if config.run.final_profile and outcome.status != "interrupted":
-                _final_profile(tools, keeper, initial, trajectory, progress, task.name)
-        result = _result(task.name, outcome, keeper, llm.name, device, out, isolation)
-        trajectory.write("end", status=outcome.status, error=outcome.error, turns=outcome.turns,
-                         usage=outcome.usage.to_dict(), elapsed=round(outcome.elapsed, 3),
-                         best=keeper.best.result if keeper.best else None)
-    finally:
-        trajectory.close()
-        runner.close()
-        shutil.rmtree(out / ".staging", ignore_errors=True)
+        outcome = run.work(llm, messages, state, on_step, progress)
+        result = _result(task.name, outcome, keeper, llm.name, device, out, run.isolation)
+        run.finish(outcome)
     write_report(result)
     progress.update(task.name, status=outcome.status, best=keeper.summary(), elapsed=outcome.elapsed)
     return result
 
 
 def optimize_many(tasks: Sequence[Task], *, out: str | Path, parallel: int = 1,
-                  progress: Progress | None = None, **options: Any) -> list[RunResult]:
-    """`optimize` for each task, `parallel` at a time (the harness shares the GPUs among them), each
-    in `out/<task>`; a task that cannot run gets a result with status `error`, the others go on."""
+                  progress: Progress | None = None, service: EvalService | None = None,
+                  **options: Any) -> list[RunResult]:
+    """`optimize` for each task, `parallel` conversations at a time, their evaluations through one
+    evaluation service (`service`, or one started for them), each in `out/<task>`; a task that
+    cannot run gets a result with status `error`, the others go on."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if service is None and options.get("evaluator") is None:
+        with EvalService(ServiceSettings(device=options.get("device"))) as svc:
+            return optimize_many(tasks, out=out, parallel=parallel, progress=progress, service=svc, **options)
 
     def one(task: Task) -> RunResult:
         folder = out / (f"level{task.level}_{task.name}" if task.level is not None else task.name)
         try:
-            return optimize(task, out=folder, progress=progress, **options)
+            return optimize(task, out=folder, progress=progress, service=service, **options)
         except Exception as e:  # one task's setup failing must not stop the others
             if progress is not None:
                 progress.update(task.name, status="error", action=str(e)[:80])
@@ -161,6 +139,96 @@ def demo(*, device: str | None = None, out: str | Path | None = None, model: str
         os.chmod(out, 0o755)  # the tool user must be able to enter the workspace inside it
     return optimize(load_task(DEMO_TASK), model=model, base_url=base_url, api_key=api_key, policy=policy,
                     device=device, out=out, config=config, progress=progress)
+
+
+# --- one run's wiring, shared by optimize() and the RL agent loop (cuda_agent.rl.agent_loop) -------
+
+
+@dataclass
+class Run:
+    """A run wired: the task's workspace (commands isolated as `config.run` says), the keeper of the
+    best verified solution, the tools bound to both, and the trajectory, all under `out`. `open_run`
+    builds it; `start` (or `resume`), `work` and `finish` are a run's three steps."""
+
+    task: Task
+    out: Path
+    device: str
+    config: AgentConfig
+    workspace: Path
+    fresh: bool            # the workspace was made now (not found from an earlier run)
+    keeper: SolutionKeeper
+    tools: Tools
+    trajectory: TrajectoryWriter
+    isolation: str         # how commands are isolated, as found by running one
+    initial: str = ""      # content_hash of the solution the run started from
+
+    def start(self, model: str) -> list[dict[str, Any]]:
+        """A new conversation: records the header and the first messages (system, task) and returns them."""
+        self.initial = self.keeper.current_content()
+        self.trajectory.write("run", task=self.task.name, task_sha256=self.task.sha256, task_origin=self.task.origin,
+                              device=self.device, model=model, workspace=str(self.workspace),
+                              isolation=self.isolation, initial_content=self.initial,
+                              limits=vars(self.config.limits), started_at=time.time())
+        messages = _first_messages(self.task, self.device, self.workspace, self.config)
+        for m in messages:
+            self.trajectory.write("message", turn=0, elapsed=0.0, message=m)
+        return messages
+
+    def resume(self, resumed: Resumed, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The conversation `resumed` left, and the loop's state (turns, usage, elapsed) to go on from."""
+        self.initial = resumed.header.get("initial_content", "")
+        self.trajectory.write("resume", model=model, at=time.time(), turns=resumed.turns)
+        if self.fresh:
+            _redo_file_changes(resumed, self.tools)
+        return resumed.messages, {"turns": resumed.turns, "usage": resumed.usage, "elapsed": resumed.elapsed}
+
+    def work(self, model: Model, messages: list[dict[str, Any]], state: dict[str, Any] | None = None,
+             on_step: Callable[[Step], None] | None = None, progress: Progress | None = None) -> Outcome:
+        """The agent's loop until it is done or out of budget, then the final profile if the config asks."""
+        outcome = Agent(model, self.tools, self.config, self.trajectory, on_step).run(messages, **(state or {}))
+        if self.config.run.final_profile and outcome.status != "interrupted":
+            _final_profile(self.tools, self.keeper, self.initial, self.trajectory, progress or NoProgress(),
+                           self.task.name)
+        return outcome
+
+    def finish(self, outcome: Outcome) -> None:
+        """Records the run's end: its status, turns, tokens and best verdict."""
+        b = self.keeper.best
+        self.trajectory.write("end", status=outcome.status, error=outcome.error, turns=outcome.turns,
+                              usage=outcome.usage.to_dict(), elapsed=round(outcome.elapsed, 3),
+                              best=b.result if b else None)
+
+
+@contextmanager
+def open_run(task: Task, out: Path, device: str, config: AgentConfig,
+             evaluator: Callable[[Path, str, TimingPlan], Evaluator], timing: TimingPlan | None = None) -> Iterator[Run]:
+    """Wire a run of `task` in `out` (its workspace made there unless one is left from an earlier run):
+    a tool user of its own when `config.run.isolation`, the keeper (picking up a resumed run's state),
+    the tools with the harness `evaluator(workspace, device, timing)`, and the trajectory. On the way
+    out the trajectory is closed, the tool user freed and the staging folder removed."""
+    out.mkdir(parents=True, exist_ok=True)
+    slot = claim_tool_user() if config.run.isolation else None
+    runner = trajectory = None
+    try:
+        workspace, fresh = _workspace(task, out, device, slot.user if slot is not None else None)
+        protected = set(read_manifest(workspace)[0].protected)
+        runner = CommandRunner(workspace, slot)
+        if slot is not None:
+            prepare_workspace(workspace, slot.user, protected)
+        keeper = SolutionKeeper(workspace, out)
+        keeper.restore()
+        tools = Tools(workspace, evaluator(workspace, device, timing or TimingPlan()), keeper, runner,
+                      config.limits, config.prompts, protected)
+        trajectory = TrajectoryWriter(out / "trajectory.jsonl")
+        yield Run(task, out, device, config, workspace, fresh, keeper, tools, trajectory, runner.describe())
+    finally:
+        if trajectory is not None:
+            trajectory.close()
+        if runner is not None:
+            runner.close()
+        elif slot is not None:
+            slot.release()
+        shutil.rmtree(out / ".staging", ignore_errors=True)
 
 
 # --- the pieces of a run ---------------------------------------------------------------------

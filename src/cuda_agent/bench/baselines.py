@@ -11,7 +11,6 @@ import json
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -23,7 +22,7 @@ from cuda_agent.bench.roofline import roofline_for
 from cuda_agent.bench.tables import ms, pct, times
 from cuda_agent.harness import EvalConfig, TimingStats, task_baselines
 from cuda_agent.journal import Journal, latest_by, read_rows
-from cuda_agent.service import PRIORITY_BENCH, EvalService, ServiceSettings
+from cuda_agent.service import PRIORITY_BENCH, EvalService, ServiceSettings, using
 from cuda_agent.tasks import Task
 
 BaselineTimer = Callable[[Task, EvalConfig], tuple[TimingStats, TimingStats]]
@@ -84,7 +83,7 @@ def baselines(tasks: list[Task], device: str, out_path: str | Path, *, config: E
     deadline = time.monotonic() + max_seconds if max_seconds else None
     jobs = {t.name: (t, device, config, timer, published, roofline) for t in pending}
     settings = ServiceSettings(device=device, cpu_evaluators=workers, evaluators_per_device=workers)
-    with Journal(out_path) as journal, _service(service, settings) as svc:
+    with Journal(out_path) as journal, using(service, settings) as svc:
         shared = svc.evaluators > 1
         alone: list[tuple] = []  # ran out of device memory beside other workers: timed again alone
         for row in _rows(svc, list(jobs.values()), svc.evaluators, deadline):
@@ -104,15 +103,6 @@ def baselines(tasks: list[Task], device: str, out_path: str | Path, *, config: E
 
 
 OUT_OF_MEMORY = "OutOfMemoryError"
-
-
-@contextmanager
-def _service(service: EvalService | None, settings: ServiceSettings) -> Iterator[EvalService]:
-    if service is not None:
-        yield service
-        return
-    with EvalService(settings) as svc:
-        yield svc
 
 
 def _record(run: BaselinesRun, journal: Journal, row: dict[str, Any], on_row) -> None:

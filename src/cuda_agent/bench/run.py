@@ -13,17 +13,16 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from cuda_agent.bench import metrics
 from cuda_agent.bench.roofline import roofline_for
 from cuda_agent.bench.solutions import SolutionsDir, no_solution_result
 from cuda_agent.harness import EvalConfig, EvalResult
 from cuda_agent.journal import Journal, latest_by, read_rows
-from cuda_agent.service import HARNESS_ERROR, PRIORITY_BENCH, EvalService, ServiceSettings
+from cuda_agent.service import HARNESS_ERROR, PRIORITY_BENCH, EvalService, ServiceSettings, using
 from cuda_agent.tasks import Task
 
 RESULTS = "results.jsonl"
@@ -148,16 +147,6 @@ def _done(result: EvalResult) -> Future:
     return f
 
 
-@contextmanager
-def _service(service: EvalService | None, settings: ServiceSettings | None, device: str) -> Iterator[EvalService]:
-    """The service given, or one started (and closed) for this run."""
-    if service is not None:
-        yield service
-        return
-    with EvalService(replace(settings or ServiceSettings(), device=device)) as svc:
-        yield svc
-
-
 # ---- resume -----------------------------------------------------------------------------------
 
 def finished_tasks(results_path: Path) -> set[str]:
@@ -215,7 +204,7 @@ def run_bench(tasks: list[Task], spec: BenchSpec, out: str | Path, *, service: E
     run = BenchRun(out=out, selected=len(tasks), skipped=len(tasks) - len(pending), evaluated=0)
     deadline = time.monotonic() + max_seconds if max_seconds else None
     solutions = SolutionsDir(spec.solutions) if spec.solutions else None
-    with Journal(out / RESULTS) as journal, _service(service, settings, spec.device) as svc:
+    with Journal(out / RESULTS) as journal, using(service, replace(settings or ServiceSettings(), device=spec.device)) as svc:
         width = parallel or (svc.evaluators + (svc.settings.build_ahead if solutions else 0))
         starter = ThreadPoolExecutor(max_workers=max(1, width), thread_name_prefix="bench")  # agent runs block
         flying: dict[Future, _Task] = {}

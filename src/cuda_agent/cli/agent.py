@@ -13,9 +13,10 @@ from rich.console import Console
 from cuda_agent.agent.config import load_config, override
 from cuda_agent.agent.progress import LiveProgress, NoProgress
 from cuda_agent.agent.report import RunResult
-from cuda_agent.agent.run import demo, optimize, optimize_many
+from cuda_agent.agent.run import demo, make_model, optimize, optimize_many
 from cuda_agent.harness import TimingPlan
 from cuda_agent.llm import ModelError
+from cuda_agent.service import EvalService, ServiceError, ServiceSettings
 from cuda_agent.tasks import TaskError, load_tasks
 
 console = Console()
@@ -40,6 +41,8 @@ def optimize_command(
     pattern: Annotated[Optional[str], typer.Option(help="With --tasks: names matching this glob or substring.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="With --tasks: at most this many tasks.")] = None,
     parallel: Annotated[int, typer.Option(help="With --tasks: tasks run at once.")] = 1,
+    address: Annotated[Optional[str], typer.Option(help="A Ray cluster to run the evaluation service on "
+                                                   "(default: $RAY_ADDRESS, else a local Ray started for the run).")] = None,
     max_turns: Annotated[Optional[int], typer.Option(help="Turns budget (default 150).")] = None,
     max_seconds: Annotated[Optional[float], typer.Option(help="Wall-clock budget per task.")] = None,
     max_context_tokens: Annotated[Optional[int], typer.Option(help="Context budget (default 128000).")] = None,
@@ -60,19 +63,24 @@ def optimize_command(
                        model={"protocol": tool_protocol})
         options = dict(model=model, base_url=base_url, api_key=api_key, policy=policy, device=device,
                        config=cfg, resume=resume, force=force, timing=TimingPlan().with_budget(timing_budget))
+        make_model(policy, model, base_url, api_key, cfg)  # a missing endpoint is said before anything starts
         if tasks is None:
             if task is None:
                 raise typer.BadParameter("give a TASK, or --tasks SOURCE for many")
             with _progress([task], quiet or json_out) as progress:
-                results = [optimize(task, out=out, progress=progress, **options)]
+                with EvalService(ServiceSettings(address=address, device=device)) as svc:
+                    results = [optimize(task, out=out, progress=progress, service=svc, **options)]
         else:
             selected = load_tasks(tasks).select(level=level, pattern=pattern).tasks[:limit]
             if not selected:
                 raise typer.BadParameter(f"no task in {tasks} matches --level/--pattern")
             folder = out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
             with _progress([t.name for t in selected], quiet or json_out) as progress:
-                results = optimize_many(selected, out=folder, parallel=parallel, progress=progress, **options)
-    except (ModelError, TaskError, FileExistsError, FileNotFoundError, ValueError, RuntimeError, KeyError) as e:
+                with EvalService(ServiceSettings(address=address, device=device)) as svc:
+                    results = optimize_many(selected, out=folder, parallel=parallel, progress=progress, service=svc,
+                                            **options)
+    except (ModelError, ServiceError, TaskError, FileExistsError, FileNotFoundError, ValueError, RuntimeError,
+            KeyError) as e:
         errors.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     _print(results, json_out, many=tasks is not None)

@@ -81,7 +81,9 @@ def bench_command(
     ids: Annotated[Optional[list[int]], typer.Option("--id", help="Only these problem ids.")] = None,
     name: Annotated[Optional[str], typer.Option(help="Only names matching this glob or substring.")] = None,
     device: Annotated[Optional[str], typer.Option(help="cuda or cpu (default: cuda where there is a GPU).")] = None,
-    gpus: Annotated[Optional[int], typer.Option(help="Use at most this many GPUs (one worker each).")] = None,
+    gpus: Annotated[Optional[int], typer.Option(help="Use at most this many GPUs (one evaluator each).")] = None,
+    address: Annotated[Optional[str], typer.Option(help="A Ray cluster to run the evaluation service on "
+                                                   "(default: $RAY_ADDRESS, else a local Ray started for the run).")] = None,
     policy: Annotated[str, typer.Option(help="strict (the paper's rules) or relaxed (KernelBench's).")] = "strict",
     restart: Annotated[bool, typer.Option(help="Discard the results already in --out.")] = False,
     max_seconds: Annotated[Optional[float], typer.Option(help="Start no task after this many seconds (run "
@@ -94,8 +96,8 @@ def bench_command(
     """Evaluate solutions (or the agent) on many tasks; write results.jsonl and a report."""
     from cuda_agent.bench.report import write_report
     from cuda_agent.bench.run import BenchError, BenchSpec, report_rows, run_bench
-    from cuda_agent.devices import visible_gpus
     from cuda_agent.harness import EvalConfig, resolve_backend
+    from cuda_agent.service import ServiceError, ServiceSettings
 
     try:
         if not report_only:
@@ -105,12 +107,11 @@ def bench_command(
             dev = resolve_backend(device).device
             spec = BenchSpec(device=dev, eval_config=EvalConfig(device=dev, policy=policy), roofline=roofline,
                              solutions=solutions.resolve() if solutions else None, model=model)
-            workers = visible_gpus(gpus) if dev == "cuda" else []
+            settings = ServiceSettings(address=address, device=dev, gpus=gpus)
             if not quiet and not json_out:
-                console.print(f"bench: {len(selected)} tasks on {dev}"
-                              f"{f' ({len(workers)} GPUs)' if len(workers) > 1 else ''} -> {out}", highlight=False)
+                console.print(f"bench: {len(selected)} tasks on {dev} -> {out}", highlight=False)
             show = None if quiet or json_out else (lambda r: console.print(_row_line(r), highlight=False))
-            run = run_bench(selected, spec, out, workers=workers, restart=restart, max_seconds=max_seconds,
+            run = run_bench(selected, spec, out, settings=settings, restart=restart, max_seconds=max_seconds,
                             on_row=show)
             if not json_out:
                 console.print(f"{run.evaluated} evaluated, {run.skipped} already done"
@@ -119,7 +120,7 @@ def bench_command(
         if not rows:
             raise BenchError(f"{out}/results.jsonl has no results to report")
         rep = write_report(rows, out, report_meta(out, tasks, rows))
-    except (BenchError, TaskError, FileNotFoundError, ValueError, RuntimeError) as e:
+    except (BenchError, ServiceError, TaskError, FileNotFoundError, ValueError, RuntimeError) as e:
         _fail(str(e))
     if json_out:
         print(json.dumps([s.to_dict() for s in rep.summaries]))
@@ -143,7 +144,9 @@ def baselines_command(
     retry_errors: Annotated[bool, typer.Option(help="Time again the tasks whose timing failed.")] = False,
     roofline: Annotated[bool, typer.Option(help="Count FLOPs and bytes for speed-of-light numbers.")] = True,
     table_only: Annotated[bool, typer.Option(help="Only write the table from the JSONL file.")] = False,
-    workers: Annotated[int, typer.Option(help="Processes at once on the device: each compiles on its own and "
+    address: Annotated[Optional[str], typer.Option(help="A Ray cluster to run the evaluation service on "
+                                                   "(default: $RAY_ADDRESS, else a local Ray started for the run).")] = None,
+    workers: Annotated[int, typer.Option(help="Evaluators at once on each device: each compiles on its own and "
                                          "takes the device only to time.")] = 1,
     budget: Annotated[float, typer.Option(help="Timing budget per model in seconds (the harness's default "
                                           "is 2; baselines are cached per budget).")] = 2.0,
@@ -152,6 +155,7 @@ def baselines_command(
     """Time eager and torch.compile per task, with speed-of-light numbers; resumable."""
     from cuda_agent.bench.baselines import baselines, published_times, write_baselines_table
     from cuda_agent.harness import EvalConfig, TimingPlan, resolve_backend
+    from cuda_agent.service import EvalService, ServiceError, ServiceSettings
 
     try:
         selected = select_tasks(tasks, level, ids, name)
@@ -166,14 +170,17 @@ def baselines_command(
                 console.print(f"L{r.get('level')} {r['task']}  {timing}" + (f", SOL {sol:.4f} ms" if sol else ""),
                               highlight=False)
 
-            run = baselines(selected, dev, out, config=EvalConfig(device=dev, timing=TimingPlan(budget_s=budget)),
-                            published=published_times(published), max_seconds=max_seconds,
-                            retry_errors=retry_errors, roofline=roofline, on_row=None if quiet else show,
-                            workers=workers)
+            settings = ServiceSettings(address=address, device=dev, cpu_evaluators=workers,
+                                       evaluators_per_device=workers)
+            with EvalService(settings) as svc:
+                run = baselines(selected, dev, out, config=EvalConfig(device=dev, timing=TimingPlan(budget_s=budget)),
+                                published=published_times(published), max_seconds=max_seconds,
+                                retry_errors=retry_errors, roofline=roofline, on_row=None if quiet else show,
+                                service=svc)
             console.print(f"{run.timed} timed ({run.failed} failed), {run.selected - run.timed} already done or left"
                           f"{'; stopped at --max-seconds: run again to go on' if run.stopped_early else ''}")
         md = write_baselines_table(out, selected)
-    except (TaskError, FileNotFoundError, ValueError, RuntimeError) as e:
+    except (TaskError, ServiceError, FileNotFoundError, ValueError, RuntimeError) as e:
         _fail(str(e))
     console.print(f"table: {md}", highlight=False)
 

@@ -60,7 +60,9 @@ def synth_command(
         similarity: float = typer.Option(0.7, help="reject when this similar to a KernelBench task (0..1)"),
         kernelbench: Optional[Path] = typer.Option(None, help="KernelBench JSONL (name, code) to compare with; "
                                                               "`none` to skip"),
-        workers: Optional[int] = typer.Option(None, help="parallel workers (default: one per visible GPU)"),
+        workers: Optional[int] = typer.Option(None, help="evaluators per GPU (or on the CPU) executing candidates"),
+        address: Optional[str] = typer.Option(None, help="a Ray cluster for the evaluation service (default: "
+                                                         "$RAY_ADDRESS, else a local Ray)"),
         max_candidates: Optional[int] = typer.Option(None, help="stop after this many candidates (default 50x count)"),
         jsonl: bool = typer.Option(False, "--jsonl", help="write JSONL beside the Parquet"),
         model: Optional[str] = typer.Option(None, help="llm composer: the model name"),
@@ -87,7 +89,7 @@ def synth_command(
               "the similarity filter")
     llm = _llm(model, base_url, api_key) if composer == "llm" else None
     config = SynthConfig(out=out_path, count=count, composer=composer, device=dev, seed=seed, window=win,
-                         similarity_threshold=similarity, kernelbench=kb, workers=workers,
+                         similarity_threshold=similarity, kernelbench=kb, workers=workers, address=address,
                          max_candidates=max_candidates, jsonl=jsonl)
     start = time.time()
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -168,6 +170,7 @@ def _synth_group(ctx: typer.Context,
                  device: Optional[str] = typer.Option(None), seed: int = typer.Option(0),
                  window: Optional[str] = typer.Option(None), similarity: float = typer.Option(0.7),
                  kernelbench: Optional[Path] = typer.Option(None), workers: Optional[int] = typer.Option(None),
+                 address: Optional[str] = typer.Option(None),
                  max_candidates: Optional[int] = typer.Option(None), jsonl: bool = typer.Option(False, "--jsonl"),
                  model: Optional[str] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
                  api_key: Optional[str] = typer.Option(None), quiet: bool = typer.Option(False, "--quiet", "-q"),
@@ -177,8 +180,10 @@ def _synth_group(ctx: typer.Context,
         return
     if out_path is None:
         _fail("give --out DATASET (.parquet or .jsonl) to synthesize, or `cuda-agent synth seeds` to list seeds")
-    synth_command(out_path, count, composer, device, seed, window, similarity, kernelbench, workers,
-                  max_candidates, jsonl, model, base_url, api_key, quiet, as_json)
+    synth_command(out_path=out_path, count=count, composer=composer, device=device, seed=seed, window=window,
+                  similarity=similarity, kernelbench=kernelbench, workers=workers, address=address,
+                  max_candidates=max_candidates, jsonl=jsonl, model=model, base_url=base_url, api_key=api_key,
+                  quiet=quiet, as_json=as_json)
 
 
 synth_app.command("seeds")(seeds_command)

@@ -175,8 +175,9 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
         session = _Session(pair.ref, pair.child, config, job, time.monotonic() + config.timeout_s)
         with device_lock(lock_name(backend.device), shared=True):
             with _timed(result, "start"):
-                session.start()
-                session.choose_route(backend, result)
+                session.start(result)
+                with _timed(result, "start.route"):
+                    session.choose_route(backend, result)
             with _timed(result, "correctness"):
                 session.correctness(result)
         if config.profile:
@@ -230,16 +231,21 @@ class _Session:
             raise Stop(reply.get("stage", stage), str(reply.get("reason", "the solution failed")))
         return reply
 
-    def start(self) -> None:
+    def start(self, result: EvalResult) -> None:
+        """The job to both processes; the reference's weights to the solution (each step's wall
+        time in result.stage_seconds as start.*, diagnostics only)."""
         self.ref.send({**self.job, "task_path": self.job["reference_task_path"]})
         self.child.send({k: v for k, v in self.job.items() if k != "reference_task_path"})
-        try:
-            self.ref.recv(900)
-        except ChildFailed as e:
-            raise Stop("run", f"the reference worker {e}") from None
+        with _timed(result, "start.reference"):
+            try:
+                self.ref.recv(900)
+            except ChildFailed as e:
+                raise Stop("run", f"the reference worker {e}") from None
         os.chmod(self.job["state_path"], 0o644)
-        self._child(None, "run")
-        self._child({"op": "weights"}, "correctness")
+        with _timed(result, "start.child"):
+            self._child(None, "run")
+        with _timed(result, "start.weights"):
+            self._child({"op": "weights"}, "correctness")
 
     def choose_route(self, backend: Backend, result: EvalResult) -> None:
         """CUDA IPC for the outputs when the reference worker can map a probe the child shares

@@ -6,6 +6,12 @@
 - `null_rollout`: rollout `null`, for stages that never generate (value pretraining on replays).
 - `cpu_platform`: a CPU platform for verl (`VERL_PLATFORM=cpu`), so CI runs verl's real trainers.
 - `tiny_model`: a 2 M-parameter Qwen2 model and tokenizer built offline, for plumbing tests.
+- `agent_loop`: the agent loops `cuda_agent` (cuda-agent's own agent on a row's task, rewarded by
+  the harness) and `cuda_agent_replay` (a recorded trajectory, for value pretraining), listed in
+  `agent_loops.yaml` for `actor_rollout_ref.rollout.agent.agent_loop_config_path`; built on
+  `token_trajectory` (the tokens and masks, through verl's continuous-token helpers), `token_model`
+  (the agent's `Model` answering from verl's rollout server) and `evaluation` (the harness behind
+  the tools: the evaluation service, or the local harness).
 
 The training side (`cuda-agent train`, cli/train.py):
 - `data`: tasks -> verl RL Parquet (single-turn or the agent's prompts), the held-out split,
@@ -17,5 +23,6 @@ The training side (`cuda-agent train`, cli/train.py):
 - `config/`: the stage configs (Hydra, over verl's own), `prompts.toml`, `sanity_kernels/`.
 
 Nothing here is imported by the rest of cuda_agent but the CLI. The training side's modules import
-without verl (they import it where they use it); the plug-ins and `sft_dataset` need it.
+without verl (they import it where they use it); `verl_plugin`, `hf_rollout`, `null_rollout`,
+`cpu_platform`, `agent_loop` and `sft_dataset` need it.
 """

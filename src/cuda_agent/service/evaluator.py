@@ -51,10 +51,13 @@ class Evaluator:
     """One device's evaluator (a Ray actor): evaluations and jobs one at a time, with `spares`
     evaluations' processes started ahead on the background cores."""
 
-    def __init__(self, device: str, spares: int, foreground: list[int] | None, background: list[int] | None):
+    def __init__(self, device: str, spares: int, foreground: list[int] | None, background: list[int] | None,
+                 shared_gpu: str | None = None):
         import ray
 
-        gpus = ray.get_gpu_ids() if device == "cuda" else []
+        if shared_gpu is not None:  # a GPU Ray gave someone else (a trainer's): seen before CUDA starts here
+            os.environ["CUDA_VISIBLE_DEVICES"] = shared_gpu
+        gpus = [shared_gpu] if shared_gpu is not None else ray.get_gpu_ids() if device == "cuda" else []
         self.gpu = str(gpus[0]) if gpus else None
         self.device = device
         self.stack = ExitStack()

@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -34,6 +35,7 @@ from cuda_agent.service.settings import PRIORITY_BENCH, ServiceSettings
 from cuda_agent.tasks import Task
 
 HARNESS_ERROR = "harness_error"
+MAX_BUILDERS = 8  # by default: enough to build ahead of a GPU; each is a process holding torch
 _REFERENCE_FAULT = ("the reference itself failed", "the reference worker ")
 
 
@@ -73,6 +75,16 @@ def request_id(task: Task, files: dict[str, str], config: EvalConfig) -> str:
     """A content address for an evaluation: the same task, files and settings give the same id."""
     blob = json.dumps({"task": task.code, "files": files, "config": repr(config)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+@contextmanager
+def using(service: "EvalService | None", settings: ServiceSettings) -> Iterator["EvalService"]:
+    """`service` itself, or a service started with `settings` for the block and closed after it."""
+    if service is not None:
+        yield service
+        return
+    with EvalService(settings) as svc:
+        yield svc
 
 
 class EvalService:
@@ -156,7 +168,9 @@ class EvalService:
 
         s = self.settings
         resources = ray.cluster_resources()
-        if self.device == "cuda":
+        if self.device == "cuda" and s.shared_gpu is not None:
+            count = s.evaluators_per_device
+        elif self.device == "cuda":
             gpus = int(resources.get("GPU", 0))
             if gpus == 0:
                 raise ServiceError("the service was asked for cuda but Ray sees no GPU; use device='cpu' "
@@ -168,32 +182,43 @@ class EvalService:
         cores = int(resources.get("CPU", os.cpu_count() or 1))
         foreground, background = self._core_plan(count)
         spares = s.spares if s.spares is not None else (3 if self.device == "cuda" else 1)
-        options: dict[str, Any] = {"num_cpus": 1, "max_concurrency": 1}
-        if self.device == "cuda":
-            options["num_gpus"] = 1.0 / s.evaluators_per_device
-        remote = ray.remote(Evaluator)
         for i in range(count):
-            handle = remote.options(**options).remote(self.device, spares, foreground[i] if foreground else None,
-                                                      background)
-            self._slots.append(_Slot(i, handle))
-        described = ray.get([slot.handle.describe.remote() for slot in self._slots])
+            self._slots.append(_Slot(i, self._new_evaluator(foreground[i] if foreground else None, background, spares)))
+        try:
+            described = ray.get([slot.handle.describe.remote() for slot in self._slots], timeout=600)
+        except ray.exceptions.GetTimeoutError:
+            raise ServiceError(f"Ray could not start {count} evaluator(s) in 10 minutes (its resources: "
+                               f"{ray.available_resources()}); ask for fewer (--gpus, --workers)") from None
         arch = next((d["arch"] for d in described if d.get("arch")), None)
         self._backend = Backend(self.device, arch)  # type: ignore[arg-type]
-        builders = s.build_workers if s.build_workers is not None else max(1, cores - count - 1)
+        # Builders take a CPU each (their compilers use it); evaluators take none (their harness
+        # processes are the device's), so several services can share one Ray.
+        free = int(ray.available_resources().get("CPU", 0))
+        wanted = s.build_workers if s.build_workers is not None else max(1, min(MAX_BUILDERS, cores - 2 * count - 1))
         builder = ray.remote(Builder).options(num_cpus=1)
-        self._builders = [builder.remote(background) for _ in range(builders)]
+        self._builders = [builder.remote(background) for _ in range(min(wanted, free))]
         self._free_builders = list(self._builders)
 
+    def _new_evaluator(self, foreground: list[int] | None, background: list[int] | None, spares: int) -> Any:
+        import ray
+
+        options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1}
+        if self.device == "cuda" and self.settings.shared_gpu is None:
+            options["num_gpus"] = 1.0 / self.settings.evaluators_per_device
+        return ray.remote(Evaluator).options(**options).remote(self.device, spares, foreground, background,
+                                                               self.settings.shared_gpu)
+
     def _core_plan(self, evaluators: int) -> tuple[list[list[int]] | None, list[int] | None]:
-        """Two cores of its own for each evaluator's timing (its child and reference worker), the
-        rest for builds and start-ups; only on a local Ray with room for it."""
+        """Two cores of its own for each evaluator's solution child (the process that times), the
+        rest for builds, start-ups and reference workers; only on a local Ray with room for it."""
         if not self.settings.pin_cores or self.settings.resolved_address():
             return None, None
         cores = sorted(os.sched_getaffinity(0))
         if len(cores) < 2 * evaluators + 2:
             return None, None
-        foreground = [cores[2 * i:2 * i + 2] for i in range(evaluators)]
-        return foreground, cores[2 * evaluators:]
+        # From the end: the first cores take most of the machine's interrupts and housekeeping.
+        foreground = [cores[len(cores) - 2 * i - 2:len(cores) - 2 * i] for i in range(evaluators)]
+        return foreground, cores[:len(cores) - 2 * evaluators]
 
     # ---- asking ------------------------------------------------------------------------------
 
@@ -410,12 +435,8 @@ class EvalService:
             pass
         s = self.settings
         foreground, background = self._core_plan(len(self._slots))
-        options: dict[str, Any] = {"num_cpus": 1, "max_concurrency": 1}
-        if self.device == "cuda":
-            options["num_gpus"] = 1.0 / s.evaluators_per_device
         spares = s.spares if s.spares is not None else (3 if self.device == "cuda" else 1)
-        slot.handle = ray.remote(Evaluator).options(**options).remote(
-            self.device, spares, foreground[slot.index] if foreground else None, background)
+        slot.handle = self._new_evaluator(foreground[slot.index] if foreground else None, background, spares)
 
     def _replace_builder(self, dead: Any) -> None:
         import ray
@@ -438,7 +459,7 @@ class EvalService:
         self.stats["evaluations"] += 1
         if self._journal is not None:
             self._journal.append({"event": "verdict", "id": item.id, "result": result.to_dict(), "at": time.time()})
-        if HARNESS_ERROR not in result.flags:
+        if self._journal is not None and HARNESS_ERROR not in result.flags:  # a resumed driver's, not a cache
             self._done[item.id] = result
         item.future.set_result(result)
 

@@ -19,9 +19,10 @@ class ServiceSettings:
     address: str | None = None           # a Ray cluster ("auto", "ray://..."); None: $RAY_ADDRESS, else a local Ray
     device: str | None = None            # cuda | cpu; None: cuda where a GPU is present
     gpus: int | None = None              # GPUs to use; None: every one Ray sees
+    shared_gpu: str | None = None        # run the evaluators on this GPU without asking Ray for it (one held by a trainer)
     evaluators_per_device: int = 1       # evaluators sharing a device (they take its lock to time)
     cpu_evaluators: int = 1              # the CPU backend: evaluators at once
-    build_workers: int | None = None     # CPU-only build workers; None: from the cores left (at least 1)
+    build_workers: int | None = None     # CPU-only build workers; None: the cores left, 1 to 8
     build_ahead: int = 8                 # requests built and waiting for an evaluator, at most
     spares: int | None = None            # evaluations' processes started ahead per evaluator; None: 3 on cuda, 1 on cpu
     retries: int = 1                     # a request whose evaluator died is run once more, then a harness error

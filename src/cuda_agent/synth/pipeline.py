@@ -100,14 +100,15 @@ def write_dataset(rows: list[dict], out: Path, jsonl: bool = False) -> list[Path
 
 
 def synthesize(config: SynthConfig, llm=None, on_record: Callable[[dict], None] | None = None,
-               on_seed: Callable | None = None) -> tuple[list[dict], list[Path], Run]:
-    """Run (or resume) until `count` tasks are accepted; write the dataset and return its rows."""
+               on_seed: Callable | None = None, service=None) -> tuple[list[dict], list[Path], Run]:
+    """Run (or resume) until `count` tasks are accepted; write the dataset and return its rows.
+    The candidates run on `service` (an EvalService), else on one started for the run."""
     _check_resume(config)
     catalog = run_catalog(config, on_seed)
     composer = make_composer(config, catalog, llm)
     run = Run(config, composer, on_record)
     try:
-        rows = run.run()
+        rows = run.run(service)
     finally:
         run.journal.close()
     return rows, write_dataset(rows, config.out, config.jsonl), run

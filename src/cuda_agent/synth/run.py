@@ -4,20 +4,22 @@ State lives beside the dataset in `<DATASET>.synth/`: `config.json`, `seeds.json
 catalog, fixed for the run so a resume draws the same candidates) and `candidates.jsonl`, one line
 per finished candidate (accepted ones carry their code), appended and fsynced. A killed run loses
 only the candidates in flight: they have no line, so a resume redoes them, and candidate `i` is
-drawn from (run seed, i) alone, so it is the same candidate. One worker thread per GPU (or
-`workers` on CPU), each with its own warm child process.
+drawn from (run seed, i) alone, so it is the same candidate. Candidates are composed and checked
+statically here, and executed as jobs on the evaluation service's evaluators (`workers` of them
+per GPU, or on the CPU), each keeping its own warm child process.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from cuda_agent.devices import visible_gpus
 from cuda_agent.harness import TimingPlan
+from cuda_agent.service import PRIORITY_SYNTH, EvalService, JobContext, ServiceSettings, using
 from cuda_agent.journal import Journal, read_rows
 from cuda_agent.synth.compose import Candidate, ComposeError
 from cuda_agent.synth.execute import Executor, Limits
@@ -36,7 +38,8 @@ class SynthConfig:
     window: Window | None = None       # None: the device's default
     similarity_threshold: float = 0.7
     kernelbench: Path | None = None    # KernelBench JSONL; None: similarity not checked
-    workers: int | None = None         # None: one per visible GPU (1 on CPU)
+    workers: int | None = None         # evaluators per GPU (or on the CPU); None: 1
+    address: str | None = None         # a Ray cluster for the evaluation service; None: $RAY_ADDRESS or a local Ray
     max_candidates: int | None = None  # None: 50 per wanted task
     max_rescales: int = 2
     memory_budget_bytes: int = 8 << 30  # the size search keeps inputs + intermediates below this
@@ -93,7 +96,6 @@ class Run:
         self.fingerprints = {r["fingerprint"] for r in self.journal.accepted()}
         self.next_index = 0
         self.stop = threading.Event()
-        self.memory_budget = config.memory_budget_bytes
 
     def _claim(self) -> int | None:
         cfg = self.config
@@ -106,47 +108,41 @@ class Run:
             index, self.next_index = self.next_index, self.next_index + 1
             return index
 
-    def run(self) -> list[dict]:
-        gpus: list[str | None] = list(visible_gpus() or ["0"]) if self.config.device == "cuda" else [None]
-        if self.config.workers:  # more workers than GPUs share them round-robin
-            gpus = [gpus[i % len(gpus)] for i in range(self.config.workers)]
-        self.memory_budget = _memory_share(self.config, gpus)
-        errors: list[BaseException] = []
+    def run(self, service: EvalService | None = None) -> list[dict]:
+        """Claim, compose, check and execute candidates until `count` are accepted or candidates
+        run out; the executions run on `service` (else on one started for this run)."""
+        with using(service, _settings(self.config)) as svc:
+            width = svc.evaluators
+            sharing = svc.settings.evaluators_per_device
+            errors: list[BaseException] = []
 
-        def work(i: int, gpu: str | None) -> None:
-            try:
-                self._work(i, gpu)
-            except BaseException as e:  # the run's own bug: stop the others and raise it below
-                errors.append(e)
-                self.stop.set()
+            def work() -> None:
+                try:
+                    while (index := self._claim()) is not None:
+                        rec = self.evaluate(index, svc, sharing)
+                        self.journal.append(rec)
+                        self.on_record(rec)
+                except BaseException as e:  # the run's own bug: stop the others and raise it below
+                    errors.append(e)
+                    self.stop.set()
 
-        threads = [threading.Thread(target=work, args=(i, gpu), daemon=True) for i, gpu in enumerate(gpus)]
-        for t in threads:
-            t.start()
-        try:
+            threads = [threading.Thread(target=work, daemon=True) for _ in range(width)]
             for t in threads:
-                while t.is_alive():
-                    t.join(0.5)
-        except KeyboardInterrupt:
-            self.stop.set()
-            raise
+                t.start()
+            try:
+                for t in threads:
+                    while t.is_alive():
+                        t.join(0.5)
+            except KeyboardInterrupt:
+                self.stop.set()
+                raise
         if errors:
             raise errors[0]
         return self.journal.accepted()[: self.config.count]
 
-    def _work(self, worker: int, gpu: str | None) -> None:
-        executor = Executor(self.config.state_dir / "work" / f"w{worker}", gpu, self.config.limits)
-        try:
-            while (index := self._claim()) is not None:
-                rec = self.evaluate(index, executor)
-                rec["worker"] = worker
-                self.journal.append(rec)
-                self.on_record(rec)
-        finally:
-            executor.close()
-
-    def evaluate(self, index: int, executor: Executor) -> dict:
-        """One candidate through every filter; the record says which one stopped it, or accepted."""
+    def evaluate(self, index: int, svc: EvalService, sharing: int = 1) -> dict:
+        """One candidate through every filter; the record says which one stopped it, or accepted.
+        The static filters run here, the execution on an evaluator of `svc`."""
         t0 = time.perf_counter()
         rec: dict = {"index": index, "composer": self.config.composer, "seconds": {}}
         try:
@@ -158,10 +154,10 @@ class Run:
         rec.update(name=cand.name, ops=cand.ops, categories=cand.categories, structure=cand.structure, **cand.extra)
         outcome, fp = self._static(cand, rec)
         if outcome is None:
-            try:
-                outcome = self._execute(cand, rec, executor)
-            finally:
-                executor.next_candidate()
+            outcome, part, cand = svc.call(execute_job, self.config, sharing, cand, priority=PRIORITY_SYNTH).result()
+            seconds = rec["seconds"]
+            rec.update({k: v for k, v in part.items() if k != "seconds"})
+            _add(seconds, part["seconds"])
             with self.lock:
                 if outcome.accepted and fp in self.fingerprints:
                     outcome = Outcome("duplicate", "the same program was accepted meanwhile")
@@ -189,7 +185,34 @@ class Run:
                 return Outcome("duplicate", "the same program (up to names and sizes) is already accepted"), fp
         return None, fp
 
-    def _execute(self, cand: Candidate, rec: dict, executor: Executor) -> Outcome:
+
+def execute_job(ctx: JobContext, config: SynthConfig, sharing: int, cand: Candidate) -> tuple[Outcome, dict, Candidate]:
+    """A candidate's execution filters on an evaluator of the service (eager runs, determinism,
+    RNG use, degenerate outputs, the size search, torch.compile and the baselines), in the warm
+    child process this evaluator keeps for the run: the outcome, the record's new fields and the
+    candidate as resized."""
+    key = f"synth:{config.state_dir}"
+    executor = ctx.state.get(key)
+    if executor is None:
+        executor = Executor(config.state_dir / "work" / f"w{os.getpid()}", None, config.limits)
+        ctx.state[key] = executor
+        ctx.on_close(executor.close)
+    filters = _Filters(config, _memory_share(config, sharing))
+    rec: dict = {"seconds": {}}
+    try:
+        outcome = filters.execute(cand, rec, executor)
+    finally:
+        executor.next_candidate()
+    return outcome, rec, cand
+
+
+class _Filters:
+    """The execution filters of one candidate, with the run's window and memory budget."""
+
+    def __init__(self, config: SynthConfig, memory_budget: int):
+        self.config, self.window, self.memory_budget = config, config.resolved_window(), memory_budget
+
+    def execute(self, cand: Candidate, rec: dict, executor: Executor) -> Outcome:
         cfg = self.config
         seconds = rec["seconds"]
         started = executor.start_seconds
@@ -261,18 +284,26 @@ class Run:
         return None if q.dims == p.dims else q
 
 
+
 def _add(total: dict, part: dict) -> None:
     for k, v in part.items():
         total[k] = total.get(k, 0.0) + v
 
 
-def _memory_share(config: SynthConfig, gpus: list[str | None]) -> int:
-    """The size search's memory budget per worker: the configured one, but no more than half of a
-    GPU's memory split between the workers that share it."""
-    if config.device != "cuda" or not gpus or gpus[0] is None:
+def _memory_share(config: SynthConfig, sharing: int) -> int:
+    """The size search's memory budget per evaluator: the configured one, but no more than half of
+    a GPU's memory split between the evaluators that share it."""
+    if config.device != "cuda":
         return config.memory_budget_bytes
     import torch
 
-    sharing = max(gpus.count(g) for g in set(gpus))
     total = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
-    return min(config.memory_budget_bytes, total // 2 // sharing) if total else config.memory_budget_bytes
+    return min(config.memory_budget_bytes, total // 2 // max(1, sharing)) if total else config.memory_budget_bytes
+
+
+def _settings(config: SynthConfig) -> ServiceSettings:
+    """A service for a run of its own: `workers` evaluators per GPU (or on the CPU), no builders
+    (candidates are not built), no spare harness processes (candidates run in synth's own child)."""
+    workers = config.workers or 1
+    return ServiceSettings(address=config.address, device=config.device, cpu_evaluators=workers,
+                           evaluators_per_device=workers, build_workers=0, spares=0)

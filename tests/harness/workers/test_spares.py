@@ -68,6 +68,7 @@ def test_a_deeper_block_keeps_that_many_spares_on_the_background_cores():
             assert len(spares._spares) == 2 and all(s.alive() for s in spares._spares)
             assert os.sched_getaffinity(pair.child.proc.pid) == fg
             assert all(os.sched_getaffinity(s.ref.proc.pid) == bg for s in spares._spares)
+            assert os.sched_getaffinity(pair.ref.proc.pid) == bg  # only the child, which times, moves
         finally:
             pair.close()
     assert not spares._spares

@@ -4,8 +4,9 @@ Each evaluation needs a fresh reference worker and a fresh solution child (no so
 where another ran). Starting them is seconds of importing torch and creating a CUDA context; inside
 `keep_warm(depth)` (an evaluator of the service, a bench, an agent's run) `depth` pairs start while
 the current evaluation runs, so the next evaluations find them waiting for their jobs. Where cores
-are given, spares start on the `background` cores and a pair taken for an evaluation moves to the
-`foreground` ones, so nothing starting up runs on the cores of a process that is timing.
+are given, spares start on the `background` cores and the solution child of a pair taken for an
+evaluation (the process that times) moves to the `foreground` ones, so nothing starting up or
+building runs on the cores of a process that is timing.
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ class Pair:
     def alive(self) -> bool:
         return self.ref.proc.poll() is None and self.child.proc.poll() is None
 
-    def pin(self, cores: set[int] | None) -> None:
-        """Run both processes on `cores` only (None: leave them where they are)."""
+    def pin(self, cores: set[int] | None, child_only: bool = False) -> None:
+        """Run the processes (or only the solution child, which times) on `cores` (None: leave them)."""
         if not cores:
             return
-        for p in (self.ref, self.child):
+        for p in (self.child,) if child_only else (self.ref, self.child):
             try:
                 os.sched_setaffinity(p.proc.pid, cores)
             except OSError:  # it died meanwhile: the evaluation says so
@@ -97,7 +98,8 @@ def take_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig) ->
                 candidate.close()
         if pair is None:
             pair = start_pair(user, backend, config)
-        pair.pin(_cores["foreground"])
+        pair.pin(_cores["background"])  # the reference stays there (a pair started just now was not)
+        pair.pin(_cores["foreground"], child_only=True)
         while len(_spares) < max(_depths, default=0):
             spare = start_pair(user, backend, config)
             spare.pin(_cores["background"])

@@ -1,0 +1,307 @@
+"""The evaluation service, measured: throughput and the `start` stage on the demo task (against the
+harness called directly with a spare pair, today's path, in the same run), the spread of the demo
+kernel's medians idle and with 8 builds beside, 20 new solutions at once against
+(slowest build + their evaluations in series), the baseline cache across a restart, and a soak
+with faulty candidates and an evaluator killed mid-run.
+
+    python benchmarks/service_bench.py --device cuda --evals 40 --soak 100 --json out.json
+Prints a table last; --json keeps every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+HACKS = REPO / "tests" / "hacks"
+GOALS = {"evals_per_hour": 2500, "start_s": 0.2, "spread_pct": 2.0, "burst_ratio": 1.5}
+
+
+def demo(device: str):
+    from cuda_agent.tasks import load_task
+
+    if device == "cuda":
+        return load_task("scale_bias_relu"), REPO / "benchmarks" / "solutions" / "scale_bias_relu_cuda"
+    return load_task(HACKS / "tasks" / "sbr_small.py"), HACKS / "cpu" / "honest_fused"
+
+
+def variants(solution: Path, n: int, dest: Path) -> list[Path]:
+    """`n` new solutions: the demo's, each source with a comment of its own (a build of its own)."""
+    out = []
+    dest.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        d = Path(tempfile.mkdtemp(prefix=f"v{i}_", dir=dest))  # a folder of its own each time it is called
+        shutil.copytree(solution, d, ignore=shutil.ignore_patterns("expect.json"), dirs_exist_ok=True)
+        for src in (d / "kernels").glob("*"):
+            if src.suffix in (".cu", ".cpp"):
+                src.write_text(src.read_text() + f"\n// variant {i} {time.time_ns()}\n")
+        out.append(d)
+    return out
+
+
+def spread(medians: list[float]) -> float:
+    return (max(medians) / min(medians) - 1) * 100 if medians and min(medians) > 0 else float("nan")
+
+
+def direct(device: str, evals: int) -> dict:
+    """Today's path without the service: harness.evaluate with the next processes started ahead."""
+    from cuda_agent.harness import EvalConfig, evaluate, keep_warm
+
+    task, sol = demo(device)
+    evaluate(task, sol, EvalConfig(device=device))  # build and baselines cached
+    with keep_warm():
+        t0 = time.perf_counter()
+        rows = [evaluate(task, sol, EvalConfig(device=device)) for _ in range(evals + 1)][1:]
+        per = (time.perf_counter() - t0) / (evals + 1)
+    return {"eval_s": per, "evals_per_hour": 3600 / per,
+            "start_s": statistics.mean(r.stage_seconds.get("start", 0.0) for r in rows),
+            "stage_s": {k: statistics.mean(r.stage_seconds.get(k, 0.0) for r in rows) for k in rows[0].stage_seconds},
+            "medians_ms": [r.solution.median_ms for r in rows if r.solution]}
+
+
+def throughput(svc, device: str, evals: int) -> dict:
+    """`evals` evaluations of the demo solution submitted at once (build and baselines cached)."""
+    from cuda_agent.harness import EvalConfig
+
+    task, sol = demo(device)
+    first = svc.evaluate(task, sol, EvalConfig(device=device))
+    t0 = time.perf_counter()
+    futures = [svc.submit_path(task, sol, EvalConfig(device=device)) for _ in range(evals)]
+    rows = [f.result() for f in futures]
+    wall = time.perf_counter() - t0
+    return {"first": {"reward": first.reward, "reason": first.reason, "seconds": first.seconds},
+            "wall_s": wall, "eval_s": wall / evals, "evals_per_hour": 3600 * evals / wall,
+            "start_s": statistics.mean(r.stage_seconds.get("start", 0.0) for r in rows),
+            "stage_s": {k: statistics.mean(r.stage_seconds.get(k, 0.0) for r in rows) for k in rows[0].stage_seconds},
+            "rewards": sorted({r.reward for r in rows}), "medians_ms": [r.solution.median_ms for r in rows if r.solution]}
+
+
+def stability(svc, device: str, builds: int, tmp: Path) -> dict:
+    """The demo kernel's medians over 5 evaluations in a row, idle and with `builds` builds beside."""
+    from cuda_agent.harness import EvalConfig
+    from cuda_agent.service import PRIORITY_BENCH, PRIORITY_REWARD
+
+    task, sol = demo(device)
+    idle = [svc.evaluate(task, sol, EvalConfig(device=device), priority=PRIORITY_REWARD).solution.median_ms
+            for _ in range(5)]
+    busy_futures = [svc.submit_path(task, v, EvalConfig(device=device), priority=PRIORITY_BENCH)
+                    for v in variants(sol, builds, tmp / "stability")]
+    time.sleep(0.5)  # the builders have started
+    busy = [svc.evaluate(task, sol, EvalConfig(device=device), priority=PRIORITY_REWARD).solution.median_ms
+            for _ in range(5)]
+    building_during = sum(not f.done() for f in busy_futures)
+    for f in busy_futures:
+        f.result()
+    return {"idle_ms": idle, "idle_spread_pct": spread(idle), "busy_ms": busy, "busy_spread_pct": spread(busy),
+            "builds_beside": builds, "still_building_after": building_during}
+
+
+def burst(svc, device: str, n: int, eval_s: float, tmp: Path) -> dict:
+    """`n` new solutions at once: wall time against (slowest build + n evaluations in series)."""
+    from cuda_agent.harness import EvalConfig, compile_solution
+
+    task, sol = demo(device)
+    t0 = time.perf_counter()
+    one = compile_solution(variants(sol, 1, tmp / "one")[0], EvalConfig(device=device))
+    build_s = time.perf_counter() - t0
+    news = variants(sol, n, tmp / "burst")
+    t0 = time.perf_counter()
+    rows = [f.result() for f in [svc.submit_path(task, v, EvalConfig(device=device)) for v in news]]
+    wall = time.perf_counter() - t0
+    serial = build_s + n * eval_s
+    return {"solutions": n, "wall_s": wall, "one_build_s": build_s, "build_ok": one.ok, "eval_s": eval_s,
+            "serial_s": serial, "ratio": wall / serial, "rewards": sorted({r.reward for r in rows}),
+            "build_s_mean": statistics.mean(r.stage_seconds.get("build", 0.0) for r in rows)}
+
+
+def restart(settings, device: str) -> dict:
+    """A new service: the first evaluation finds its baselines cached on disk."""
+    from cuda_agent.harness import EvalConfig
+    from cuda_agent.service import EvalService
+
+    task, sol = demo(device)
+    t0 = time.perf_counter()
+    with EvalService(settings) as svc:
+        up = time.perf_counter() - t0
+        r = svc.evaluate(task, sol, EvalConfig(device=device))
+    return {"start_s": up, "baseline_cached": "baseline_cached" in r.flags, "reward": r.reward}
+
+
+def faults(device: str) -> list[tuple[str, str, dict, str]]:
+    """(solution folder, task, EvalConfig overrides, what its reason must say) for each fault kind."""
+    if device == "cuda":
+        return [(str(HACKS / "cuda" / "illegal_address"), "scale_bias_relu", {}, "illegal memory access"),
+                (str(HACKS / "cuda" / "oom_cuda"), "scale_bias_relu", {}, "out of memory"),
+                (str(HACKS / "cuda" / "infinite_loop_kernel"), "scale_bias_relu", {"timeout_s": 20}, "timed out"),
+                (str(HACKS / "cpu" / "os_exit"), str(HACKS / "tasks" / "sbr_small.py"), {}, "importing os"),
+                (str(HACKS / "cuda" / "aten_relu_cuda"), "scale_bias_relu", {}, "")]
+    small = str(HACKS / "tasks" / "sbr_small.py")
+    return [(str(HACKS / "cpu" / "segfault"), small, {}, "SIGSEGV"),
+            (str(HACKS / "cpu" / "infinite_loop"), small, {"timeout_s": 10}, "timed out"),
+            (str(HACKS / "cpu" / "oom_kernel"), small, {"memory_limit_gb": 4}, ""),
+            (str(HACKS / "cpu" / "os_exit"), small, {}, "importing os"),
+            (str(HACKS / "cpu" / "torch_relu_fallback"), small, {}, "torch.relu")]
+
+
+def soak(svc, device: str, n: int, clean_eval_s: float, profile: bool = True) -> dict:
+    """`n` evaluations, every tenth a faulty candidate, one evaluator killed half-way: each request
+    must get exactly one verdict with the right reason, and throughput stay within 20% of clean
+    (`clean_eval_s`, the same evaluation without faults; `profile=False`: correctness only)."""
+    import ray
+
+    from cuda_agent.harness import EvalConfig
+    from cuda_agent.tasks import load_task
+
+    task, sol = demo(device)
+    kinds = faults(device)
+    plan = []
+    for i in range(n):
+        if i % 10 == 9:
+            folder, task_src, extra, says = kinds[(i // 10) % len(kinds)]
+            plan.append((Path(folder), load_task(task_src), EvalConfig(device=device, profile=profile, **extra),
+                         says, False))
+        else:
+            plan.append((sol, task, EvalConfig(device=device, profile=profile), "", True))
+    t0 = time.perf_counter()
+    futures = [svc.submit_path(t, folder, config) for folder, t, config, _, _ in plan]
+    killed = threading.Event()
+
+    def kill_half_way() -> None:
+        while sum(f.done() for f in futures) < n // 2:
+            time.sleep(0.2)
+        ray.kill(svc._slots[0].handle)
+        killed.set()
+
+    threading.Thread(target=kill_half_way, daemon=True).start()
+    verdicts = [f.result() for f in futures]
+    wall = time.perf_counter() - t0
+    wrong = []
+    for (folder, _, _, says, honest), v in zip(plan, verdicts):
+        if honest and not v.correct:
+            wrong.append(f"{folder.name}: honest but {v.stage}: {v.reason[:120]}")
+        if not honest and (v.reward > -1 or (says and says not in v.reason)):
+            wrong.append(f"{folder.name}: reward {v.reward} ({v.reason[:120]})")
+    honest_s = [v.seconds for (_, _, _, _, h), v in zip(plan, verdicts) if h]
+    return {"requests": n, "verdicts": len(verdicts), "killed_evaluator": killed.is_set(), "wall_s": wall,
+            "wrong": wrong, "harness_errors": sum("harness_error" in v.flags for v in verdicts),
+            "retried": sum("retried" in v.flags for v in verdicts),
+            "evals_per_hour": 3600 * n / wall, "honest_eval_s_mean": statistics.mean(honest_s),
+            "clean_eval_s": clean_eval_s, "stats": dict(svc.stats)}
+
+
+def soak_only(settings, device: str, n: int, out: dict) -> None:
+    """A clean run of `n` correctness-only evaluations, then the soak of `n` on a fresh service."""
+    from cuda_agent.harness import EvalConfig
+    from cuda_agent.service import EvalService
+
+    task, sol = demo(device)
+    with EvalService(settings) as svc:
+        svc.evaluate(task, sol, EvalConfig(device=device, profile=False))  # built
+        t0 = time.perf_counter()
+        clean = [f.result() for f in [svc.submit_path(task, sol, EvalConfig(device=device, profile=False))
+                                      for _ in range(n)]]
+        clean_s = (time.perf_counter() - t0) / n
+    with EvalService(settings) as svc:
+        out["soak"] = soak(svc, device, n, clean_s, profile=False)
+    k = out["soak"]
+    k["clean_correct"] = sum(r.correct for r in clean)
+    k["throughput_ratio"] = (3600 / clean_s) and k["evals_per_hour"] / (3600 / clean_s)
+    print(json.dumps({key: v for key, v in k.items() if key != "stats"}))
+    print(f"\n| soak ({device}) | value |\n|---|---|\n| requests / verdicts | {k['requests']} / {k['verdicts']} |\n"
+          f"| wrong verdicts | {len(k['wrong'])} |\n| harness errors | {k['harness_errors']} |\n"
+          f"| evaluator killed, retried | {k['killed_evaluator']}, {k['retried']} |\n"
+          f"| throughput vs clean | {k['throughput_ratio']:.2f} ({k['evals_per_hour']:.0f}/h vs {3600 / clean_s:.0f}/h) |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--evals", type=int, default=20)
+    ap.add_argument("--builds", type=int, default=8)
+    ap.add_argument("--burst", type=int, default=20)
+    ap.add_argument("--soak", type=int, default=0, help="soak requests (0: no soak)")
+    ap.add_argument("--soak-only", action="store_true", help="only the soak, correctness only (no timing), "
+                    "against a clean run of the same size")
+    ap.add_argument("--direct", type=int, default=0, help="also time today's path without the service (N evaluations)")
+    ap.add_argument("--per-device", type=int, default=1, help="evaluators sharing the device")
+    ap.add_argument("--spares", type=int, default=None, help="processes started ahead per evaluator")
+    ap.add_argument("--unpinned", action="store_true", help="also measure the spread without CPU pinning")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    sys.path.insert(0, str(REPO / "src"))
+    from cuda_agent.devices import default_device
+    from cuda_agent.service import EvalService, ServiceSettings
+
+    device = args.device or default_device()
+    settings = ServiceSettings(device=device, evaluators_per_device=args.per_device, spares=args.spares)
+    out: dict = {"device": device, "date": time.strftime("%Y-%m-%d %H:%M"), "goals": GOALS}
+    tmp = Path(tempfile.mkdtemp(prefix="service_bench_"))
+    if args.direct:
+        out["direct"] = direct(device, args.direct)
+        print("direct", json.dumps({k: v for k, v in out["direct"].items() if k != "medians_ms"}), flush=True)
+    if args.soak_only:
+        soak_only(settings, device, args.soak, out)
+        return
+    t0 = time.perf_counter()
+    with EvalService(settings) as svc:
+        out["service_start_s"] = time.perf_counter() - t0
+        out["evaluators"], out["builders"] = svc.evaluators, len(svc._builders)
+        out["throughput"] = throughput(svc, device, args.evals)
+        print("throughput", json.dumps({k: v for k, v in out["throughput"].items() if k != "medians_ms"}), flush=True)
+        out["stability"] = stability(svc, device, args.builds, tmp)
+        print("stability", json.dumps(out["stability"]), flush=True)
+        out["burst"] = burst(svc, device, args.burst, out["throughput"]["eval_s"], tmp)
+        print("burst", json.dumps(out["burst"]), flush=True)
+        if args.soak:
+            out["soak"] = soak(svc, device, args.soak, out["throughput"]["eval_s"])
+            print("soak", json.dumps(out["soak"])[:600], flush=True)
+    out["restart"] = restart(settings, device)
+    if args.unpinned:
+        from dataclasses import replace
+
+        with EvalService(replace(settings, pin_cores=False)) as svc:
+            out["stability_unpinned"] = stability(svc, device, args.builds, tmp)
+        print("stability_unpinned", json.dumps(out["stability_unpinned"]), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1, default=str))
+    print_table(out)
+
+
+def print_table(out: dict) -> None:
+    device = out["device"]
+    t, s, b = out["throughput"], out["stability"], out["burst"]
+    rows = [("evaluations per hour (one device)", f"{t['evals_per_hour']:.0f}", f">= {GOALS['evals_per_hour']}",
+             f"{out['direct']['evals_per_hour']:.0f} direct" if "direct" in out else ""),
+            ("start stage, s", f"{t['start_s']:.3f}", f"<= {GOALS['start_s']}",
+             f"{out['direct']['start_s']:.3f} direct" if "direct" in out else ""),
+            ("median spread over 5, idle", f"{s['idle_spread_pct']:.1f}%", f"<= {GOALS['spread_pct']}%", ""),
+            (f"median spread over 5, {s['builds_beside']} builds beside", f"{s['busy_spread_pct']:.1f}%",
+             f"<= {GOALS['spread_pct']}%", f"{s['still_building_after']} still building after"),
+            (f"{b['solutions']} new solutions at once, wall / serial", f"{b['ratio']:.2f}x",
+             f"<= {GOALS['burst_ratio']}x", f"{b['wall_s']:.1f} s vs {b['serial_s']:.1f} s"),
+            ("baseline cache after a restart", str(out["restart"]["baseline_cached"]), "True", "")]
+    if "stability_unpinned" in out:
+        u = out["stability_unpinned"]
+        rows.append(("spread idle / with builds, no pinning", f"{u['idle_spread_pct']:.1f}% / {u['busy_spread_pct']:.1f}%",
+                     f"<= {GOALS['spread_pct']}%", ""))
+    if "soak" in out:
+        k = out["soak"]
+        rows.append((f"soak: {k['requests']} requests, evaluator killed", f"{len(k['wrong'])} wrong",
+                     "0 wrong", f"{k['evals_per_hour']:.0f}/h, {k['harness_errors']} harness errors, "
+                                f"{k['retried']} retried"))
+    print(f"\n## Evaluation service ({device}, {out['evaluators']} evaluator(s), {out['builders']} builders)\n")
+    print("| measure | value | goal | beside |\n|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()

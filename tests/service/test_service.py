@@ -1,0 +1,157 @@
+"""The evaluation service on a local Ray with the CPU backend: parallel evaluations with one verdict
+each, builds ahead of the evaluators, priorities, an evaluator killed mid-run, and a killed driver
+that resumes from the journal without redoing finished evaluations."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness import EvalConfig, TimingPlan, read_solution
+from cuda_agent.journal import read_rows
+from cuda_agent.service import (HARNESS_ERROR, PRIORITY_BENCH, PRIORITY_REWARD, EvalService, ServiceError,
+                                ServiceSettings)
+from cuda_agent.tasks import load_task
+
+HACKS = Path(__file__).resolve().parents[1] / "hacks"
+TASK = load_task(HACKS / "tasks" / "sbr_small.py")
+QUICK = EvalConfig(device="cpu", profile=False)
+TIMED = EvalConfig(device="cpu", timing=TimingPlan(min_runs=3, max_runs=5, budget_s=0.02, warmup_s=0.0, min_warmup=1))
+
+pytestmark = pytest.mark.slow
+
+
+def files(name: str, tmp_path: Path) -> dict[str, str]:
+    return read_solution(HACKS / "cpu" / name, tmp_path / name)
+
+
+def test_parallel_evaluations_get_one_verdict_each_with_its_own_reason(service, tmp_path):
+    names = ["honest_fused", "torch_relu_fallback", "segfault", "honest_tuple", "empty_output"]
+    futures = {n: service.submit(load_task(HACKS / "tasks" / "sbr_small.py"), files(n, tmp_path), QUICK)
+               for n in names}
+    verdicts = {n: f.result(timeout=300) for n, f in futures.items()}
+    assert verdicts["honest_fused"].correct and verdicts["honest_fused"].reward == 1.0
+    assert verdicts["torch_relu_fallback"].stage == "static" and verdicts["torch_relu_fallback"].reward == -1
+    assert "SIGSEGV" in verdicts["segfault"].reason and verdicts["segfault"].reward == -1
+    assert all(HARNESS_ERROR not in v.flags for v in verdicts.values())
+
+
+def test_static_and_build_failures_are_judged_by_a_builder_ahead_of_the_evaluators(service, tmp_path):
+    before = service.stats["prebuilt_failures"]
+    bad = service.submit(TASK, files("torch_relu_fallback", tmp_path), QUICK).result(timeout=300)
+    assert bad.stage == "static" and "torch.relu" in bad.reason
+    assert service.stats["prebuilt_failures"] == before + 1
+
+
+def test_the_same_request_twice_is_judged_once_per_submission_but_keyed_the_same(service, tmp_path):
+    from cuda_agent.service import request_id
+
+    f = files("honest_fused", tmp_path)
+    assert request_id(TASK, f, QUICK) == request_id(TASK, dict(f), QUICK)
+    assert request_id(TASK, f, QUICK) != request_id(TASK, f, TIMED)
+
+
+def _block(ctx, seconds: float, log: str, name: str) -> str:
+    time.sleep(seconds)
+    with open(log, "a") as out:
+        out.write(name + "\n")
+    return name
+
+
+def test_the_reward_goes_before_the_bench(tmp_path):
+    """One evaluator, kept busy: of the requests waiting, the RL reward's is served first."""
+    log = str(tmp_path / "order.log")
+    with EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=0, spares=0)) as svc:
+        first = svc.call(_block, 1.5, log, "busy")
+        time.sleep(0.5)  # the evaluator has taken it
+        bench = [svc.call(_block, 0.0, log, f"bench{i}", priority=PRIORITY_BENCH) for i in range(3)]
+        reward = svc.call(_block, 0.0, log, "reward", priority=PRIORITY_REWARD)
+        for f in [first, *bench, reward]:
+            f.result(timeout=60)
+    assert Path(log).read_text().split() == ["busy", "reward", "bench0", "bench1", "bench2"]
+
+
+def _die(ctx) -> None:
+    os._exit(3)  # the evaluator's own process dies (a fault below the harness)
+
+
+def test_an_evaluator_killed_mid_run_is_replaced_and_its_request_run_once_more(tmp_path):
+    with EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=1, spares=1)) as svc:
+        import ray
+
+        slow = EvalConfig(device="cpu", timing=TimingPlan(min_runs=30, max_runs=60, budget_s=1.0))
+        future = svc.submit(TASK, files("honest_fused", tmp_path), slow)
+        deadline = time.monotonic() + 120
+        while not any(slot.item is not None for slot in svc._slots):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(1.0)
+        ray.kill(svc._slots[0].handle)  # killed while it evaluates
+        verdict = future.result(timeout=600)
+        assert verdict.correct and "retried" in verdict.flags and HARNESS_ERROR not in verdict.flags
+        assert svc.stats["restarts"] >= 1
+        # a job that kills its evaluator every time: one retry, then an error (never a result)
+        with pytest.raises(ServiceError, match="died twice"):
+            svc.call(_die).result(timeout=300)
+        after = svc.submit(TASK, files("honest_fused", tmp_path), QUICK).result(timeout=300)
+        assert after.correct  # the replaced evaluator serves the next request
+
+
+_DRIVER = """
+import sys, time
+from pathlib import Path
+from cuda_agent.harness import EvalConfig, read_solution
+from cuda_agent.service import EvalService, ServiceSettings
+from cuda_agent.tasks import load_task
+task = load_task(Path({hacks!r}) / "tasks" / "sbr_small.py")
+names = {names!r}
+with EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=1, spares=1,
+                                 journal=Path({journal!r}))) as svc:
+    futures = [svc.submit(task, read_solution(Path({hacks!r}) / "cpu" / n, Path({tmp!r}) / n), EvalConfig(device="cpu", profile=False), id=n)
+               for n in names]
+    for f in futures:
+        f.result()
+    print("all done", flush=True)
+"""
+
+
+def test_a_killed_driver_resumes_from_the_journal_without_redoing_finished_evaluations(service, tmp_path):
+    import ray
+
+    names = ["honest_fused", "honest_tuple", "honest_shape_math", "honest_multi_kernel", "honest_out_param",
+             "honest_slow"]
+    journal = tmp_path / "journal.jsonl"
+    script = _DRIVER.format(hacks=str(HACKS), names=names, journal=str(journal), tmp=str(tmp_path / "d"))
+    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while sum(r.get("event") == "verdict" for r in read_rows(journal)) < 2:
+            assert proc.poll() is None, "the driver ended before it could be killed"
+            assert time.monotonic() < deadline, "no verdicts within 300 s"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    done = {r["id"] for r in read_rows(journal) if r.get("event") == "verdict"}
+    assert 2 <= len(done) < len(names)
+    requested = [r["id"] for r in read_rows(journal) if r.get("event") == "request"]
+    assert sorted(set(requested)) == sorted(names)  # every request was written before it ran
+
+    settings = ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=1, spares=1, journal=journal)
+    with EvalService(settings) as svc:
+        verdicts = [svc.submit(load_task(HACKS / "tasks" / "sbr_small.py"),
+                               files(n, tmp_path), QUICK, id=n).result(timeout=600) for n in names]
+        assert svc.stats["from_journal"] == len(done)
+        assert svc.stats["evaluations"] == len(names) - len(done)
+    assert all(v.correct for v in verdicts)
+    rows = read_rows(journal)
+    per_id = {n: sum(r.get("event") == "verdict" and r["id"] == n for r in rows) for n in names}
+    assert set(per_id.values()) == {1}, per_id  # exactly one verdict each, over both drivers
