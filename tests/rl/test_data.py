@@ -69,7 +69,7 @@ def test_rows_carry_what_verl_and_the_reward_read():
     row = rows[0]
     assert row["agent_name"] == SINGLE_TURN and row["data_source"] == "cuda_agent"
     assert row["reward_model"]["ground_truth"] == SBR.sha256
-    assert row["extra_info"]["code"] == SBR.code and row["extra_info"]["task"] == SBR.name
+    assert row["extra_info"]["task"]["code"] == SBR.code and row["extra_info"]["task"]["name"] == SBR.name
     assert [m["role"] for m in row["prompt"]] == ["system", "user"]
     assert SBR.code.strip() in row["prompt"][1]["content"]
 
@@ -82,7 +82,7 @@ def test_agentic_rows_start_as_the_agent_starts_a_run(tmp_path):
     row = rl_rows([SBR], AGENTIC, "cpu", "train")[0]
     assert row["prompt"] == messages and row["agent_name"] == "cuda_agent"
     back = read_parquet(write_parquet([row], tmp_path / "agentic.parquet"))[0]
-    assert back["prompt"] == messages and back["extra_info"]["code"] == SBR.code
+    assert back["prompt"] == messages and back["extra_info"]["task"]["code"] == SBR.code
 
 
 def test_kernelbench_tasks_never_enter_training_by_name_by_code_or_as_near_copies(kernelbench):

@@ -54,7 +54,8 @@ def test_data_files_hold_train_and_held_out_tasks(tmp_path):
     from cuda_agent.rl.data import read_parquet
 
     train, val = write_sanity_data(tmp_path, "cpu", train_tasks=3, val_tasks=2, shuffle=False)
-    names = [r["extra_info"]["task"] for r in read_parquet(train)], [r["extra_info"]["task"] for r in read_parquet(val)]
+    names = ([r["extra_info"]["task"]["name"] for r in read_parquet(train)],
+             [r["extra_info"]["task"]["name"] for r in read_parquet(val)])
     assert len(names[0]) == 3 and len(names[1]) == 2 and not set(names[0]) & set(names[1])
 
 

@@ -12,7 +12,7 @@ from verl.trainer.ppo.utils import need_critic, need_reference_policy  # noqa: E
 from verl.utils.config import validate_config  # noqa: E402
 
 from cuda_agent.rl.launch import compose  # noqa: E402
-from cuda_agent.rl.stages import AGENT_LOOPS, SPECS  # noqa: E402
+from cuda_agent.rl.stages import SPECS  # noqa: E402
 
 PPO = [name for name, spec in SPECS.items() if spec.trainer == "ppo"]
 MODELS = ["actor_rollout_ref.model.path=/models/actor", "critic.model.path=/models/critic"]
@@ -64,10 +64,22 @@ def test_agentic_runs_the_cuda_agent_loop():
     assert cfg.actor_rollout_ref.rollout.multi_turn.max_assistant_turns > 1
 
 
-def test_agent_loops_file_names_both_loops_of_the_plugin():
-    loops = {entry["name"]: entry["_target_"] for entry in yaml.safe_load(AGENT_LOOPS.read_text())}
-    assert loops == {"cuda_agent": "cuda_agent.rl.agent_loop.CudaAgentLoop",
-                     "cuda_agent_replay": "cuda_agent.rl.agent_loop.ReplayAgentLoop"}
+@pytest.mark.parametrize("platform, gpus, shared", [("gpu", 1, "0"), ("gpu", 2, None), ("cpu", 1, None)])
+def test_the_stages_agent_loops_carry_the_runs_options(tmp_path, platform, gpus, shared):
+    from cuda_agent.rl.agent_loop import LoopSettings
+    from cuda_agent.rl.launch import write_agent_loops
+    from cuda_agent.rl.stages import RunConfig
+
+    run = RunConfig(path=tmp_path / "run.yaml", out=tmp_path, model="m", platform=platform, gpus=gpus,
+                    agent_config=tmp_path / "agent.toml")
+    loops = {e.pop("name"): e for e in yaml.safe_load(write_agent_loops(run, tmp_path).read_text())}
+    assert {n: e.pop("_target_") for n, e in loops.items()} == {
+        "cuda_agent": "cuda_agent.rl.agent_loop.CudaAgentLoop", "cuda_agent_replay": "cuda_agent.rl.agent_loop.ReplayAgentLoop"}
+    agentic = LoopSettings.from_options(loops["cuda_agent"])   # the loop accepts every option written
+    LoopSettings.from_options(loops["cuda_agent_replay"])
+    assert agentic.device == run.harness_device and agentic.runs_dir == str(tmp_path / "runs")
+    assert agentic.agent_config == str(tmp_path / "agent.toml")
+    assert (agentic.service or {}).get("shared_gpu") == shared
 
 
 @pytest.mark.parametrize("cpu", [False, True], ids=["one-gpu", "cpu-platform"])

@@ -77,31 +77,30 @@ def test_too_few_tasks_for_a_batch_is_a_user_error(tmp_path, tiny_model):
     assert code == 2 and "1 training rows, fewer than data.train_batch_size=4" in out, out
 
 
-def test_a_reward_setting_the_service_cannot_honour_stops_the_stage_before_verl_starts(tmp_path, tiny_model):
-    """One GPU: verl's placement group holds it, so the harness's evaluators must not ask Ray for it
-    (reward_kwargs.evaluator_gpus: 0, in ppo_one_gpu.yaml); a service without that setting would
-    leave them waiting forever, so the stage refuses to start."""
-    from dataclasses import fields
-
-    from cuda_agent.service import ServiceSettings
-
+def test_a_misspelt_reward_setting_stops_the_stage_before_verl_starts(tmp_path, tiny_model):
     run = write_run(tmp_path, f"out: out\nmodel: {tiny_model}\nplatform: gpu\ntasks: [{TASK}]\n")
     code, out = train("warmup", "--config", str(run), "++reward.custom_reward_function.reward_kwargs.timing_budjet=1")
     assert code == 2 and "unknown reward setting(s) timing_budjet" in out, out
-    if "evaluator_gpus" not in {f.name for f in fields(ServiceSettings)}:
-        code, out = train("warmup", "--config", str(run))
-        assert code == 2 and "cannot share a GPU" in out, out
+
+
+def test_on_one_gpu_the_harness_shares_the_trainers_gpu_without_asking_ray():
+    from cuda_agent.rl.launch import compose
+    from cuda_agent.rl.reward import RewardSettings
+
+    cfg = compose("warmup", ["actor_rollout_ref.model.path=/m", "critic.model.path=/m"])
+    settings = RewardSettings.from_kwargs(dict(cfg.reward.custom_reward_function.reward_kwargs))
+    assert settings.service_settings("cuda").shared_gpu == "0"
+    assert settings.service_settings("cpu").shared_gpu is None
 
 
 def test_an_agent_loop_that_does_not_import_stops_the_stage_before_verl_starts(tmp_path, tiny_model):
-    import importlib.util
-
-    if importlib.util.find_spec("cuda_agent.rl.agent_loop") is not None:
-        pytest.skip("cuda_agent.rl.agent_loop is here: the agentic stage's loop imports")
+    loops = tmp_path / "loops.yaml"
+    loops.write_text("- name: cuda_agent\n  _target_: cuda_agent.rl.no_such_module.Loop\n")
     run = write_run(tmp_path, f"out: out\nmodel: {tiny_model}\nplatform: cpu\ntasks: [{TASK}]\n")
     code, out = train("agentic", "--config", str(run), f"agentic:actor_rollout_ref.model.path={tiny_model}",
-                      f"agentic:critic.model.path={tiny_model}")
-    assert code == 2 and "agent loop 'cuda_agent' is cuda_agent.rl.agent_loop.CudaAgentLoop" in out, out
+                      f"agentic:critic.model.path={tiny_model}",
+                      f"agentic:actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}")
+    assert code == 2 and "agent loop 'cuda_agent' is cuda_agent.rl.no_such_module.Loop" in out, out
 
 
 def test_paths_in_the_run_file_are_relative_to_it(tmp_path):

@@ -1,15 +1,13 @@
-"""`cuda-agent train` for real on the CPU platform with the tiny model: the warm-up (verl's PPO with
-a critic, single-turn replies judged through the reward) for 2 steps, its checkpoints merged; RFT
-(verl's SFT trainer) on a recorded agent run, from the warm-up's merged actor; value pretraining
-(the critic alone, rollout `null`) from the warm-up's critic, with a stand-in for the replay loop
-(replay_stand_in.py) until cuda_agent.rl.agent_loop lands. A stage killed after its last checkpoint
-is finished by merging it, without running verl again."""
+"""`cuda-agent train` for real on the CPU platform with the tiny model, 2 steps a stage: the warm-up
+(verl's PPO with a critic, single-turn replies judged through the reward), its checkpoints merged;
+RFT (verl's SFT trainer) on a recorded agent run, from the warm-up's merged actor; value
+pretraining (the critic alone, rollout `null`, the recorded run replayed) from the warm-up's critic;
+agentic PPO (the cuda_agent loop) from RFT's actor and the pretrained critic. A stage killed after
+its last checkpoint is finished by merging it, without running verl again."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -36,7 +34,7 @@ def train(*args: str) -> tuple[int, str, float]:
 
 
 @pytest.mark.slow
-def test_warmup_then_rft_then_value_on_the_cpu(tmp_path, tiny_model, monkeypatch):
+def test_the_four_stages_on_the_cpu(tmp_path, tiny_model, agent_toml):
     run = tmp_path / "run.yaml"
     run.write_text(f"""out: out
 model: {tiny_model}
@@ -44,6 +42,7 @@ platform: cpu
 tasks: [{EXAMPLES_DIR / 'scale_bias_relu.py'}, {HACK_TASKS}]
 val_fraction: 0
 trajectories: [{RUN}]
+agent_config: {agent_toml}
 stages:
   warmup: {{trainer.total_training_steps: 2, trainer.save_freq: 2}}
 """)
@@ -89,25 +88,25 @@ stages:
     losses = [s["train/loss"] for s in read_rows(root / "rft" / "metrics.jsonl")]
     assert len(losses) >= 1 and all(loss > 0 for loss in losses)
 
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    loops = tmp_path / "loops.yaml"
-    loops.write_text("- name: cuda_agent_replay\n  _target_: replay_stand_in.RecordedTrajectoryStandIn\n")
-    value_overrides = [f"value:actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}",
-                       "value:data.train_batch_size=1", "value:actor_rollout_ref.actor.ppo_mini_batch_size=1"]
-    if importlib.util.find_spec("cuda_agent.rl.agent_loop") is None:
-        # `all`: warmup and rft are skipped, value runs, agentic stops before verl starts (no loop yet)
-        code, out, _ = train("all", "--config", str(run), *value_overrides)
-        assert code == 2 and "warmup: finished before; skipped" in out and "rft: finished before; skipped" in out, out
-        assert "agentic: its agent loop 'cuda_agent' is cuda_agent.rl.agent_loop.CudaAgentLoop" in out, out
-    else:
-        code, out, _ = train("value", "--config", str(run), *[o.removeprefix("value:") for o in value_overrides])
-        assert code == 0, out
-    rows = [r for r in read_rows(root / "stages.jsonl") if r["stage"] == "value"]
-    started, value = rows[-2], rows[-1]
-    assert value["stage"] == "value" and value["event"] == "finished" and (Path(value["outputs"]["critic"]) / "config.json").is_file()
-    assert f"actor_rollout_ref.model.path={actor}" in started["overrides"]
-    assert f"critic.model.path={root / 'warmup' / 'critic'}" in started["overrides"]
-    steps = read_rows(root / "value" / "metrics.jsonl")
-    assert len(steps) == 2 and all("critic/vf_loss" in s and "actor/pg_loss" not in s for s in steps)   # critic only
-    assert all(s["critic/score/mean"] == 3.0 for s in steps)   # the recorded run's reward
+    # the rest in one go: warmup and rft are skipped, value (the critic alone on the recorded run,
+    # replayed by cuda_agent_replay, rollout null) and agentic (the cuda_agent loop) run
+    code, out, _ = train("all", "--config", str(run), "value:data.train_batch_size=1",
+                         "value:actor_rollout_ref.actor.ppo_mini_batch_size=1")
+    assert code == 0 and "warmup: finished before; skipped" in out and "rft: finished before; skipped" in out, out
+    rows = read_rows(root / "stages.jsonl")
+    started = {r["stage"]: r for r in rows if r["event"] == "started"}
+    finished = {r["stage"]: r for r in rows if r["event"] == "finished"}
+    assert set(finished) == {"warmup", "rft", "value", "agentic"}
+    assert f"actor_rollout_ref.model.path={actor}" in started["value"]["overrides"]
+    assert f"critic.model.path={root / 'warmup' / 'critic'}" in started["value"]["overrides"]
+    assert f"actor_rollout_ref.model.path={actor}" in started["agentic"]["overrides"]
+    assert f"critic.model.path={root / 'value' / 'critic'}" in started["agentic"]["overrides"]
+    value = read_rows(root / "value" / "metrics.jsonl")
+    assert len(value) == 2 and all("critic/vf_loss" in s and "actor/pg_loss" not in s for s in value)   # critic only
+    assert all(s["critic/score/mean"] == 3.0 for s in value)   # the recorded run's reward
+    agentic = read_rows(root / "agentic" / "metrics.jsonl")
+    assert len(agentic) == 2 and all("actor/pg_loss" in s and s["critic/score/mean"] == -1.0 for s in agentic)
+    assert len(list((root / "agentic" / "runs").iterdir())) == 2 * 4 * 2   # steps x batch x n, a run folder each
+    for part in ("actor", "critic"):
+        assert (Path(finished["agentic"]["outputs"][part]) / "config.json").is_file()
     print(f"warmup: {seconds:.0f} s")

@@ -3,13 +3,16 @@
 RL rows (the columns verl's RLHFDataset reads; one row a task):
 - `prompt`: chat messages. Single-turn: the system and user messages of prompts.toml
   [single_turn] (the reply format reward.py reads). Agentic: the agent's own first messages
-  (system with SKILL.md, and the task), exactly as `cuda-agent optimize` starts a run.
+  (system with SKILL.md, and the task), as `cuda-agent optimize` starts a run; the agent loop
+  (rl/agent_loop.py) builds them again itself from `extra_info.task` under RL's limits, so in those
+  rows they serve verl's length filter and a reader.
 - `data_source`: "cuda_agent" (synthesized tasks), "kernelbench" (held out, validation only),
   "cuda_agent_sanity" (rl/sanity.py).
 - `agent_name`: "single_turn_agent" | "cuda_agent" | "cuda_agent_replay" (verl picks the loop).
-- `reward_model.ground_truth`: the task's sha256 (reward.py checks it against `extra_info.code`).
-- `extra_info`: {index, task (name), code, origin, device, split}; replay rows add `trajectory`
-  (an absolute path to a trajectory.jsonl) and `reward` (its recorded reward).
+- `reward_model.ground_truth`: the task's sha256 (reward.py checks it against the task's code).
+- `extra_info`: {index, task: {name, code, origin, level, problem_id} (what the agent loop reads),
+  device, split}; replay rows add `trajectory` (an absolute path to a trajectory.jsonl, what the
+  replay loop reads) and `reward` (its recorded reward).
 
 KernelBench never enters training: a task whose name, code or normalized code (names, sizes and
 docstrings aside: synth.similarity.fingerprint) matches a KernelBench task, or whose shingle
@@ -185,7 +188,8 @@ def rl_row(task: Task, index: int, messages: list[dict[str, str]], agent_name: s
     """One row of verl's RL dataset."""
     return {"data_source": data_source, "agent_name": agent_name, "prompt": messages, "ability": "cuda",
             "reward_model": {"style": "rule", "ground_truth": task.sha256},
-            "extra_info": {"index": index, "task": task.name, "code": task.code, "origin": task.origin,
+            "extra_info": {"index": index, "task": {"name": task.name, "code": task.code, "origin": task.origin,
+                                                    "level": task.level, "problem_id": task.problem_id},
                            "device": device, "split": split, **extra}}
 
 

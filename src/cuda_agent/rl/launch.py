@@ -130,8 +130,8 @@ def check_agent_loop(stage: str, cfg) -> None:
 
 
 def check_reward(stage: str, cfg, device: str) -> None:
-    """The reward's settings, as its workers will read them (a typo or a service that cannot run
-    them would otherwise surface in a Ray worker's log after the trainer's start-up)."""
+    """The reward's settings, as its workers will read them (a typo would otherwise surface in a Ray
+    worker's log after the trainer's start-up)."""
     from omegaconf import OmegaConf
 
     from cuda_agent.rl.reward import RewardSettings
@@ -143,7 +143,7 @@ def check_reward(stage: str, cfg, device: str) -> None:
     try:
         settings = RewardSettings.from_kwargs(kwargs)
         settings.service_settings(settings.device or device)
-    except (TypeError, RuntimeError) as e:
+    except TypeError as e:
         raise TrainError(f"{stage}: reward.custom_reward_function.reward_kwargs: {e}") from None
 
 
@@ -291,6 +291,28 @@ def parse_step(line: str) -> tuple[int, dict[str, float]] | None:
 
 _STEP = re.compile(r"(?:^|\) )step:(\d+) - (.*)$")
 _NUMPY = re.compile(r"^np\.\w+\((.*)\)$")
+
+
+def write_agent_loops(run: RunConfig, stage_dir: Path) -> Path:
+    """<stage>/agent_loops.yaml: the plug-in's agent loops (rl/agent_loops.yaml) with this run's
+    options: the harness's device, the agent config, the run folders kept in the stage's folder,
+    and on one GPU the trainer's GPU shared with the harness (as the reward does)."""
+    import yaml
+
+    from cuda_agent.rl.stages import AGENT_LOOPS
+
+    entries = yaml.safe_load(AGENT_LOOPS.read_text()) or []
+    for entry in entries:
+        entry["device"] = run.harness_device
+        if entry["name"] == "cuda_agent":
+            entry["runs_dir"] = str(stage_dir / "runs")
+            if run.agent_config:
+                entry["agent_config"] = str(run.agent_config)
+            if run.platform == "gpu" and run.harness_device == "cuda" and run.gpus == 1:
+                entry["service"] = {**(entry.get("service") or {}), "shared_gpu": "0"}
+    path = stage_dir / "agent_loops.yaml"
+    path.write_text("# written by cuda-agent train from cuda_agent/rl/agent_loops.yaml\n" + yaml.safe_dump(entries))
+    return path
 
 
 def key_checker(run: RunConfig) -> Callable[[str, str], bool]:

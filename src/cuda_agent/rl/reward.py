@@ -57,10 +57,9 @@ class RewardSettings:
     build_workers: int = 1             # CPU build workers ahead of the evaluators (0: evaluators build)
     pin_cores: bool = False            # the trainer shares the machine: no cores of the evaluator's own
     journal: str | None = None         # the service's journal: verdicts survive a restart
-    # The GPU share each evaluator asks Ray for; 0 where the trainer's placement group holds the
-    # GPU the harness must use (one GPU: an evaluator asking for a share would wait forever).
-    # None: the service's default. Needs a service with ServiceSettings.evaluator_gpus.
-    evaluator_gpus: float | None = None
+    # The GPU the evaluators run on without asking Ray for it, where the trainer's placement group
+    # holds it (one GPU, colocated: "0"); an evaluator asking Ray for a share would wait forever.
+    shared_gpu: str | None = None
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> "RewardSettings":
@@ -77,16 +76,9 @@ class RewardSettings:
                           timeout_s=self.eval_timeout_s, build_timeout_s=self.build_timeout_s, timing=timing)
 
     def service_settings(self, device: str) -> ServiceSettings:
-        extra = {}
-        if self.evaluator_gpus is not None and device == "cuda":
-            if "evaluator_gpus" not in {f.name for f in fields(ServiceSettings)}:
-                raise RuntimeError(
-                    "reward: evaluator_gpus is set, but this evaluation service cannot share a GPU that the "
-                    "trainer holds (ServiceSettings has no evaluator_gpus): its evaluators would wait for a GPU "
-                    "that verl's placement group keeps. Give Ray a GPU of the harness's own, or update the service")
-            extra["evaluator_gpus"] = self.evaluator_gpus
+        shared = str(self.shared_gpu) if self.shared_gpu is not None and device == "cuda" else None
         return ServiceSettings(device=device, cpu_evaluators=self.evaluators, build_workers=self.build_workers,
-                               pin_cores=self.pin_cores, journal=self.journal, **extra)
+                               pin_cores=self.pin_cores, journal=self.journal, shared_gpu=shared)
 
 
 def extract_solution(reply: str) -> tuple[str | None, str]:
@@ -163,14 +155,14 @@ def _reward_log() -> Journal | None:
 
 def task_of(ground_truth: str, extra_info: dict[str, Any] | None) -> Task:
     """The row's task, checked against its ground truth (the code's sha256)."""
-    info = extra_info or {}
-    code, name = info.get("code"), info.get("task")
-    if not isinstance(code, str) or not isinstance(name, str):
-        raise ValueError("reward: the row's extra_info has no task and code; build the data with cuda_agent.rl.data")
+    task = (extra_info or {}).get("task")
+    if not isinstance(task, dict) or not isinstance(task.get("code"), str) or not isinstance(task.get("name"), str):
+        raise ValueError("reward: the row's extra_info.task is not {name, code}; build the data with cuda_agent.rl.data")
+    name, code = task["name"], task["code"]
     if hashlib.sha256(code.encode()).hexdigest() != ground_truth:
-        raise ValueError(f"reward: task {name!r}: extra_info.code does not match reward_model.ground_truth "
+        raise ValueError(f"reward: task {name!r}: its code does not match reward_model.ground_truth "
                          "(its sha256); the dataset is damaged or mixed up, rebuild it")
-    return Task(name=name, code=code, origin=str(info.get("origin") or name))
+    return Task(name=name, code=code, origin=str(task.get("origin") or name))
 
 
 def verdict(score: float, milestone: str, stage: str, reason: str, *, parsed: bool, result: EvalResult | None = None,

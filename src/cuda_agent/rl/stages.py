@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
-AGENT_LOOPS = CONFIG_DIR / "agent_loops.yaml"
-RL_AGENT_CONFIG = CONFIG_DIR / "agent.toml"   # the agent's limits in RL (no compaction)
+AGENT_LOOPS = CONFIG_DIR.parent / "agent_loops.yaml"   # the agent loops' list (rl/agent_loop.py), with defaults
 STAGES = ("warmup", "rft", "value", "agentic")
 PLATFORMS = ("gpu", "cpu")
 
@@ -75,7 +74,7 @@ class RunConfig:
     kernelbench_val: int = 0                     # KernelBench tasks in the validation set
     val_fraction: float = 0.05
     seed: int = 0
-    agent_config: Path | None = None             # the agent's TOML for the agentic prompts (None: config/agent.toml)
+    agent_config: Path | None = None             # the agent's TOML over agent/config.toml, for the agentic stage
     trajectories: list[str] = field(default_factory=list)   # agent runs for RFT and value pretraining
     rft: RFTSettings = field(default_factory=RFTSettings)
     sanity: SanitySettings = field(default_factory=SanitySettings)

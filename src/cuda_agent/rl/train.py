@@ -30,8 +30,7 @@ from typing import Any, Callable
 from cuda_agent.rl import launch, metrics
 from cuda_agent.rl.data import (AGENTIC, KERNELBENCH, REPLAY, SINGLE_TURN, KernelBenchGuard, load_training_tasks,
                                 read_parquet, rl_row, rl_rows, split_tasks, write_parquet)
-from cuda_agent.rl.stages import (AGENT_LOOPS, RL_AGENT_CONFIG, SPECS, STAGES, RunConfig, TrainError,
-                                  mapping_overrides, route_overrides)
+from cuda_agent.rl.stages import SPECS, STAGES, RunConfig, TrainError, mapping_overrides, route_overrides
 
 Report = Callable[[dict[str, Any]], None]   # progress events, see `run_stage`
 
@@ -55,7 +54,7 @@ def prepare_data(run: RunConfig, report: Report) -> dict[str, Path]:
     files = {n: folder / f"{n}.parquet" for n in names}
     inputs = {"tasks": [_identity(p) for p in run.tasks], "kernelbench": _identity(run.kernelbench),
               "kernelbench_val": run.kernelbench_val, "val_fraction": run.val_fraction, "seed": run.seed,
-              "device": run.harness_device, "agent_config": _identity(run.agent_config or RL_AGENT_CONFIG)}
+              "device": run.harness_device, "agent_config": _identity(run.agent_config)}
     manifest = folder / "data.json"
     if manifest.is_file() and json.loads(manifest.read_text()).get("inputs") == inputs and all(
             f.is_file() for f in files.values()):
@@ -80,7 +79,7 @@ def prepare_data(run: RunConfig, report: Report) -> dict[str, Path]:
     bench = bench[:run.kernelbench_val]
     device = run.harness_device
     for kind, agent in (("single_turn", SINGLE_TURN), ("agentic", AGENTIC)):
-        agent_config = run.agent_config or RL_AGENT_CONFIG
+        agent_config = run.agent_config
         write_parquet(rl_rows(split.train, agent, device, "train", agent_config=agent_config), files[f"{kind}_train"])
         write_parquet(rl_rows(val, agent, device, "val", agent_config=agent_config)
                       + rl_rows(bench, agent, device, "val", KERNELBENCH, agent_config), files[f"{kind}_val"])
@@ -105,7 +104,7 @@ def rft_data(run: RunConfig, data: dict[str, Path], actor: str, max_length: int,
     conversation longer than the SFT trainer's data.max_length (it refuses to truncate)."""
     from cuda_agent.rl import rft
 
-    prompts = {r["reward_model"]["ground_truth"]: (r["extra_info"]["task"], r["prompt"])
+    prompts = {r["reward_model"]["ground_truth"]: (r["extra_info"]["task"]["name"], r["prompt"])
                for r in read_parquet(data["single_turn_train"])}
     candidates = list(rft.from_rollout_dumps(run.out / "warmup" / "rollouts", prompts))
     for path in rft.trajectory_files(run.trajectories):
@@ -182,7 +181,7 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
         train, val = write_sanity_data(run.out / "data" / "sanity", run.harness_device, k.train_tasks, k.val_tasks,
                                        k.shuffle, run.seed)
         paths = [f"data.train_files={train}", f"data.val_files={val}"]
-        return [*common, *_models(run.model, run.model), *paths, *_ppo_logs(d)], len(read_parquet(train))
+        return [*common, *_models(run.model, run.model), *paths, *_ppo_logs(run, d)], len(read_parquet(train))
     if stage == "warmup":
         actor = critic = run.model
     elif stage == "rft":
@@ -196,13 +195,13 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
         critic = (done or {}).get("outputs", {}).get("critic") or actor
         replay = replay_data(run, report)
         paths = [f"data.train_files={replay}", f"data.val_files={replay}"]
-        return [*common, *_models(actor, critic), *paths, *_ppo_logs(d)], len(read_parquet(replay))
+        return [*common, *_models(actor, critic), *paths, *_ppo_logs(run, d)], len(read_parquet(replay))
     else:
         actor = _previous(journal, run, stage, "rft", "actor", user, actor_key)
         critic = _previous(journal, run, stage, "value", "critic", user, critic_key)
     kind = "single_turn" if stage == "warmup" else "agentic"
     paths = [f"data.train_files={data[f'{kind}_train']}", f"data.val_files={data[f'{kind}_val']}"]
-    return [*common, *_models(actor, critic), *paths, *_ppo_logs(d)], len(read_parquet(data[f"{kind}_train"]))
+    return [*common, *_models(actor, critic), *paths, *_ppo_logs(run, d)], len(read_parquet(data[f"{kind}_train"]))
 
 
 def _models(actor: str | None, critic: str | None) -> list[str]:
@@ -210,10 +209,10 @@ def _models(actor: str | None, critic: str | None) -> list[str]:
         [f"critic.model.path={critic}"] if critic else [])
 
 
-def _ppo_logs(stage_dir: Path) -> list[str]:
+def _ppo_logs(run: RunConfig, stage_dir: Path) -> list[str]:
     return [f"trainer.rollout_data_dir={stage_dir / 'rollouts'}",
             f"trainer.validation_data_dir={stage_dir / 'validation'}",
-            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOPS}",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={launch.write_agent_loops(run, stage_dir)}",
             f"++reward.custom_reward_function.reward_kwargs.journal={stage_dir / 'reward_service.jsonl'}"]
 
 
@@ -260,9 +259,6 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
             report({"event": "note", "text": f"rft: {rows} conversations, so {' '.join(fitted)}"})
     else:
         launch.check_ppo(stage, cfg, rows, run.harness_device)
-        if stage == "agentic":
-            for note in agent_config_notes(run, cfg):
-                report({"event": "note", "text": f"agentic: {note}"})
     steps = launch.total_steps(cfg, rows)
     attempt = journal.attempts(stage) + 1
     journal.write(stage, "started", attempt=attempt, overrides=overrides)
@@ -285,22 +281,6 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
     journal.write(stage, "finished", outputs=outputs, steps=steps, seconds=seconds)
     report({"event": "done", "stage": stage, "skipped": False, "outputs": outputs, "seconds": seconds})
     return StageResult(stage, outputs, steps, seconds)
-
-
-def agent_config_notes(run: RunConfig, cfg) -> list[str]:
-    """Where the agent's config (its prompts say how many turns there are) disagrees with the stage's."""
-    from cuda_agent.agent.config import load_config
-
-    limits = load_config(run.agent_config or RL_AGENT_CONFIG).limits
-    turns = cfg.actor_rollout_ref.rollout.multi_turn.max_assistant_turns
-    notes = []
-    if turns and limits.max_turns != turns:
-        notes.append(f"the prompts promise {limits.max_turns} turns (the agent config's limits.max_turns), the "
-                     f"stage allows {turns} (multi_turn.max_assistant_turns); set one to the other")
-    if limits.compact_at <= 1:
-        notes.append(f"the agent config compacts old tool outputs (limits.compact_at = {limits.compact_at}), which "
-                     "rewrites tokens already generated; set compact_at above 1 for RL (agent_config in the run file)")
-    return notes
 
 
 def _step_of(checkpoint: Path | None) -> int:
