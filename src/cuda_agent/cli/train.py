@@ -7,6 +7,7 @@ result; every user error is one message and exit code 2, a failed verl run exit 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -59,7 +60,7 @@ def train_command(
         errors.print("interrupted; run the same command again to resume from the last checkpoint")
         raise typer.Exit(130) from None
     if json_out:
-        console.print_json(json.dumps([r.__dict__ for r in results], default=str))
+        console.print_json(json.dumps([asdict(r) for r in results], default=str))
     else:
         console.print(f"plots: {run.out / 'plots'}; journal: {run.out / 'stages.jsonl'}")
 

@@ -23,7 +23,7 @@ import hashlib
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -330,7 +330,3 @@ def run_all(run: RunConfig, cli: list[str], report: Report) -> list[StageResult]
 def run_one(run: RunConfig, stage: str, cli: list[str], report: Report, redo: bool = False) -> StageResult:
     routed = route_overrides(cli, [stage], launch.key_checker(run))
     return run_stage(run, stage, routed[stage], report, redo=redo)
-
-
-def result_dict(result: StageResult) -> dict[str, Any]:
-    return asdict(result)
