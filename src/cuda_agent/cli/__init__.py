@@ -2,7 +2,7 @@
 
 Each module here holds the commands of one part of the library (tasks.py: tasks and workspace;
 evaluate.py: eval and the workspace's compile/verify/profile; agent.py: optimize and demo;
-bench.py: bench, baselines and peaks; synth.py: synth). Nothing below this layer prints for a
+bench.py: bench, baselines and peaks; synth.py: synth; train.py: train, the RL stages). Nothing below this layer prints for a
 person or parses a command line.
 """
 
@@ -15,7 +15,7 @@ app = typer.Typer(help="LLM agents that write fast, verified CUDA kernels for Py
 
 
 def _register() -> None:
-    from cuda_agent.cli import agent, bench, evaluate, synth, tasks
+    from cuda_agent.cli import agent, bench, evaluate, synth, tasks, train
 
     app.add_typer(tasks.tasks_app, name="tasks")
     app.command("workspace")(tasks.workspace)
@@ -24,6 +24,7 @@ def _register() -> None:
     app.command("demo")(agent.demo_command)
     bench.register(app)
     app.add_typer(synth.synth_app, name="synth")
+    app.command("train")(train.train_command)
 
 
 _register()

@@ -13,6 +13,16 @@
   (the agent's `Model` answering from verl's rollout server) and `evaluation` (the harness behind
   the tools: the evaluation service, or the local harness).
 
-Nothing here is imported by the rest of cuda_agent. `verl_plugin`, `hf_rollout`, `null_rollout`,
-`cpu_platform` and `agent_loop` need verl.
+The training side (`cuda-agent train`, cli/train.py):
+- `data`: tasks -> verl RL Parquet (single-turn or the agent's prompts), the held-out split,
+  KernelBench kept out; SFT rows; `sft_dataset`: verl's SFT dataset for them.
+- `reward`: the single-turn reward (`compute_score`), the harness through the evaluation service.
+- `rft`: the rejection fine-tuning filter; `sanity`: the learning sanity family.
+- `stages` (the run file, the stages, overrides), `launch` (running verl, merging checkpoints),
+  `train` (the stages in order, the stage journal), `metrics` (metrics JSONL, plots).
+- `config/`: the stage configs (Hydra, over verl's own), `prompts.toml`, `sanity_kernels/`.
+
+Nothing here is imported by the rest of cuda_agent but the CLI. The training side's modules import
+without verl (they import it where they use it); `verl_plugin`, `hf_rollout`, `null_rollout`,
+`cpu_platform`, `agent_loop` and `sft_dataset` need it.
 """

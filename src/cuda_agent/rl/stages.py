@@ -1,0 +1,213 @@
+"""The four stages and a run's config: what each stage runs, what it reads, the overrides it gets.
+
+A run (`cuda-agent train STAGE --config run.yaml`) is described by one YAML file (run.example.yaml
+beside the stage configs shows every key); its paths are relative to that file. Each stage runs
+one of verl's trainers with a bundled stage config (rl/config/) and these overrides, in order:
+the paths this run fills in (model, data, checkpoints, logs), the run file's `stages.<stage>`
+mapping, then the command line's `key=value` arguments. On the command line, `STAGE:key=value`
+goes to one stage; a bare `key=value` goes to every stage whose config has that key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+CONFIG_DIR = Path(__file__).resolve().parent / "config"
+AGENT_LOOPS = CONFIG_DIR.parent / "agent_loops.yaml"   # the agent loops' list (rl/agent_loop.py), with defaults
+STAGES = ("warmup", "rft", "value", "agentic")
+PLATFORMS = ("gpu", "cpu")
+
+
+class TrainError(Exception):
+    """A problem the user can fix: the message says what was wrong and what to do."""
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    trainer: str          # ppo (verl.trainer.main_ppo) | sft (verl.trainer.sft_trainer under torchrun)
+    config: str           # the bundled stage config
+    merges: tuple[str, ...]  # the checkpoint parts merged into Hugging Face folders when it ends
+    summary: str
+
+
+SPECS = {
+    "warmup": StageSpec("warmup", "ppo", "warmup", ("actor", "critic"),
+                        "single-turn PPO with a critic, rewarded by the harness"),
+    "rft": StageSpec("rft", "sft", "rft", (), "rejection fine-tuning of the actor on the kept trajectories"),
+    "value": StageSpec("value", "ppo", "value", ("critic",), "value pretraining of the critic on recorded trajectories"),
+    "agentic": StageSpec("agentic", "ppo", "agentic", ("actor", "critic"),
+                         "multi-turn agentic PPO with the pretrained critic"),
+    # not one of the four: the learning sanity run (rl/sanity.py), on its own
+    "sanity": StageSpec("sanity", "ppo", "sanity", (), "PPO with a critic on the learning sanity family"),
+}
+
+
+@dataclass
+class RFTSettings:
+    min_reward: float = 1.0
+    max_turns: int = 150
+    max_tokens: int = 32768
+
+
+@dataclass
+class SanitySettings:
+    train_tasks: int = 6
+    val_tasks: int = 2
+    shuffle: bool = True      # letters shuffled per task (a real model); false: one fixed order (the tiny model)
+
+
+@dataclass
+class RunConfig:
+    """One training run (the `--config` YAML file)."""
+
+    path: Path                                   # the YAML file
+    out: Path                                    # everything the run writes
+    model: str                                   # the starting actor: a Hugging Face model folder
+    tasks: list[Path] = field(default_factory=list)   # training tasks (synthesized datasets, folders, .py)
+    platform: str = "gpu"                        # gpu | cpu (verl's CPU platform: tests, CI)
+    device: str | None = None                    # where the harness judges: cuda | cpu (default: the platform's)
+    gpus: int = 1                                # trainer.n_gpus_per_node
+    kernelbench: Path | None = None              # never trained on; validation tasks from it
+    kernelbench_val: int = 0                     # KernelBench tasks in the validation set
+    val_fraction: float = 0.05
+    seed: int = 0
+    agent_config: Path | None = None             # the agent's TOML over agent/config.toml, for the agentic stage
+    trajectories: list[str] = field(default_factory=list)   # agent runs for RFT and value pretraining
+    rft: RFTSettings = field(default_factory=RFTSettings)
+    sanity: SanitySettings = field(default_factory=SanitySettings)
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)   # verl overrides per stage
+
+    @property
+    def harness_device(self) -> str:
+        return self.device or ("cuda" if self.platform == "gpu" else "cpu")
+
+
+_KEYS = {"out", "model", "tasks", "platform", "device", "gpus", "kernelbench", "kernelbench_val", "val_fraction",
+         "seed", "agent_config", "trajectories", "rft", "sanity", "stages"}
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Read and check a run's YAML file; TrainError names the file, the key and the fix."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise TrainError(f"{path}: no such run config; `cuda-agent train --help` shows its keys, and "
+                         f"{CONFIG_DIR / 'run.example.yaml'} is an example")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise TrainError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(raw, dict):
+        raise TrainError(f"{path}: a run config is a YAML mapping (out, model, tasks, ...)")
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        raise TrainError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_KEYS))}")
+    for key in ("out", "model"):
+        if not raw.get(key):
+            raise TrainError(f"{path}: `{key}` is missing; it is required")
+    base = path.parent
+
+    def rel(p: Any) -> Path:
+        return (base / str(p)).resolve() if not Path(str(p)).is_absolute() else Path(str(p))
+
+    stages = raw.get("stages") or {}
+    bad = sorted(set(stages) - set(SPECS))
+    if bad or not isinstance(stages, dict) or not all(isinstance(v or {}, dict) for v in stages.values()):
+        raise TrainError(f"{path}: `stages` maps a stage ({', '.join(SPECS)}) to verl overrides "
+                         f"(`key: value`){'; unknown: ' + ', '.join(bad) if bad else ''}")
+    platform = raw.get("platform", "gpu")
+    if platform not in PLATFORMS:
+        raise TrainError(f"{path}: platform {platform!r}: use gpu or cpu")
+    if raw.get("device") not in (None, "cuda", "cpu"):
+        raise TrainError(f"{path}: device {raw['device']!r}: use cuda or cpu")
+    rft_settings = _section(path, raw, "rft", RFTSettings)
+    sanity_settings = _section(path, raw, "sanity", SanitySettings)
+    model = str(raw["model"])
+    model = str(rel(model)) if (base / model).exists() or model.startswith(".") else model
+    tasks = raw.get("tasks") or []
+    tasks = tasks if isinstance(tasks, list) else [tasks]
+    trajectories = raw.get("trajectories") or []
+    trajectories = trajectories if isinstance(trajectories, list) else [trajectories]
+    return RunConfig(
+        path=path.resolve(), out=rel(raw["out"]), model=model, tasks=[rel(t) for t in tasks], platform=platform,
+        device=raw.get("device"), gpus=int(raw.get("gpus", 1)),
+        kernelbench=rel(raw["kernelbench"]) if raw.get("kernelbench") else None,
+        kernelbench_val=int(raw.get("kernelbench_val", 0)), val_fraction=float(raw.get("val_fraction", 0.05)),
+        seed=int(raw.get("seed", 0)), agent_config=rel(raw["agent_config"]) if raw.get("agent_config") else None,
+        trajectories=[str(rel(t)) for t in trajectories], rft=rft_settings, sanity=sanity_settings,
+        stages={k: dict(v or {}) for k, v in stages.items()})
+
+
+def _section(path: Path, raw: dict[str, Any], key: str, cls: type) -> Any:
+    try:
+        return cls(**(raw.get(key) or {}))
+    except TypeError:
+        names = ", ".join(f.name for f in fields(cls))
+        raise TrainError(f"{path}: `{key}` takes {names}") from None
+
+
+# --- overrides ------------------------------------------------------------------------------------
+
+
+def hydra_value(value: Any) -> str:
+    """A Python value as Hydra's override grammar reads it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    plain = text and text not in ("null", "true", "false") and all(c.isalnum() or c in "/._-:+@" for c in text)
+    return text if plain else "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def mapping_overrides(mapping: dict[str, Any]) -> list[str]:
+    """A run file's `stages.<stage>` mapping as `key=value` overrides."""
+    return [f"{key}={hydra_value(value)}" for key, value in mapping.items()]
+
+
+def split_override(text: str) -> tuple[str | None, str]:
+    """`STAGE:key=value` -> (STAGE, key=value); `key=value` -> (None, key=value). TrainError if malformed."""
+    if "=" not in text:
+        raise TrainError(f"override {text!r}: write key=value (or STAGE:key=value), e.g. trainer.total_training_steps=2")
+    head, _ = text.split("=", 1)
+    if ":" in head:
+        stage, rest = text.split(":", 1)
+        if stage not in SPECS:
+            raise TrainError(f"override {text!r}: {stage!r} is not a stage; use one of {', '.join(SPECS)}")
+        return stage, rest
+    return None, text
+
+
+def override_key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def route_overrides(cli: list[str], stages: list[str], has_key) -> dict[str, list[str]]:
+    """The command line's overrides per stage: `STAGE:key=value` to that stage, a bare one to every
+    stage in `stages` whose config has the key (`has_key(stage, key)`); TrainError if none has it."""
+    routed: dict[str, list[str]] = {s: [] for s in stages}
+    for text in cli:
+        stage, override = split_override(text)
+        if stage is not None:
+            if stage in routed:
+                routed[stage].append(override)
+            continue
+        takers = [s for s in stages if override.startswith("+") or has_key(s, override_key(override))]
+        if len(stages) > 1 and override.startswith("+"):
+            raise TrainError(f"override {text!r}: say which stage adds the key: STAGE:{override}")
+        if not takers:
+            raise TrainError(f"override {text!r}: no stage config has `{override_key(override)}` "
+                             f"({', '.join(stages)}); check the spelling, or add it with +{override}")
+        for s in takers:
+            routed[s].append(override)
+    return routed

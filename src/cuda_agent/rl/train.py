@@ -1,0 +1,332 @@
+"""`cuda-agent train`: the four stages of the paper's RL, one after another, each a verl run.
+
+warmup (single-turn PPO) -> rft (SFT on the kept trajectories) -> value (the critic alone, on
+recorded trajectories) -> agentic (multi-turn PPO). Each stage starts from the previous ones'
+results: verl's FSDP checkpoints are merged into Hugging Face folders (`python -m
+verl.model_merger merge --backend fsdp`); the actor goes warmup -> rft -> value, agentic, and the
+critic warmup -> value -> agentic.
+
+Everything goes under the run's `out` folder:
+  stages.jsonl           the stage journal: a finished stage is not run again
+  data/                  the RL Parquet files (built once; data.json says from what)
+  <stage>/train.log      verl's output;  <stage>/checkpoints/  verl's checkpoints (it resumes from them)
+  <stage>/metrics.jsonl  one line per step: verl's metrics and the share of replies at each milestone
+  <stage>/rollouts/      every step's replies and scores;  <stage>/rewards.jsonl  every harness verdict
+  <stage>/actor, critic  the merged models the next stage starts from
+  plots/                 reward, milestones, entropy, importance ratios, clipping, critic, lengths
+A killed stage resumes when the command runs again: verl continues from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from cuda_agent.rl import launch, metrics
+from cuda_agent.rl.data import (AGENTIC, KERNELBENCH, REPLAY, SINGLE_TURN, KernelBenchGuard, load_training_tasks,
+                                read_parquet, rl_row, rl_rows, split_tasks, write_parquet)
+from cuda_agent.rl.stages import SPECS, STAGES, RunConfig, TrainError, mapping_overrides, route_overrides
+
+Report = Callable[[dict[str, Any]], None]   # progress events, see `run_stage`
+
+
+@dataclass
+class StageResult:
+    stage: str
+    outputs: dict[str, str]
+    steps: int | None
+    seconds: float
+    skipped: bool = False
+
+
+# --- data -----------------------------------------------------------------------------------------
+
+
+def prepare_data(run: RunConfig, report: Report) -> dict[str, Path]:
+    """The RL Parquet files in out/data, built once per set of inputs (data.json records them)."""
+    folder = run.out / "data"
+    names = ("single_turn_train", "single_turn_val", "agentic_train", "agentic_val")
+    files = {n: folder / f"{n}.parquet" for n in names}
+    inputs = {"tasks": [_identity(p) for p in run.tasks], "kernelbench": _identity(run.kernelbench),
+              "kernelbench_val": run.kernelbench_val, "val_fraction": run.val_fraction, "seed": run.seed,
+              "device": run.harness_device, "agent_config": _identity(run.agent_config)}
+    manifest = folder / "data.json"
+    if manifest.is_file() and json.loads(manifest.read_text()).get("inputs") == inputs and all(
+            f.is_file() for f in files.values()):
+        return files
+    if not run.tasks:
+        raise TrainError(f"{run.path}: `tasks` is missing; the stages train on tasks (synthesized datasets, "
+                         "task folders or .py files)")
+    report({"event": "phase", "text": "building the RL datasets"})
+    from cuda_agent.tasks import TaskError
+
+    try:
+        tasks = load_training_tasks(run.tasks)
+        guard = KernelBenchGuard.load(run.kernelbench)
+    except (TaskError, FileNotFoundError) as e:
+        raise TrainError(f"{run.path}: cannot read the tasks: {e}") from None
+    split = split_tasks(tasks, guard, run.val_fraction, run.seed)
+    if not split.train:
+        raise TrainError(f"{run.path}: no training task left ({len(tasks)} read, {len(split.excluded)} too close to "
+                         f"KernelBench, {len(split.val)} held out); add tasks or lower val_fraction")
+    val = split.val or split.train[:4]   # no held-out task: validate on a few training ones (noted in data.json)
+    bench = sorted(guard.tasks, key=lambda t: hashlib.sha256(f"{run.seed}:{t.sha256}".encode()).hexdigest())
+    bench = bench[:run.kernelbench_val]
+    device = run.harness_device
+    for kind, agent in (("single_turn", SINGLE_TURN), ("agentic", AGENTIC)):
+        agent_config = run.agent_config
+        write_parquet(rl_rows(split.train, agent, device, "train", agent_config=agent_config), files[f"{kind}_train"])
+        write_parquet(rl_rows(val, agent, device, "val", agent_config=agent_config)
+                      + rl_rows(bench, agent, device, "val", KERNELBENCH, agent_config), files[f"{kind}_val"])
+    manifest.write_text(json.dumps({
+        "inputs": inputs, "train": len(split.train), "val": len(split.val), "val_from_train": not split.val,
+        "kernelbench_val": len(bench), "excluded_as_kernelbench": split.excluded}, indent=1))
+    report({"event": "note", "text": f"data: {len(split.train)} training tasks, {len(val)} held out, "
+                                     f"{len(bench)} KernelBench for validation, {len(split.excluded)} dropped "
+                                     "as KernelBench look-alikes"})
+    return files
+
+
+def _identity(path: Path | None) -> Any:
+    if path is None:
+        return None
+    p = Path(path)
+    return [str(p), p.stat().st_size, int(p.stat().st_mtime)] if p.is_file() else str(p)
+
+
+def rft_data(run: RunConfig, data: dict[str, Path], actor: str, max_length: int, report: Report) -> tuple[Path, int]:
+    """out/rft/sft.parquet from the warm-up's replies and the run's trajectories (rl/rft.py); no
+    conversation longer than the SFT trainer's data.max_length (it refuses to truncate)."""
+    from cuda_agent.rl import rft
+
+    prompts = {r["reward_model"]["ground_truth"]: (r["extra_info"]["task"]["name"], r["prompt"])
+               for r in read_parquet(data["single_turn_train"])}
+    candidates = list(rft.from_rollout_dumps(run.out / "warmup" / "rollouts", prompts))
+    for path in rft.trajectory_files(run.trajectories):
+        c = rft.from_trajectory(path)
+        if c is not None:
+            candidates.append(c)
+    rule = rft.RFTFilter(run.rft.min_reward, run.rft.max_turns, min(run.rft.max_tokens, max_length))
+    try:
+        counter = rft.chat_token_counter(actor)
+    except Exception:  # a model folder without a usable tokenizer: verl will say so; estimate here
+        counter = rft.chars_over_four
+    kept, summary = rft.select(candidates, rule, KernelBenchGuard.load(run.kernelbench), counter)
+    report({"event": "note", "text": f"rft: {summary.summary()}"})
+    if not kept:
+        raise TrainError(f"rft: no trajectory to fine-tune on: {summary.summary()}. Lower rft.min_reward in "
+                         f"{run.path}, or list agent runs under `trajectories` (trajectory.jsonl files or folders)")
+    return rft.write_sft(kept, run.out / "rft" / "sft.parquet"), len(kept)
+
+
+def replay_data(run: RunConfig, report: Report) -> Path:
+    """out/value/replay.parquet: the run's trajectories (good and bad) for cuda_agent_replay."""
+    from cuda_agent.rl import rft
+    from cuda_agent.tasks import Task
+
+    guard = KernelBenchGuard.load(run.kernelbench)
+    rows = []
+    for path in rft.trajectory_files(run.trajectories):
+        c = rft.from_trajectory(path)
+        if c is None or c.turns > run.rft.max_turns or guard.why_excluded(c.task, sha=c.task_sha or None):
+            continue
+        task = Task(name=c.task, code="", origin=str(path))
+        row = rl_row(task, len(rows), c.messages[:2], REPLAY, run.harness_device, "train", trajectory=str(path),
+                     reward=c.reward)
+        row["reward_model"]["ground_truth"] = c.task_sha
+        rows.append(row)
+    report({"event": "note", "text": f"value: {len(rows)} recorded trajectories to replay"})
+    if not rows:
+        raise TrainError(f"value: no recorded trajectory to pretrain the critic on; list agent runs under "
+                         f"`trajectories` in {run.path} (trajectory.jsonl files or folders of them)")
+    return write_parquet(rows, run.out / "value" / "replay.parquet")
+
+
+# --- what each stage starts from ------------------------------------------------------------------
+
+
+def _given(overrides: list[str], key: str) -> bool:
+    return any(o.split("=", 1)[0].lstrip("+") == key for o in overrides)
+
+
+def _previous(journal: launch.StageJournal, run: RunConfig, stage: str, needs: str, part: str,
+              user: list[str], key: str) -> str | None:
+    """A finished stage's output, or None when the user names the model (`key`) themselves."""
+    done = journal.finished(needs)
+    if done and part in done.get("outputs", {}):
+        return done["outputs"][part]
+    if _given(user, key):
+        return None
+    raise TrainError(f"{stage} starts from the {needs} stage's {part}, and {needs} has not finished in {run.out}: "
+                     f"run `cuda-agent train {needs} --config {run.path}` first (or `train all`), "
+                     f"or name the model yourself: {stage}:{key}=FOLDER")
+
+
+def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journal: launch.StageJournal,
+                        user: list[str], report: Report) -> tuple[list[str], int]:
+    """The overrides this run fills in for `stage` (paths, logging), and its training rows."""
+    d = run.out / stage
+    common = [f"trainer.default_local_dir={d / 'checkpoints'}", f"trainer.logger={launch.loggers()}",
+              f"trainer.n_gpus_per_node={run.gpus}"]
+    actor_key, critic_key = "actor_rollout_ref.model.path", "critic.model.path"
+    if stage == "sanity":
+        from cuda_agent.rl.sanity import write_sanity_data
+
+        k = run.sanity
+        train, val = write_sanity_data(run.out / "data" / "sanity", run.harness_device, k.train_tasks, k.val_tasks,
+                                       k.shuffle, run.seed)
+        paths = [f"data.train_files={train}", f"data.val_files={val}"]
+        return [*common, *_models(run.model, run.model), *paths, *_ppo_logs(run, d)], len(read_parquet(train))
+    if stage == "warmup":
+        actor = critic = run.model
+    elif stage == "rft":
+        actor = _previous(journal, run, stage, "warmup", "actor", user, "model.path") or run.model
+        max_length = launch.compose(SPECS[stage].config, launch.platform_overlay(run, stage) + user).data.max_length
+        sft, rows = rft_data(run, data, actor, int(max_length), report)
+        return [*common, f"model.path={actor}", f"data.train_files={sft}", "data.val_files=null"], rows
+    elif stage == "value":
+        actor = _previous(journal, run, stage, "rft", "actor", user, actor_key)
+        done = journal.finished("warmup")
+        critic = (done or {}).get("outputs", {}).get("critic") or actor
+        replay = replay_data(run, report)
+        paths = [f"data.train_files={replay}", f"data.val_files={replay}"]
+        return [*common, *_models(actor, critic), *paths, *_ppo_logs(run, d)], len(read_parquet(replay))
+    else:
+        actor = _previous(journal, run, stage, "rft", "actor", user, actor_key)
+        critic = _previous(journal, run, stage, "value", "critic", user, critic_key)
+    kind = "single_turn" if stage == "warmup" else "agentic"
+    paths = [f"data.train_files={data[f'{kind}_train']}", f"data.val_files={data[f'{kind}_val']}"]
+    return [*common, *_models(actor, critic), *paths, *_ppo_logs(run, d)], len(read_parquet(data[f"{kind}_train"]))
+
+
+def _models(actor: str | None, critic: str | None) -> list[str]:
+    return ([f"actor_rollout_ref.model.path={actor}"] if actor else []) + (
+        [f"critic.model.path={critic}"] if critic else [])
+
+
+def _ppo_logs(run: RunConfig, stage_dir: Path) -> list[str]:
+    return [f"trainer.rollout_data_dir={stage_dir / 'rollouts'}",
+            f"trainer.validation_data_dir={stage_dir / 'validation'}",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={launch.write_agent_loops(run, stage_dir)}",
+            f"++reward.custom_reward_function.reward_kwargs.journal={stage_dir / 'reward_service.jsonl'}"]
+
+
+def _fit_sft_batch(cfg, rows: int) -> list[str]:
+    """verl's SFT loader drops the last partial batch: with fewer kept rows than a batch it would
+    train no step at all, so the batch shrinks to what there is."""
+    batch, micro = int(cfg.data.train_batch_size), int(cfg.data.micro_batch_size_per_gpu)
+    if rows >= batch:
+        return []
+    fitted = max(micro, rows - rows % micro) if rows >= micro else rows
+    return [f"data.train_batch_size={fitted}"] + ([f"data.micro_batch_size_per_gpu={fitted}"] if fitted < micro else [])
+
+
+# --- running a stage ------------------------------------------------------------------------------
+
+
+def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: bool = False) -> StageResult:
+    """One stage, resumed if it was started, skipped if it finished (unless `redo`). `report` gets
+    {"event": "stage"|"phase"|"note"|"step"|"done", ...} as it goes."""
+    spec = SPECS[stage]
+    journal = launch.StageJournal(run.out)
+    if redo:
+        shutil.rmtree(run.out / stage, ignore_errors=True)
+        journal.write(stage, "redo")
+    done = journal.finished(stage)
+    if done:
+        report({"event": "done", "stage": stage, "skipped": True, "outputs": done.get("outputs", {})})
+        return StageResult(stage, done.get("outputs", {}), done.get("steps"), 0.0, skipped=True)
+    t0 = time.monotonic()
+    stage_dir = run.out / stage
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    report({"event": "stage", "stage": stage, "summary": spec.summary})
+    data = prepare_data(run, report) if stage != "sanity" else {}
+    user = [*mapping_overrides(run.stages.get(stage, {})), *cli]
+    generated, rows = generated_overrides(run, stage, data, journal, user, report)
+    overrides = launch.platform_overlay(run, stage) + generated + user
+    report({"event": "phase", "text": "checking the config"})
+    cfg = launch.compose(spec.config, overrides)
+    if spec.trainer == "sft":
+        fitted = _fit_sft_batch(cfg, rows)
+        if fitted:
+            overrides += fitted
+            cfg = launch.compose(spec.config, overrides)
+            report({"event": "note", "text": f"rft: {rows} conversations, so {' '.join(fitted)}"})
+    else:
+        launch.check_ppo(stage, cfg, rows, run.harness_device)
+    steps = launch.total_steps(cfg, rows)
+    attempt = journal.attempts(stage) + 1
+    journal.write(stage, "started", attempt=attempt, overrides=overrides)
+    env = launch.stage_env(run, stage_dir, attempt)
+    log = stage_dir / "train.log"
+    latest = launch.latest_checkpoint(stage_dir / "checkpoints")
+    resumed_at = _step_of(latest)
+    if steps is None or resumed_at < steps:
+        report({"event": "phase", "text": f"starting verl ({'resuming at step ' + str(resumed_at) if resumed_at else 'Ray, workers, models'})",
+                "total": steps})
+        code = launch.run_logged(launch.command(spec.trainer, spec.config, overrides, run.gpus), env, stage_dir, log,
+                                 _follow(report, stage, steps))
+        _write_metrics(run, stage)
+        if code != 0:
+            journal.write(stage, "failed", code=code)
+            raise launch.failure(stage, log, code)
+    outputs = _outputs(stage, stage_dir, env, log, report)
+    _write_metrics(run, stage)
+    seconds = round(time.monotonic() - t0, 1)
+    journal.write(stage, "finished", outputs=outputs, steps=steps, seconds=seconds)
+    report({"event": "done", "stage": stage, "skipped": False, "outputs": outputs, "seconds": seconds})
+    return StageResult(stage, outputs, steps, seconds)
+
+
+def _step_of(checkpoint: Path | None) -> int:
+    return int(checkpoint.name.removeprefix("global_step_")) if checkpoint else 0
+
+
+def _follow(report: Report, stage: str, total: int | None) -> Callable[[str], None]:
+    def on_line(line: str) -> None:
+        parsed = launch.parse_step(line)
+        if parsed:
+            report({"event": "step", "stage": stage, "step": parsed[0], "total": total, "metrics": parsed[1]})
+        report({"event": "line", "stage": stage, "text": line.rstrip("\n")})
+    return on_line
+
+
+def _outputs(stage: str, stage_dir: Path, env: dict[str, str], log: Path, report: Report) -> dict[str, str]:
+    """The stage's models for the next ones: merged from its last checkpoint (rft: verl's own HF export)."""
+    latest = launch.latest_checkpoint(stage_dir / "checkpoints")
+    if latest is None and not SPECS[stage].merges and SPECS[stage].trainer == "ppo":
+        return {}
+    if latest is None:
+        raise TrainError(f"{stage}: verl finished but left no checkpoint in {stage_dir / 'checkpoints'}; "
+                         f"see {log}")
+    if SPECS[stage].trainer == "sft":
+        hf = latest / "huggingface"
+        if not (hf / "config.json").is_file():
+            raise TrainError(f"rft: {latest} has no huggingface/ export; keep hf_model in checkpoint.save_contents")
+        return {"actor": str(hf), "checkpoint": str(latest)}
+    outputs = {"checkpoint": str(latest)}
+    for part in SPECS[stage].merges:
+        report({"event": "phase", "text": f"merging the {part} of {latest.name}"})
+        outputs[part] = str(launch.merge(latest / part, stage_dir / part, env, log, lambda line: None))
+    return outputs
+
+
+def _write_metrics(run: RunConfig, stage: str) -> None:
+    metrics.collect(run.out / stage)
+    metrics.write_plots(run.out, list(SPECS))
+
+
+def run_all(run: RunConfig, cli: list[str], report: Report) -> list[StageResult]:
+    """The four stages in order; finished ones are skipped."""
+    routed = route_overrides(cli, list(STAGES), launch.key_checker(run))
+    return [run_stage(run, stage, routed[stage], report) for stage in STAGES]
+
+
+def run_one(run: RunConfig, stage: str, cli: list[str], report: Report, redo: bool = False) -> StageResult:
+    routed = route_overrides(cli, [stage], launch.key_checker(run))
+    return run_stage(run, stage, routed[stage], report, redo=redo)

@@ -1,0 +1,102 @@
+"""The stage configs: each composes as verl composes it, passes verl's validate_config (the PPO
+stages), and carries the one-GPU settings that ran on the H100, or the CPU platform's."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pip install -e '.[rl]'` (verl 0.9.1)")
+
+from verl.trainer.ppo.utils import need_critic, need_reference_policy  # noqa: E402
+from verl.utils.config import validate_config  # noqa: E402
+
+from cuda_agent.rl.launch import compose  # noqa: E402
+from cuda_agent.rl.stages import SPECS  # noqa: E402
+
+PPO = [name for name, spec in SPECS.items() if spec.trainer == "ppo"]
+MODELS = ["actor_rollout_ref.model.path=/models/actor", "critic.model.path=/models/critic"]
+
+
+def ppo(name: str, cpu: bool, model=None):
+    models = [f"actor_rollout_ref.model.path={model}", f"critic.model.path={model}"] if model else MODELS
+    return compose(name, (["+cpu=ppo"] if cpu else []) + models)
+
+
+@pytest.mark.parametrize("cpu", [False, True], ids=["one-gpu", "cpu-platform"])
+@pytest.mark.parametrize("name", PPO)
+def test_ppo_stage_composes_and_passes_verls_validation(name, cpu, tiny_model):
+    cfg = ppo(name, cpu, tiny_model)   # validate_config reads the model's config
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    assert need_critic(cfg) and cfg.algorithm.adv_estimator == "gae" and not need_reference_policy(cfg)
+    a, c = cfg.actor_rollout_ref, cfg.critic
+    # what ran on one H100 without flash-attn (rl-verl notes, sections 5 and 14)
+    assert a.model.override_config.attn_implementation == c.model.override_config.attn_implementation == "sdpa"
+    assert a.model.use_remove_padding is False and c.model.use_remove_padding is False
+    assert a.actor.use_torch_compile is False and a.actor.fsdp_config.use_torch_compile is False
+    assert c.fsdp.use_torch_compile is False
+    assert a.rollout.tensor_model_parallel_size == 1 and cfg.trainer.n_gpus_per_node == 1
+    assert a.rollout.agent.num_workers <= 2 and cfg.reward.num_workers <= 2
+    assert cfg.transfer_queue.backend.SimpleStorage.num_data_storage_units <= 2
+    assert cfg.reward.custom_reward_function.path == "pkg://cuda_agent.rl.reward"
+    if cpu:
+        assert cfg.trainer.device == "cpu" and a.actor.strategy == c.strategy == "fsdp2"
+        assert cfg.ray_kwargs.ray_init.num_gpus == 1 and a.rollout.dtype == "float32"
+        assert cfg.reward.custom_reward_function.reward_kwargs.device == "cpu"
+
+
+def test_warmup_is_single_turn_with_the_harness_reward():
+    cfg = ppo("warmup", cpu=False)
+    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "single_turn_agent"
+    assert cfg.actor_rollout_ref.rollout.name == "hf" and cfg.trainer.critic_warmup == 0
+
+
+def test_value_pretraining_trains_the_critic_alone_on_replays():
+    cfg = ppo("value", cpu=False)
+    assert cfg.trainer.critic_warmup >= cfg.trainer.total_training_steps
+    assert cfg.actor_rollout_ref.rollout.name == "null"   # the string, not YAML's None
+    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "cuda_agent_replay"
+
+
+def test_agentic_runs_the_cuda_agent_loop():
+    cfg = ppo("agentic", cpu=False)
+    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "cuda_agent"
+    assert cfg.actor_rollout_ref.rollout.multi_turn.max_assistant_turns > 1
+
+
+@pytest.mark.parametrize("platform, gpus, shared", [("gpu", 1, "0"), ("gpu", 2, None), ("cpu", 1, None)])
+def test_the_stages_agent_loops_carry_the_runs_options(tmp_path, platform, gpus, shared):
+    from cuda_agent.rl.agent_loop import LoopSettings
+    from cuda_agent.rl.launch import write_agent_loops
+    from cuda_agent.rl.stages import RunConfig
+
+    run = RunConfig(path=tmp_path / "run.yaml", out=tmp_path, model="m", platform=platform, gpus=gpus,
+                    agent_config=tmp_path / "agent.toml")
+    loops = {e.pop("name"): e for e in yaml.safe_load(write_agent_loops(run, tmp_path).read_text())}
+    assert {n: e.pop("_target_") for n, e in loops.items()} == {
+        "cuda_agent": "cuda_agent.rl.agent_loop.CudaAgentLoop", "cuda_agent_replay": "cuda_agent.rl.agent_loop.ReplayAgentLoop"}
+    agentic = LoopSettings.from_options(loops["cuda_agent"])   # the loop accepts every option written
+    LoopSettings.from_options(loops["cuda_agent_replay"])
+    assert agentic.device == run.harness_device and agentic.runs_dir == str(tmp_path / "runs")
+    assert agentic.agent_config == str(tmp_path / "agent.toml")
+    assert (agentic.service or {}).get("shared_gpu") == shared
+
+
+@pytest.mark.parametrize("cpu", [False, True], ids=["one-gpu", "cpu-platform"])
+def test_rft_is_verls_sft_trainer_on_our_parquet(cpu):
+    cfg = compose("rft", (["+cpu=sft"] if cpu else []) + ["model.path=/models/actor", "data.train_files=/d.parquet"])
+    assert cfg.data.custom_cls.path == "pkg://cuda_agent.rl.sft_dataset"
+    assert cfg.data.messages_key == "messages" and cfg.data.tools_key == "tools"
+    assert cfg.model.override_config.attn_implementation == "sdpa" and cfg.model.use_remove_padding is False
+    assert cfg.engine.use_torch_compile is False and "hf_model" in cfg.checkpoint.save_contents
+    if cpu:
+        assert cfg.engine.strategy == "fsdp2" and cfg.trainer.device == "cpu"
+
+
+def test_any_key_can_be_overridden_and_a_wrong_one_is_named():
+    from cuda_agent.rl.stages import TrainError
+
+    cfg = compose("warmup", [*MODELS, "data.train_batch_size=16", "actor_rollout_ref.rollout.n=8"])
+    assert cfg.data.train_batch_size == 16 and cfg.actor_rollout_ref.rollout.n == 8
+    with pytest.raises(TrainError, match="data.train_batch_sise"):
+        compose("warmup", [*MODELS, "data.train_batch_sise=16"])

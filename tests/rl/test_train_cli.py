@@ -1,0 +1,131 @@
+"""`cuda-agent train`: every user error is one message naming the fix, exit code 2, no traceback;
+overrides reach the stages they are meant for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pip install -e '.[rl]'` (verl 0.9.1)")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from cuda_agent.cli import app  # noqa: E402
+from cuda_agent.rl.stages import (TrainError, hydra_value, load_run_config, mapping_overrides,  # noqa: E402
+                                  route_overrides, split_override)
+from cuda_agent.tasks import EXAMPLES_DIR  # noqa: E402
+
+TASK = EXAMPLES_DIR / "scale_bias_relu.py"
+
+
+def write_run(folder: Path, text: str | None = None) -> Path:
+    path = folder / "run.yaml"
+    path.write_text(text if text is not None else f"out: out\nmodel: {folder / 'model'}\nplatform: cpu\n"
+                                                  f"tasks: [{TASK}]\n")
+    return path
+
+
+def train(*args: str):
+    result = CliRunner().invoke(app, ["train", *args])
+    return result.exit_code, result.output + (result.stderr if result.stderr_bytes else "")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["warmpu", "--config", "x.yaml"], "unknown stage 'warmpu'"),
+    (["warmup"], "--config RUN.yaml is required"),
+    (["all", "--config", "x.yaml", "--redo"], "--redo takes one stage"),
+    (["warmup", "--config", "missing.yaml"], "no such run config"),
+])
+def test_argument_errors_are_one_message_and_exit_2(args, message):
+    code, out = train(*args)
+    assert code == 2 and message in out and "Traceback" not in out, out
+
+
+@pytest.mark.parametrize("text, message", [
+    ("out: [unclosed\n", "not valid YAML"),
+    ("- a list\n", "a YAML mapping"),
+    ("model: m\n", "`out` is missing"),
+    ("out: o\nmodel: m\nepochs: 3\n", "unknown key(s) epochs"),
+    ("out: o\nmodel: m\nplatform: tpu\n", "platform 'tpu'"),
+    ("out: o\nmodel: m\nstages: {warmpu: {}}\n", "unknown: warmpu"),
+    ("out: o\nmodel: m\nrft: {min_reward: 1, min_turns: 2}\n", "`rft` takes min_reward"),
+])
+def test_run_file_errors_name_the_file_and_the_key(tmp_path, text, message):
+    code, out = train("warmup", "--config", str(write_run(tmp_path, text)))
+    assert code == 2 and message in out and "run.yaml" in out and "Traceback" not in out, out
+
+
+@pytest.mark.parametrize("override, message", [
+    ("trainer.total_training_steps", "write key=value"),
+    ("warmpu:trainer.total_training_steps=2", "'warmpu' is not a stage"),
+    ("trainer.total_trainig_steps=2", "no stage config has `trainer.total_trainig_steps`"),
+])
+def test_bad_overrides_are_named(tmp_path, override, message):
+    code, out = train("warmup", "--config", str(write_run(tmp_path)), override)
+    assert code == 2 and message in out and "Traceback" not in out, out
+
+
+def test_a_stage_whose_previous_stage_has_not_run_says_what_to_run(tmp_path):
+    code, out = train("rft", "--config", str(write_run(tmp_path)))
+    assert code == 2 and "warmup has not finished" in out and "cuda-agent train warmup --config" in out, out
+
+
+def test_too_few_tasks_for_a_batch_is_a_user_error(tmp_path, tiny_model):
+    run = write_run(tmp_path, f"out: out\nmodel: {tiny_model}\nplatform: cpu\ntasks: [{TASK}]\nval_fraction: 0\n")
+    code, out = train("warmup", "--config", str(run))
+    assert code == 2 and "1 training rows, fewer than data.train_batch_size=4" in out, out
+
+
+def test_a_misspelt_reward_setting_stops_the_stage_before_verl_starts(tmp_path, tiny_model):
+    run = write_run(tmp_path, f"out: out\nmodel: {tiny_model}\nplatform: gpu\ntasks: [{TASK}]\n")
+    code, out = train("warmup", "--config", str(run), "++reward.custom_reward_function.reward_kwargs.timing_budjet=1")
+    assert code == 2 and "unknown reward setting(s) timing_budjet" in out, out
+
+
+def test_on_one_gpu_the_harness_shares_the_trainers_gpu_without_asking_ray():
+    from cuda_agent.rl.launch import compose
+    from cuda_agent.rl.reward import RewardSettings
+
+    cfg = compose("warmup", ["actor_rollout_ref.model.path=/m", "critic.model.path=/m"])
+    settings = RewardSettings.from_kwargs(dict(cfg.reward.custom_reward_function.reward_kwargs))
+    assert settings.service_settings("cuda").shared_gpu == "0"
+    assert settings.service_settings("cpu").shared_gpu is None
+
+
+def test_an_agent_loop_that_does_not_import_stops_the_stage_before_verl_starts(tmp_path, tiny_model):
+    loops = tmp_path / "loops.yaml"
+    loops.write_text("- name: cuda_agent\n  _target_: cuda_agent.rl.no_such_module.Loop\n")
+    run = write_run(tmp_path, f"out: out\nmodel: {tiny_model}\nplatform: cpu\ntasks: [{TASK}]\n")
+    code, out = train("agentic", "--config", str(run), f"agentic:actor_rollout_ref.model.path={tiny_model}",
+                      f"agentic:critic.model.path={tiny_model}",
+                      f"agentic:actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}")
+    assert code == 2 and "agent loop 'cuda_agent' is cuda_agent.rl.no_such_module.Loop" in out, out
+
+
+def test_paths_in_the_run_file_are_relative_to_it(tmp_path):
+    (tmp_path / "cfg").mkdir()
+    run = load_run_config(write_run(tmp_path / "cfg", "out: ../runs/a\nmodel: hub/name\ntasks: [t.parquet]\n"))
+    assert run.out == (tmp_path / "runs" / "a").resolve() and run.tasks == [(tmp_path / "cfg" / "t.parquet")]
+    assert run.model == "hub/name" and run.harness_device == "cuda"
+
+
+def test_bare_overrides_go_to_every_stage_that_has_the_key():
+    has = {("warmup", "trainer.total_training_steps"), ("value", "trainer.total_training_steps"),
+           ("rft", "trainer.total_training_steps"), ("rft", "model.path")}
+    routed = route_overrides(["trainer.total_training_steps=3", "rft:trainer.total_epochs=1", "model.path=/m"],
+                             ["warmup", "rft", "value"], lambda stage, key: (stage, key) in has)
+    assert routed == {"warmup": ["trainer.total_training_steps=3"],
+                      "rft": ["trainer.total_training_steps=3", "trainer.total_epochs=1", "model.path=/m"],
+                      "value": ["trainer.total_training_steps=3"]}
+    with pytest.raises(TrainError, match="say which stage"):
+        route_overrides(["+trainer.new_key=1"], ["warmup", "rft"], lambda s, k: False)
+    assert split_override("agentic:actor_rollout_ref.rollout.n=4") == ("agentic", "actor_rollout_ref.rollout.n=4")
+
+
+def test_run_file_overrides_are_written_in_hydras_grammar():
+    assert mapping_overrides({"trainer.logger": ["console", "file"], "a.b": None, "c": True, "d": 1e-6,
+                              "e": "null", "f": "has space", "g": "/abs/path-1.parquet"}) == [
+        "trainer.logger=[console,file]", "a.b=null", "c=true", "d=1e-06", "e='null'", "f='has space'",
+        "g=/abs/path-1.parquet"]
+    assert hydra_value({"device": "cpu"}) == "{device:cpu}"
