@@ -43,18 +43,16 @@ platform: gpu
 device: cuda
 gpus: 1
 tasks: [$REPO/src/cuda_agent/examples/scale_bias_relu.py, $REPO/tests/hacks/tasks]
-kernelbench: $REPO/.devdata/kernelbench.jsonl
 val_fraction: 0
 trajectories: [$REPO/tests/rl/fixtures/scale_bias_relu.cpu.trajectory.jsonl]
 agent_config: $W/agent.toml
 stages:
-  warmup: {trainer.total_training_steps: 2, trainer.save_freq: 2}
-  rft: {trainer.total_training_steps: 2}
-  value: {trainer.total_training_steps: 2, trainer.critic_warmup: 2}
-  agentic: {trainer.total_training_steps: 2}
+  warmup: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 4, actor_rollout_ref.actor.ppo_mini_batch_size: 4, actor_rollout_ref.rollout.n: 2, data.max_prompt_length: 3072, data.max_response_length: 1024, trainer.val_before_train: false, trainer.test_freq: -1, actor_rollout_ref.model.enable_gradient_checkpointing: false, critic.model.enable_gradient_checkpointing: false}
+  rft: {trainer.total_training_steps: 2, data.max_length: 8192, model.enable_gradient_checkpointing: false}
+  value: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 1, actor_rollout_ref.actor.ppo_mini_batch_size: 1, data.max_prompt_length: 4096, data.max_response_length: 8192}
+  agentic: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 4, actor_rollout_ref.actor.ppo_mini_batch_size: 4, actor_rollout_ref.rollout.n: 2, data.max_prompt_length: 4096, data.max_response_length: 4096, actor_rollout_ref.rollout.multi_turn.max_assistant_turns: 4, trainer.val_before_train: false, trainer.test_freq: -1}
 YAML
-      timeout -k 20 "$limit" python3 -m cuda_agent train all --config $W/all.yaml --quiet \
-        value:data.train_batch_size=1 value:actor_rollout_ref.actor.ppo_mini_batch_size=1 2>&1 | tail -25 ;;
+      timeout -k 20 "$limit" python3 -m cuda_agent train all --config $W/all.yaml --quiet 2>&1 | tail -25 ;;
     stability)
       timeout -k 20 "$limit" python3 benchmarks/service_bench.py --device cuda --stability-only \
         --json $W/stability.json 2>&1 | grep -v "logging.cc\|^    @\|^PC:\|authentication_token" | tail -8 ;;
