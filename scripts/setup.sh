@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Set up cuda-agent in .venv at the repository root.
 #   bash scripts/setup.sh         the package and its command, `.venv/bin/cuda-agent`
-#   bash scripts/setup.sh --dev   also what the tests need
+#   bash scripts/setup.sh --dev   also what the tests need, verl (the `rl` extra) included
 # A torch that is already installed (a GPU user's CUDA build) is used as it is; only where no
 # torch can be imported is the CPU build installed (torch==2.13.0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 extras=""
-[ "${1:-}" = "--dev" ] && extras="[dev]"
+[ "${1:-}" = "--dev" ] && extras="[dev,rl]"
 
 if [ ! -x .venv/bin/python ]; then
   "$python" -m venv --system-site-packages .venv
