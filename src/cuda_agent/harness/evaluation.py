@@ -14,6 +14,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, replace
+from typing import Iterator
 from pathlib import Path
 
 from cuda_agent.harness import baselines
@@ -66,6 +67,24 @@ def _private_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="snap_", dir=subdir("tmp")))
 
 
+@contextmanager
+def _verdict(task: Task, config: EvalConfig) -> Iterator[tuple[EvalResult, Path]]:
+    """A verdict in the making and a private folder for the snapshot: a Stop ends the block with
+    reward -1 at its stage, the folder is removed and the seconds taken are recorded."""
+    t0 = time.monotonic()
+    result = EvalResult(task=task.name, reward=config.reward.failed, correct=False, stage="static",
+                        reason="", policy=config.policy)
+    snap = _private_dir()
+    try:
+        yield result, snap
+    except Stop as s:
+        result.stage, result.reason, result.correct = s.stage, s.reason, False  # type: ignore[assignment]
+        result.reward, result.milestone = config.reward.failed, "failed"
+    finally:
+        shutil.rmtree(snap, ignore_errors=True)
+        result.seconds = round(time.monotonic() - t0, 3)
+
+
 def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
              keep: Path | None = None) -> EvalResult:
     """Static checks, build, sandboxed correctness, timing and reward for `solution`: a workspace
@@ -73,21 +92,11 @@ def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
     `keep`: a folder where the snapshot that was judged is copied (the files of the verdict, never
     a second read of `solution`, which may have changed meanwhile)."""
     config = config or EvalConfig()
-    t0 = time.monotonic()
-    result = EvalResult(task=task.name, reward=config.reward.failed, correct=False, stage="static",
-                        reason="", policy=config.policy)
-    snap = _private_dir()
-    try:
+    with _verdict(task, config) as (result, snap):
         backend = resolve_backend(config.device)
         result.device = backend.device
         sol = _check_and_build(task, Path(solution), backend, config, snap, result, keep)
         _run(task, sol, backend, config, result)
-    except Stop as s:
-        result.stage, result.reason, result.correct = s.stage, s.reason, False  # type: ignore[assignment]
-        result.reward, result.milestone = config.reward.failed, "failed"
-    finally:
-        shutil.rmtree(snap, ignore_errors=True)
-        result.seconds = round(time.monotonic() - t0, 3)
     return result
 
 
@@ -98,22 +107,12 @@ def prebuild(task: Task, solution: str | Path, config: EvalConfig | None = None,
     verdict `evaluate` would give when the solution fails here, else None. `backend`: the target
     (a GPU's arch, given where no GPU is visible); default: this machine's."""
     config = config or EvalConfig()
-    t0 = time.monotonic()
-    result = EvalResult(task=task.name, reward=config.reward.failed, correct=False, stage="static",
-                        reason="", policy=config.policy)
-    snap = _private_dir()
-    try:
+    with _verdict(task, config) as (result, snap):
         backend = backend or resolve_backend(config.device)
         result.device = backend.device
         _check_and_build(task, Path(solution), backend, config, snap, result, None)
         return None
-    except Stop as s:
-        result.stage, result.reason = s.stage, s.reason  # type: ignore[assignment]
-        result.milestone = "failed"
-        return result
-    finally:
-        shutil.rmtree(snap, ignore_errors=True)
-        result.seconds = round(time.monotonic() - t0, 3)
+    return result  # a Stop ended the block: the verdict evaluate would give
 
 
 def _check_and_build(task: Task, path: Path, backend: Backend, config: EvalConfig, snap: Path,
