@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from .fakes import FAST_MODEL_NEW
 
 
@@ -85,6 +87,7 @@ def test_bash_output_keeps_head_and_tail(tools):
     assert len(text) < tools.limits.max_output_chars + 400
 
 
+@pytest.mark.slow
 def test_bash_timeout_stops_everything_the_command_started(tools, workspace):
     tools.limits = type(tools.limits)(**{**vars(tools.limits), "bash_timeout_s": 1})
     start = time.monotonic()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from cuda_agent.bench.baselines import (baselines, baselines_markdown, harness_time_baselines, published_times,
                                         write_baselines_table)
 from cuda_agent.journal import read_rows
@@ -83,6 +85,7 @@ def test_table_has_sol_columns(tmp_path, service):
     assert f"{row['roofline']['sol_ms'] / 2.0:.1%}" in md      # SOL fraction of the 2 ms eager time
 
 
+@pytest.mark.slow
 def test_harness_timer_times_a_real_task_on_cpu():
     task = relu_tasks(1)[0]
     config = EvalConfig(device="cpu", timing=TimingPlan(min_runs=3, max_runs=5, budget_s=0.05))
@@ -92,6 +95,7 @@ def test_harness_timer_times_a_real_task_on_cpu():
     assert harness_time_baselines(task, config) == (eager, compiled)    # the harness's baseline cache
 
 
+@pytest.mark.slow
 def test_evaluators_time_real_tasks_in_parallel(tmp_path, service):
     """Two evaluators of the service (each compiles on its own, then takes the device lock to time):
     every task gets its row, a task whose timing fails gets an error row, and a second run adds none."""

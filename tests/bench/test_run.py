@@ -146,6 +146,7 @@ run_bench(tasks, _spec(Path({solutions!r}), log=Path({log!r}), sleep=0.4), {out!
 """
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_without_redoing_finished_tasks(tmp_path, service):
     """The driver is killed mid-run (its service on the running Ray cluster goes with it); a new
     run redoes nothing that has a line."""

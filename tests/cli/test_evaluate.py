@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -23,6 +24,7 @@ def _eval(*args: str):
     return CliRunner().invoke(app, ["eval", "--task", TASK, "--device", "cpu", "--timing-budget", "0.2", *args])
 
 
+@pytest.mark.slow
 def test_eval_json_gives_the_verdict_reward_and_timings_with_spread():
     result = _eval("--solution", HONEST, "--json")
     assert result.exit_code == 0, result.output

@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "cuda_agent", *args], capture_output=True, text=True)
@@ -14,6 +16,7 @@ def test_tasks_list_level_2_json(kernelbench_jsonl):
     assert len(rows) == 100 and all(row["level"] == 2 and "code" not in row for row in rows)
 
 
+@pytest.mark.slow
 def test_tasks_list_table_and_show(kernelbench_jsonl):
     r = cli("tasks", "list", str(kernelbench_jsonl), "--level", "1", "--name", "relu")
     assert r.returncode == 0 and "19_ReLU" in r.stdout
@@ -21,6 +24,7 @@ def test_tasks_list_table_and_show(kernelbench_jsonl):
     assert r.returncode == 0 and "torch.relu" in r.stdout
 
 
+@pytest.mark.slow
 def test_bad_source_is_a_clear_error_with_nonzero_exit(tmp_path):
     r = cli("tasks", "list", str(tmp_path / "missing.jsonl"))
     assert r.returncode == 2 and "no such file" in r.stderr

@@ -128,6 +128,7 @@ def run_case(folder: Path, device: str, tmp_path: Path, e: dict | None = None) -
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", params("cpu"))
 def test_cpu_corpus(folder: Path, tmp_path: Path) -> None:
     run_case(folder, "cpu", tmp_path)
@@ -146,6 +147,7 @@ def no_static_checks(monkeypatch):
     monkeypatch.setattr(static, "check_solution", lambda files, policy="strict": StaticReport(ok=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", params("cpu", "runtime"))
 def test_runtime_backstop(folder: Path, tmp_path: Path, no_static_checks) -> None:
     run_case(folder, "cpu", tmp_path, {"reward": -1, **expectation(folder)["runtime"]})
@@ -157,6 +159,7 @@ def test_runtime_backstop_cuda(folder: Path, tmp_path: Path, no_static_checks) -
     run_case(folder, "cuda", tmp_path, {"reward": -1, **expectation(folder)["runtime"]})
 
 
+@pytest.mark.slow
 def test_next_evaluation_runs_normally(tmp_path: Path, no_static_checks) -> None:
     """A segfault, a hang, os._exit(0) and an out-of-memory each end their own evaluation with
     their own reason; an honest solution evaluated right after each one passes. (The static checks

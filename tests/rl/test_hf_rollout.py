@@ -243,6 +243,7 @@ def logged_steps(log: str) -> dict[int, dict[str, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_main_ppo_trains_actor_and_critic_on_hf_rollouts(tiny_model, tmp_path):
     env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "cuda_agent.rl.verl_plugin", "VERL_PLATFORM": "cpu",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",

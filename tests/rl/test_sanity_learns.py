@@ -20,6 +20,7 @@ STEPS = 20
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_mean_reward_rises_and_the_hack_is_never_rewarded(tmp_path, tiny_model):
     run = tmp_path / "run.yaml"
     run.write_text(f"""out: out

@@ -34,6 +34,7 @@ def train(*args: str) -> tuple[int, str, float]:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_four_stages_on_the_cpu(tmp_path, tiny_model, agent_toml):
     run = tmp_path / "run.yaml"
     run.write_text(f"""out: out

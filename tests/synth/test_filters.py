@@ -74,6 +74,7 @@ def test_a_renamed_resized_kernelbench_task_is_found_as_a_near_copy():
     assert fingerprint(disguised) == fingerprint(row["code"])
 
 
+@pytest.mark.slow
 def test_execution_filters_reject_hangs_crashes_randomness_and_zeros(tmp_path):
     ex = Executor(tmp_path / "w", limits=Limits(eager_s=20))
     try:

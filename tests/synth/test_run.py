@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import typer
 
 from cuda_agent.cli.synth import synth_app
@@ -45,6 +46,7 @@ def test_out_of_memory_shrinks_the_batch_instead_of_rejecting(catalog, cpu_confi
     assert filters._after_out_of_memory(cand, {"ok": False, "reason": "RuntimeError: shape mismatch"}, 0) is None
 
 
+@pytest.mark.slow
 def test_small_dataset_end_to_end_then_resumed_without_loss_or_duplicates(catalog, cpu_config, tmp_path):
     out = cpu_config.out
     cmd = typer.main.get_command(synth_app)

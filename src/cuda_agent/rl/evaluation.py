@@ -47,9 +47,10 @@ def shared_service(settings: ServiceSettings) -> EvalService:
 def close_shared_services() -> None:
     """Close this process's services now (a worker's close when it exits; tests close them sooner)."""
     with _services_lock:
-        for service in _services.values():
-            service.close()
+        services = list(_services.values())
         _services.clear()
+        for service in services:
+            service.close()
 
 
 def _check_gpus(settings: ServiceSettings) -> None:

@@ -71,6 +71,16 @@ class _Slot:
     started: float = 0.0
 
 
+def _kill(handle: Any) -> None:
+    """Kill an actor; one that is already gone (or a Ray already shut down) is not an error at close."""
+    import ray
+
+    try:
+        ray.kill(handle)
+    except Exception:
+        pass
+
+
 def request_id(task: Task, files: dict[str, str], config: EvalConfig) -> str:
     """A content address for an evaluation: the same task, files and settings give the same id."""
     blob = json.dumps({"task": task.code, "files": files, "config": repr(config)}, sort_keys=True)
@@ -127,9 +137,13 @@ class EvalService:
             else:
                 ray.init(**{**kwargs, **(s.ray_init or {})})
             self._started_ray = True
-        if s.journal is not None:
-            self._load_journal(Path(s.journal))
-        self._start_workers()
+        try:
+            if s.journal is not None:
+                self._load_journal(Path(s.journal))
+            self._start_workers()
+        except BaseException:
+            self.close()   # a service that failed to start leaves no actors and no Ray of its own behind
+            raise
         self._thread = threading.Thread(target=self._schedule, name="eval-service", daemon=True)
         self._thread.start()
         return self
@@ -148,20 +162,23 @@ class EvalService:
             self._lock.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=60)
-        for slot in self._slots:
-            try:
-                ray.get(slot.handle.stop.remote(), timeout=30)
-            except Exception:  # a dead or hung actor: killed below
-                pass
-            ray.kill(slot.handle)
-        for b in self._builders:
-            ray.kill(b)
-        self._slots, self._builders = [], []
-        if self._journal is not None:
-            self._journal.close()
-        shutil.rmtree(self._scratch, ignore_errors=True)
-        if self._started_ray:
-            ray.shutdown()
+        try:
+            for slot in self._slots:
+                try:
+                    ray.get(slot.handle.stop.remote(), timeout=30)
+                except Exception:  # a dead or hung actor: killed below
+                    pass
+                _kill(slot.handle)
+            for b in self._builders:
+                _kill(b)
+            self._slots, self._builders = [], []
+            if self._journal is not None:
+                self._journal.close()
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        finally:
+            if self._started_ray:   # whatever failed above, the Ray this service started goes with it
+                self._started_ray = False
+                ray.shutdown()
 
     def _start_workers(self) -> None:
         import ray
