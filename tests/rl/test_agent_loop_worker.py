@@ -102,11 +102,7 @@ def rollout(tiny_model, agent_toml, tmp_path_factory):
         "raw_prompt": np.array([[{"role": "user", "content": "(the loop builds its own)"}]] * 2, dtype=object),
         "extra_info": np.array(rows, dtype=object), "index": np.arange(2),
         "data_source": np.array(["cuda_agent"] * 2, dtype=object)})
-    if ray.is_initialized():   # an earlier module's Ray (its service closed late): this test needs its own runtime_env
-        import warnings
-
-        warnings.warn("a Ray runtime from an earlier test was still up; shut down before the worker's own")
-        ray.shutdown()
+    assert not ray.is_initialized(), "an earlier test left a Ray runtime up: this test needs its own (runtime_env)"
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}})
     try:

@@ -11,6 +11,7 @@ pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pi
 
 from cuda_agent.harness import EvalResult  # noqa: E402
 from cuda_agent.rl import reward  # noqa: E402
+from cuda_agent.rl.evaluation import close_shared_services  # noqa: E402
 from cuda_agent.rl.data import rl_rows  # noqa: E402
 from cuda_agent.service import HARNESS_ERROR  # noqa: E402
 from cuda_agent.tasks import load_file  # noqa: E402
@@ -41,7 +42,7 @@ def score(text: str, **settings) -> dict:
 @pytest.fixture(scope="module", autouse=True)
 def services():
     yield
-    reward.close_services()
+    close_shared_services()
 
 
 def test_extract_solution_wants_exactly_one_closed_python_block():

@@ -12,6 +12,7 @@ pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pi
 
 from cuda_agent.harness import check_solution  # noqa: E402
 from cuda_agent.rl import reward  # noqa: E402
+from cuda_agent.rl.evaluation import close_shared_services  # noqa: E402
 from cuda_agent.rl.sanity import (FIXED_ORDER, LETTERS, OPTIONS, chosen_files, choice, sanity_row,  # noqa: E402
                                   sanity_task, solution_files, write_sanity_data)
 
@@ -21,7 +22,7 @@ FAST = {"timing_budget_s": 0.2, "min_runs": 5, "build_workers": 0}   # device: t
 @pytest.fixture(scope="module", autouse=True)
 def services():
     yield
-    reward.close_services()
+    close_shared_services()
 
 
 @pytest.mark.parametrize("reply, letter", [

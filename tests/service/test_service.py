@@ -155,3 +155,45 @@ def test_a_killed_driver_resumes_from_the_journal_without_redoing_finished_evalu
     rows = read_rows(journal)
     per_id = {n: sum(r.get("event") == "verdict" and r["id"] == n for r in rows) for n in names}
     assert set(per_id.values()) == {1}, per_id  # exactly one verdict each, over both drivers
+
+
+
+def test_the_service_that_started_the_ray_closes_the_others_on_it_first(tmp_path):
+    """Ray ends the whole process when a thread touches it after a shutdown: closing the service that
+    started the Ray first closes a second service on the same Ray (its request in flight finishes, as
+    at any close), and the process lives on without a Ray."""
+    script = _RAY_OWNER.format(hacks=str(HACKS), tmp=str(tmp_path / "s"))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+_RAY_OWNER = """
+import time
+import ray
+from pathlib import Path
+from cuda_agent.harness import EvalConfig, TimingPlan, read_solution
+from cuda_agent.service import HARNESS_ERROR, EvalService, ServiceError, ServiceSettings
+from cuda_agent.tasks import load_task
+hacks = Path({hacks!r})
+task = load_task(hacks / "tasks" / "sbr_small.py")
+slow = EvalConfig(device="cpu", timing=TimingPlan(min_runs=30, max_runs=60, budget_s=1.0))
+owner = EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=0, spares=0)).start()
+other = EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=0, spares=0)).start()
+assert owner.owns_ray and not other.owns_ray
+future = other.submit(task, read_solution(hacks / "cpu" / "honest_fused", Path({tmp!r})), slow)
+while not any(s.item is not None for s in other._slots):
+    time.sleep(0.05)
+owner.close()
+verdict = future.result(timeout=120)
+assert verdict.correct and HARNESS_ERROR not in verdict.flags, verdict
+try:
+    other.submit(task, {{"model_new.py": ""}}, slow)
+    raise SystemExit("a closed service took a request")
+except ServiceError as e:
+    assert "start a new one" in str(e), e
+other.close()   # closed already: nothing to do, and no Ray started
+time.sleep(1.0)
+assert not ray.is_initialized(), "a Ray was started by itself"
+print("ok", flush=True)
+"""

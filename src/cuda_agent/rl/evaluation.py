@@ -47,7 +47,7 @@ def shared_service(settings: ServiceSettings) -> EvalService:
 def close_shared_services() -> None:
     """Close this process's services now (a worker's close when it exits; tests close them sooner)."""
     with _services_lock:
-        services = list(_services.values())
+        services = sorted(_services.values(), key=lambda svc: svc.owns_ray)   # the Ray's owner last
         _services.clear()
         for service in services:
             service.close()

@@ -33,6 +33,7 @@ from typing import Any
 from cuda_agent.harness import EvalConfig, EvalResult, RewardSchedule, TimingPlan
 from cuda_agent.journal import Journal
 from cuda_agent.rl.data import SANITY
+from cuda_agent.rl.evaluation import shared_service
 from cuda_agent.service import HARNESS_ERROR, PRIORITY_REWARD, EvalService, ServiceSettings, request_id
 from cuda_agent.tasks import Task
 
@@ -98,7 +99,6 @@ def extract_solution(reply: str) -> tuple[str | None, str]:
 
 # --- one evaluation service per process -----------------------------------------------------------
 
-_services: dict[tuple, EvalService] = {}
 _inflight: dict[str, Future] = {}   # request id -> its verdict: the n replies of a prompt often agree
 _lock = threading.Lock()
 _log: Journal | None = None
@@ -106,12 +106,8 @@ _log: Journal | None = None
 
 def service_for(settings: RewardSettings, device: str) -> EvalService:
     """This process's evaluation service for `device` (started on first use, on the Ray this
-    process runs in, or a local one)."""
-    key = (device, settings.service_settings(device))
-    with _lock:
-        if key not in _services:
-            _services[key] = EvalService(settings.service_settings(device)).start()
-        return _services[key]
+    process runs in, or a local one): the one registry of rl/evaluation.py, shared with the agent loop."""
+    return shared_service(settings.service_settings(device))
 
 
 def submit(svc: EvalService, task: Task, files: dict[str, str], config: EvalConfig) -> Future:
@@ -132,14 +128,6 @@ def _forget(rid: str) -> None:
     # no lock: the service's scheduler thread calls this while holding its own lock, which
     # `submit` takes under ours (a dict's pop is atomic)
     _inflight.pop(rid, None)
-
-
-def close_services() -> None:
-    """Stop this process's services (tests; a reward worker just exits)."""
-    with _lock:
-        for svc in _services.values():
-            svc.close()
-        _services.clear()
 
 
 def _reward_log() -> Journal | None:

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -71,6 +72,13 @@ class _Slot:
     started: float = 0.0
 
 
+RAY_GONE = "the Ray runtime under the evaluation service was shut down"
+# This process's services that are running. Ray ends the whole process when any thread touches it
+# after a shutdown, so the service that started the Ray closes every other one before shutting it down.
+_live: "weakref.WeakSet[EvalService]" = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
 def _kill(handle: Any) -> None:
     """Kill an actor; one that is already gone (or a Ray already shut down) is not an error at close."""
     import ray
@@ -115,6 +123,7 @@ class EvalService:
         self._journal: Journal | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._closed_why = "closed by its owner"
         self._started_ray = False
         self._backend: Backend | None = None
         self._scratch = Path(tempfile.mkdtemp(prefix="cuda_agent_requests_"))
@@ -146,7 +155,14 @@ class EvalService:
             raise
         self._thread = threading.Thread(target=self._schedule, name="eval-service", daemon=True)
         self._thread.start()
+        with _live_lock:
+            _live.add(self)
         return self
+
+    @property
+    def owns_ray(self) -> bool:
+        """Whether this service started the Ray it runs on (and shuts it down when it closes)."""
+        return self._started_ray
 
     def __enter__(self) -> "EvalService":
         return self.start()
@@ -157,12 +173,19 @@ class EvalService:
     def close(self) -> None:
         import ray
 
+        with _live_lock:
+            _live.discard(self)
+            others = list(_live) if self._started_ray else []
+        for other in others:   # they run on the Ray this one is about to shut down
+            other.close()
         with self._lock:
             self._stopping = True
             self._lock.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=60)
         try:
+            if not ray.is_initialized():   # the Ray went first (shut down by its owner): so did the actors;
+                self._slots, self._builders = [], []   # calling them would start a new Ray by itself
             for slot in self._slots:
                 try:
                     ray.get(slot.handle.stop.remote(), timeout=30)
@@ -254,6 +277,7 @@ class EvalService:
                 self.stats["from_journal"] += 1
                 future.set_result(self._done[rid])
                 return future
+            self._check_open()
             item = _Item(rid, priority, next(self._seq), future, task, dict(files), config)
             if self._journal is not None:
                 self._journal.append({"event": "request", "id": rid, "task": task.name, "priority": priority,
@@ -305,6 +329,7 @@ class EvalService:
         candidates). `fn` must be importable by name (a module-level function)."""
         future: Future = Future()
         with self._lock:
+            self._check_open()
             item = _Item(f"job-{next(self._seq)}", priority, next(self._seq), future, job=(fn, args, kwargs),
                          built=True)
             heapq.heappush(self._ready, (item.order(), item))
@@ -327,11 +352,28 @@ class EvalService:
     # ---- the scheduler (one thread) --------------------------------------------------------
 
     def _schedule(self) -> None:
+        """The scheduler's loop; if it fails (or its Ray is shut down under it), every request still
+        waiting gets its verdict or error now, instead of waiting forever on a thread that is gone."""
+        import ray
+
+        try:
+            self._schedule_loop()
+        except BaseException as e:
+            gone = not ray.is_initialized()
+            with self._lock:
+                self._fail_gone(RAY_GONE if gone else f"the service's scheduler failed: {e!r}")
+            if not gone:
+                raise
+
+    def _schedule_loop(self) -> None:
         import ray
 
         while True:
             with self._lock:
                 if self._stopping and not self._inflight and not self._ready and not self._to_build:
+                    return
+                if not ray.is_initialized():   # shut down under the service: any Ray call would start a new one
+                    self._fail_gone(RAY_GONE)
                     return
                 if self._stopping and not self._inflight:  # closing with work queued: it gets no verdict
                     self._fail_queued("the service was closed before this request ran")
@@ -479,6 +521,22 @@ class EvalService:
         if self._journal is not None and HARNESS_ERROR not in result.flags:  # a resumed driver's, not a cache
             self._done[item.id] = result
         item.future.set_result(result)
+
+    def _check_open(self) -> None:
+        if self._stopping:
+            raise ServiceError(f"the evaluation service is closed ({self._closed_why}): start a new one")
+
+    def _fail_gone(self, why: str) -> None:
+        """Every request in flight and queued ends now, with `why`, and the service takes no more:
+        nothing is left waiting forever."""
+        self._stopping, self._closed_why = True, why
+        for kind, item, _ in self._inflight.values():
+            if kind == "build":
+                heapq.heappush(self._to_build, (item.order(), item))
+            else:
+                heapq.heappush(self._ready, (item.order(), item))
+        self._inflight.clear()
+        self._fail_queued(why)
 
     def _fail_queued(self, why: str) -> None:
         for heap in (self._to_build, self._ready):
