@@ -135,13 +135,16 @@ def _check_and_build(task: Task, path: Path, backend: Backend, config: EvalConfi
         raise Stop("static", f"rule broken: {report.reason}")
     result.stage = "build"
     with _timed(result, "build"):
-        build, finding = build_solution(sol, backend, config.build_timeout_s)
+        build, finding = build_solution(sol, backend, config.build_timeout_s, config.policy)
     result.build = build
     if finding is not None:
         result.findings.append(finding)
         raise Stop("static", f"rule broken: {finding}")
     if not build.ok:
         raise Stop("build", build.reason)
+    if build.module_errors:  # relaxed: load_inline raises these in the child, where the solution may catch them
+        result.flags.append("inline_build_failed")
+        result.details["module_errors"] = dict(build.module_errors)
     return sol
 
 
@@ -188,18 +191,23 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
 
 def _write_job_files(task: Task, sol: Solution, build: BuildResult | None, ex: Exchange, backend: Backend,
                      config: EvalConfig) -> dict:
-    assert build is not None and build.module_path
-    so = ex.public / Path(build.module_path).name
-    shutil.copyfile(build.module_path, so)
+    assert build is not None and (build.module_path or build.module_errors)
+    paths = build.modules or ({build.module_name: build.module_path} if build.module_path else {})
+    modules = {}
+    for name, path in paths.items():
+        so = ex.public / f"{name}.so"
+        shutil.copyfile(path, so)
+        os.chmod(so, 0o644)
+        modules[name] = str(so)
     (ex.public / "model_new.py").write_text(sol.model_new)
     (ex.public / "model.py").write_text(task.code)
     # The reference worker reads its own copy: the child owns `public` and could replace the file
     # there before the reference has read it.
     (ex.private / "model.py").write_text(task.code)
-    for p in (so, ex.public / "model_new.py", ex.public / "model.py"):
+    for p in (ex.public / "model_new.py", ex.public / "model.py"):
         os.chmod(p, 0o644)
-    return {"device": backend.device, "policy": config.policy, "kind": sol.kind, "module_name": build.module_name,
-            "module_path": str(so), "solution_path": str(ex.public / "model_new.py"),
+    return {"device": backend.device, "policy": config.policy, "kind": sol.kind, "modules": modules,
+            "module_errors": dict(build.module_errors), "solution_path": str(ex.public / "model_new.py"),
             "task_path": str(ex.public / "model.py"), "reference_task_path": str(ex.private / "model.py"),
             "public": str(ex.public), "state_path": str(ex.public / "state.pt"), "weights_seed": _seed()}
 
@@ -376,7 +384,7 @@ def compile_solution(solution: str | Path, config: EvalConfig | None = None) -> 
         report = check_solution(sol.files, config.policy)  # type: ignore[arg-type]
         if not report.ok:
             return BuildResult(ok=False, errors="\n".join(str(f) for f in report.findings))
-        build, finding = build_solution(sol, resolve_backend(config.device), config.build_timeout_s)
+        build, finding = build_solution(sol, resolve_backend(config.device), config.build_timeout_s, config.policy)
         return BuildResult(ok=False, errors=str(finding)) if finding else build
     except SolutionError as e:
         return BuildResult(ok=False, errors=str(e))

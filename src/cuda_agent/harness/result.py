@@ -48,6 +48,10 @@ class BuildResult:
     cached: int = 0                  # objects taken from the cache
     errors: str = ""                 # short, readable compiler errors (first errors, file:line, context)
     log_path: str | None = None      # the full compiler log
+    # Relaxed load_inline solutions, one module per load_inline name: name -> the built .so, and
+    # name -> why it did not build (load_inline raises that in the child, as torch's would).
+    modules: dict[str, str] = field(default_factory=dict)
+    module_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def reason(self) -> str:

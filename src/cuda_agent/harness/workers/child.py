@@ -31,17 +31,44 @@ class Failure(Exception):
         self.stage, self.reason = stage, reason
 
 
-def load_solution(job: dict, device: torch.device):
+def load_extensions(job: dict) -> dict:
+    """The built modules (name -> module), imported before the solution's code runs."""
     import importlib.machinery
     import importlib.util
 
-    loader = importlib.machinery.ExtensionFileLoader(job["module_name"], job["module_path"])
-    spec = importlib.util.spec_from_file_location(job["module_name"], job["module_path"], loader=loader)
-    ext = importlib.util.module_from_spec(spec)
-    loader.exec_module(ext)
-    sys.modules[job["module_name"]] = ext
+    exts = {}
+    for name, path in job["modules"].items():
+        loader = importlib.machinery.ExtensionFileLoader(name, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        ext = importlib.util.module_from_spec(spec)
+        loader.exec_module(ext)
+        sys.modules[name] = ext
+        exts[name] = ext
+    return exts
+
+
+def inline_loader(exts: dict, errors: dict):
+    """What load_inline does in the child: return the module the harness built for that name, or
+    raise the error its build gave, as torch's load_inline would (a relaxed solution may catch it)."""
+    only = next(iter(exts.values())) if len(exts) == 1 and not errors else None
+
+    def load_inline(*args, **kwargs):
+        if only is not None:
+            return only
+        name = kwargs.get("name", args[0] if args else None)
+        if name in exts:
+            return exts[name]
+        if name in errors:
+            raise RuntimeError(f"Error building extension '{name}': {errors[name]}")
+        raise RuntimeError(f"load_inline(name={name!r}): the harness built no module of that name (the name must be "
+                           "a literal string)")
+    return load_inline
+
+
+def load_solution(job: dict, device: torch.device):
+    exts = load_extensions(job)
     if job["kind"] == "inline":
-        torch.utils.cpp_extension.load_inline = lambda *a, **k: ext
+        torch.utils.cpp_extension.load_inline = inline_loader(exts, job.get("module_errors", {}))
     try:
         sol = module_from_source(open(job["solution_path"]).read(), "model_new", "model_new.py")
     except Exception as e:
