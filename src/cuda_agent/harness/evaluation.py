@@ -27,6 +27,7 @@ from cuda_agent.harness.workers.process import ChildFailed, Exchange, Process
 from cuda_agent.harness.workers.sandbox import sandbox_user
 from cuda_agent.harness.workers.spares import take_pair
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
+from cuda_agent.harness.modules import MOVED
 from cuda_agent.harness.timing import call_seed, device_lock
 from cuda_agent.home import subdir
 from cuda_agent.tasks import Task
@@ -252,7 +253,7 @@ class _Session:
         with _timed(result, "start.child"):
             self._child(None, "run")
         with _timed(result, "start.weights"):
-            self._child({"op": "weights"}, "correctness")
+            result.init = self._child({"op": "weights"}, "correctness").get("init", "state_dict")
 
     def choose_route(self, backend: Backend, result: EvalResult) -> None:
         """CUDA IPC for the outputs when the reference worker can map a probe the child shares
@@ -278,7 +279,7 @@ class _Session:
         self.tags += 1
         return f"t{self.tags}"
 
-    def _new_tags(self, n: int) -> list[tuple[str, int]]:
+    def _new_tags(self, n: int) -> list[tuple]:
         out = []
         for _ in range(n):
             tag, seed = self._next_tag(), _seed()
@@ -286,24 +287,55 @@ class _Session:
             out.append((tag, seed))
         return out
 
+    def _near_duplicate(self, seed: int) -> tuple:
+        """A tag for the input set of `seed` with a few values moved (modules.near_duplicate)."""
+        tag, variant = self._next_tag(), _seed()
+        self._ref({"op": "reference", "tag": tag, "seed": seed, "variant": variant})
+        return tag, seed, variant
+
     def correctness(self, result: EvalResult) -> None:
+        """`correctness_trials` input sets of their own, then the last of them again with a few
+        values moved (a near duplicate), run two at a time back to back."""
         result.stage = "correctness"
         worst, trials = 0.0, max(2, self.config.correctness_trials)
         runs = self._new_tags(trials)
-        for i in range(0, trials, 2):
+        runs.append(self._near_duplicate(runs[-1][1]))
+        total = len(runs)
+        for i in range(0, total, 2):
             pair = runs[i:i + 2]
             reply = self._child({"op": "run", "runs": pair, "route": self.route}, "correctness")
             _add_steps(result, "child", reply.get("steps"))
-            written = reply.get("outputs")
-            for tag, _ in pair:
+            written, changed = reply.get("outputs"), reply.get("changed") or []
+            for tag, *_ in pair:
                 v = self._check(tag, written.get(tag) if isinstance(written, dict) else None)
                 _add_steps(result, "reference", v.get("steps"))
-                if not v["ok"]:
-                    n = int(tag[1:])
-                    raise Stop("correctness", f"wrong output on input set {n} of {trials}: {v['reason']}")
+                n = int(tag[1:])
+                if not v["ok"] or tag in changed:
+                    raise Stop("correctness", self._wrong(n, total, v, tag in changed, result.init))
+                if v.get("scale") and f"{v['scale']}_outputs" not in result.flags:
+                    result.flags.append(f"{v['scale']}_outputs")  # tiny: judged by relative error; degenerate
                 worst = max(worst, v.get("max_abs_error", 0.0))
         result.correct, result.max_abs_error = True, worst
-        result.reason = f"correct on {trials} input sets (max abs error {worst:.2g})"
+        result.reason = f"correct on {total} input sets (max abs error {worst:.2g})"
+
+    @staticmethod
+    def _wrong(n: int, total: int, v: dict, changed: bool, init: str | None) -> str:
+        """Why input set n failed, naming the hack its shape suggests."""
+        if v["ok"]:  # right in the end, but not when forward returned
+            return (f"the output of input set {n} of {total} changed after forward returned, while later calls ran: "
+                    "work deferred to a later call (every output must be complete when forward returns)")
+        reason = f"wrong output on input set {n} of {total}: {v['reason']}"
+        if changed:
+            reason += ("; it changed after forward returned, while later calls ran (work deferred to a later call, "
+                       "or one output buffer reused by every call?)")
+        elif n == total:
+            reason += (f" (this set repeats set {n - 1} with {MOVED} values of each input moved: results replayed for "
+                       "inputs that look like ones seen before, such as a cache keyed on a sample of their contents?)")
+        if init == "same_seed":
+            reason += (" (ModelNew's parameters are not the reference's names and shapes, so both were constructed "
+                       "after the same seed, as KernelBench does: create the same parameters in the same order, or "
+                       "use the reference's names to get its weights copied in)")
+        return reason
 
     def _time_solution(self, result: EvalResult) -> TimingStats:
         """The solution timed in the child on inputs new at every call; the outputs of the last
@@ -328,7 +360,8 @@ class _Session:
             if not v["ok"]:
                 which = "last timed call" if index == last else f"timed call {index}"
                 raise Stop("profile", f"output of the {which} is wrong ({v['reason']}): results cached "
-                                      "across calls or work skipped on some calls?")
+                                      "across calls, work skipped on some calls, or behaviour that changes with "
+                                      "the number of calls?")
         result.details["timed_outputs_checked"] = len(indices)
         stats = TimingStats(**reply["stats"])
         if not stats.median_ms > 0:

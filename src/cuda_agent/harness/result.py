@@ -101,6 +101,9 @@ class EvalResult:
     solution: TimingStats | None = None
     max_abs_error: float | None = None
     flags: list[str] = field(default_factory=list)   # e.g. "speedup_remeasured", "baseline_cached"
+    # How ModelNew got its weights: "state_dict" (the reference's, copied in) or "same_seed" (relaxed,
+    # names or shapes differ: both models constructed after the same seed, as KernelBench does).
+    init: str | None = None
     build: BuildResult | None = None
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
