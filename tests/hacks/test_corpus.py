@@ -105,6 +105,10 @@ def check(result: EvalResult, e: dict) -> None:
     if "hole" in e:  # xfail until the harness catches the attack, for whatever reason
         assert result.reward == -1, said
         return
+    if "init" in e:  # how ModelNew got its weights: the reference's state_dict, or the same seed
+        assert result.init == e["init"], f"init {result.init}, expected {e['init']}; {said}"
+    for flag in e.get("flags", []):
+        assert flag in result.flags, f"flag {flag} missing from {result.flags}; {said}"
     if "reward_at_least" in e or "reward_at_most" in e:  # honest, or an attack that gains nothing
         assert e.get("reward_at_least", -1) <= result.reward <= e.get("reward_at_most", 3), said
         return

@@ -66,3 +66,12 @@ def test_a_plan_that_cannot_be_followed_is_refused_with_what_to_do():
         TimingPlan(min_runs=10, max_runs=5)
     with pytest.raises(ValueError, match="flush"):
         TimingPlan(flush="zero")
+
+
+def test_the_initialisation_convention_survives_a_journal_line():
+    from cuda_agent.harness.result import EvalResult
+
+    result = EvalResult(task="t", reward=1.0, correct=True, stage="done", reason="", policy="relaxed", init="same_seed")
+    assert EvalResult.from_dict(result.to_dict()).init == "same_seed"
+    old_line = {k: v for k, v in result.to_dict().items() if k != "init"}  # written before the field existed
+    assert EvalResult.from_dict(old_line).init is None

@@ -48,6 +48,10 @@ class BuildResult:
     cached: int = 0                  # objects taken from the cache
     errors: str = ""                 # short, readable compiler errors (first errors, file:line, context)
     log_path: str | None = None      # the full compiler log
+    # Relaxed load_inline solutions, one module per load_inline name: name -> the built .so, and
+    # name -> why it did not build (load_inline raises that in the child, as torch's would).
+    modules: dict[str, str] = field(default_factory=dict)
+    module_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def reason(self) -> str:
@@ -97,6 +101,9 @@ class EvalResult:
     solution: TimingStats | None = None
     max_abs_error: float | None = None
     flags: list[str] = field(default_factory=list)   # e.g. "speedup_remeasured", "baseline_cached"
+    # How ModelNew got its weights: "state_dict" (the reference's, copied in) or "same_seed" (relaxed,
+    # names or shapes differ: both models constructed after the same seed, as KernelBench does).
+    init: str | None = None
     build: BuildResult | None = None
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0

@@ -20,6 +20,7 @@ from cuda_agent.harness.static import (
     check_python,
     check_solution,
     extract_inline,
+    extract_inlines,
     is_inline_solution,
 )
 from cuda_agent.harness.static.rules import CONTAINER_METHODS, tensor_method_names
@@ -645,7 +646,6 @@ def test_forward_calling_get_inputs_is_caught():
     ("return torch.nn.functional.torch.ops.aten.relu(x)", "torch-forbidden"),
     ("return torch.library.Library('aten', 'IMPL')", "torch-forbidden"),
     ("return torch.utils.cpp_extension.load('x', ['x.cu'])", "torch-forbidden"),
-    ("torch.cuda.synchronize()\nreturn cuda_extension.f(x)", "torch-forbidden"),
     ("s = torch.cuda.Stream()\nreturn cuda_extension.f(x, s.cuda_stream)", "torch-forbidden"),
     ("e = torch.cuda.Event(enable_timing=True)\nreturn cuda_extension.f(x)", "torch-forbidden"),
     ("g = torch.cuda.CUDAGraph()\nreturn cuda_extension.f(x)", "torch-forbidden"),
@@ -654,8 +654,6 @@ def test_forward_calling_get_inputs_is_caught():
     ("torch.random.seed()\nreturn cuda_extension.f(x)", "torch-forbidden"),
     ("return torch.allclose(x, x)", "torch-forbidden"),
     ("return torch.testing.assert_close(x, x)", "torch-forbidden"),
-    ("torch.set_float32_matmul_precision('medium')\nreturn cuda_extension.f(x)", "torch-forbidden"),
-    ("torch.backends.cudnn.benchmark = True\nreturn cuda_extension.f(x)", "monkey-patch"),
     ("return torch.compile(cuda_extension.f)(x)", "torch-forbidden"),
     ("self._forward_hooks[0] = print\nreturn cuda_extension.f(x)", "private-access"),
     ("return self._modules['lin'](x)", "private-access"),
@@ -663,10 +661,6 @@ def test_forward_calling_get_inputs_is_caught():
     ("nn.Module.__call__ = lambda s, *a: cuda_extension.f(*a)\nreturn x", "monkey-patch"),
     ("cuda_extension.f = torch.relu\nreturn cuda_extension.f(x)", "monkey-patch"),
     ("del torch.relu\nreturn x", "monkey-patch"),
-    ("try:\n    return cuda_extension.f(x)\nexcept Exception:\n    return torch.relu(x)", "try-except"),
-    ("with torch.no_grad():\n    return cuda_extension.f(x)", "with-statement"),
-    ("global CACHE\nreturn x", "global-statement"),
-    ("import os\nreturn x", "import-location"),
     ("yield x", "async-generator"),
     ("CACHE.append(x)\nreturn cuda_extension.f(x)", "state-in-forward"),
     ("[0 for eval in ()]\nreturn eval('x')", "builtin-forbidden"),
@@ -681,6 +675,36 @@ def test_interpreter_back_doors_are_caught(forward, rule, policy):
     header = HEADER + "import typing\n"
     source = model(forward, init="self.lin = nn.Linear(4, 4)", header=header, extra="CACHE = []")
     caught(source, rule, policy)
+
+
+# Refused by the strict policy; KernelBench accepts them, and they hide nothing from the runtime
+# (relaxed leaves them to it: see test_kernelbench_constructs_pass_relaxed).
+STRICT_ONLY = [
+    ("torch.cuda.synchronize()\nreturn cuda_extension.f(x)", "torch-forbidden"),
+    ("torch.set_float32_matmul_precision('medium')\nreturn cuda_extension.f(x)", "torch-forbidden"),
+    ("torch.backends.cudnn.benchmark = True\nreturn cuda_extension.f(x)", "monkey-patch"),
+    ("try:\n    return cuda_extension.f(x)\nexcept Exception:\n    return torch.relu(x)", "try-except"),
+    ("with torch.no_grad():\n    return cuda_extension.f(x)", "with-statement"),
+    ("global CACHE\nreturn x", "global-statement"),
+    ("import os\nreturn x", "import-location"),
+]
+
+
+@pytest.mark.parametrize("forward, rule", STRICT_ONLY)
+def test_strict_refuses_what_relaxed_leaves_to_the_runtime(forward, rule):
+    header = HEADER + "import typing\n"
+    caught(model(forward, init="self.lin = nn.Linear(4, 4)", header=header, extra="CACHE = []"), rule)
+
+
+@pytest.mark.parametrize("forward, rule", STRICT_ONLY)
+def test_kernelbench_constructs_pass_relaxed(forward, rule):
+    header = HEADER + "import typing\n"
+    report = check_python(model(forward, init="self.lin = nn.Linear(4, 4)", header=header, extra="CACHE = []"),
+                          policy="relaxed")
+    if "import os" in forward:  # an import inside a function is judged by what it imports
+        assert rules(report) == {"import-forbidden"}, report.findings
+    else:
+        clean(report)
 
 
 @pytest.mark.parametrize("policy", ["strict", "relaxed"])
@@ -722,9 +746,15 @@ def test_mutable_default_argument_cache_is_caught():
 def test_decorator_on_forward_is_caught():
     source = HEADER + "\n\nclass ModelNew(nn.Module):\n    @torch.no_grad()\n    def forward(self, x):\n" \
                       "        return cuda_extension.f(x)\n"
-    caught(source, "decorator", policy="relaxed")
-    source = source.replace("@torch.no_grad()", "@(lambda f: lambda self, x: torch.relu(x))")
-    caught(source, "decorator", policy="relaxed")
+    caught(source, "decorator")
+    clean(check_python(source, policy="relaxed"))  # relaxed: a decorator is judged as the call it is
+    lam = source.replace("@torch.no_grad()", "@(lambda f: lambda self, x: torch.relu(x))")
+    caught(lam, "decorator")
+    clean(check_python(lam, policy="relaxed"))
+    caught(source.replace("@torch.no_grad()", "@(lambda f: exec)"), "builtin-forbidden", policy="relaxed")
+    caught(source.replace("@torch.no_grad()", "@torch.jit.fork"), "torch-forbidden", policy="relaxed")
+    caught(source.replace("def forward", "def forward_").replace("class ModelNew", "@print\nclass ModelNew"),
+           "decorator", policy="relaxed")
 
 
 def test_caching_output_on_self_is_caught():
@@ -741,19 +771,35 @@ def test_module_level_cache_dict_is_caught():
            policy="relaxed")
 
 
-@pytest.mark.parametrize("statement", [
+MODULE_LEVEL_PATCHES = [
     "torch.relu = lambda x: x",
-    "torch.backends.cuda.matmul.allow_tf32 = True",
     "torch.testing.assert_close = print",
     "nn.Module.__call__ = print",
-    "x = torch.randn(4)",
     "torch.manual_seed(0)",
+]
+MODULE_LEVEL_CODE = [
+    "torch.backends.cuda.matmul.allow_tf32 = True",
+    "x = torch.randn(4)",
     "if __name__ == '__main__':\n    pass",
     "for i in range(3):\n    pass",
-])
+]
+
+
+@pytest.mark.parametrize("statement", MODULE_LEVEL_PATCHES + MODULE_LEVEL_CODE)
 def test_module_level_code_is_caught(statement):
-    report = check_python(HEADER + statement + "\n" + model("return cuda_extension.f(x)", header=""), policy="relaxed")
+    report = check_python(HEADER + statement + "\n" + model("return cuda_extension.f(x)", header=""))
     assert rules(report) & {"module-code", "monkey-patch"}, statement
+
+
+@pytest.mark.parametrize("statement", MODULE_LEVEL_PATCHES)
+def test_module_level_patches_and_seeds_are_caught_relaxed(statement):
+    report = check_python(HEADER + statement + "\n" + model("return cuda_extension.f(x)", header=""), policy="relaxed")
+    assert rules(report) & {"monkey-patch", "torch-forbidden", "dunder-access"}, statement
+
+
+@pytest.mark.parametrize("statement", MODULE_LEVEL_CODE)
+def test_module_level_code_passes_relaxed(statement):
+    clean(check_python(HEADER + statement + "\n" + model("return cuda_extension.f(x)", header=""), policy="relaxed"))
 
 
 def test_syntax_error_is_a_finding():
@@ -1083,3 +1129,107 @@ class ModelNew(nn.Module):
         return ModelNew.launch(input, stream)
 '''
     clean(check_python(source))
+
+
+# --- relaxed policy: KernelBench's constructs pass, the back doors stay shut ------------------------
+
+RELAXED_HONEST = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.cpp_extension import load_inline
+
+torch.backends.cudnn.benchmark = True
+torch.backends.cuda.matmul.allow_tf32 = True
+
+cpp_src = "torch::Tensor scale(torch::Tensor x, double s);"
+cuda_src = """
+#include <torch/extension.h>
+torch::Tensor scale(torch::Tensor x, double s) { return x * s; }
+"""
+
+try:
+    ext = load_inline(name="scale_ext", cpp_sources=cpp_src, cuda_sources=cuda_src, functions=["scale"],
+                      build_directory="/tmp/anywhere", verbose=False)
+    HAS_EXT = True
+except Exception as e:
+    print(f"falling back: {e}")
+    HAS_EXT = False
+
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, s):
+        ctx.s = s
+        return ext.scale(x, s) if HAS_EXT else x * s
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.s, None
+
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 3)
+        with torch.no_grad():
+            self.conv.weight.data = self.conv.weight.data * 0.5
+        fan_in, _ = nn.init._calculate_fan_in_and_fan_out(self.conv.weight)
+        for param in self.parameters():
+            param.requires_grad = False
+        self.use_cl = hasattr(torch, "channels_last")
+
+    @torch.no_grad()
+    def forward(self, x):
+        try:
+            y = Scale.apply(self.conv(x), 2.0)
+        except RuntimeError:
+            y = F.relu(x)
+        torch.cuda.synchronize()
+        with torch.cuda.amp.autocast(enabled=False):
+            return y
+'''
+
+
+def test_kernelbench_solution_passes_relaxed_and_fails_strict():
+    clean(check_solution({"model_new.py": RELAXED_HONEST}, policy="relaxed"))
+    assert {"try-except", "with-statement", "module-code"} <= rules(check_python(RELAXED_HONEST))
+
+
+def test_relaxed_reads_every_load_inline_call():
+    source = RELAXED_HONEST + '''
+def second():
+    src = "torch::Tensor twice(torch::Tensor x) { return x * 2; }"
+    return load_inline("twice_ext", src, functions=["twice"])
+'''
+    specs = extract_inlines(source, "relaxed")
+    assert [s.name for s in specs] == ["scale_ext", "twice_ext"]
+    assert extract_inlines(source, "strict").rule == "inline-multiple"
+    clash = source.replace('"twice_ext"', '"scale_ext"')
+    assert extract_inlines(clash, "relaxed").rule == "inline-multiple"
+
+
+@pytest.mark.parametrize("forward, rule", [
+    ("T = torch.Tensor\nT.clone = lambda t: t\nreturn x", "monkey-patch"),
+    ("self.T.clone = lambda t: t\nreturn x", "monkey-patch"),
+    ("torch.randn = lambda *a: x\nreturn x", "monkey-patch"),
+    ("torch.cuda.Event.elapsed_time = lambda *a: 1.0\nreturn x", "monkey-patch"),
+    ("s = torch.cuda.Stream()\nreturn x", "torch-forbidden"),
+    ("g = torch.cuda.CUDAGraph()\nreturn x", "torch-forbidden"),
+    ("return torch.jit.fork(torch.relu, x)", "torch-forbidden"),
+    ("return torch.autograd.profiler.profile()", "torch-forbidden"),
+    ("torch._C._jit_set_profiling_mode(False)\nreturn x", "private-access"),
+    ("torch.manual_seed(0)\nreturn x", "torch-forbidden"),
+    ("return torch.compile(torch.relu)(x)", "torch-forbidden"),
+    ("try:\n    import os\nexcept ImportError:\n    pass\nreturn x", "import-forbidden"),
+    ("with open('/etc/passwd') as f:\n    return x", "builtin-forbidden"),
+    ("return hasattr(torch, '_C')", "module-alias"),
+])
+def test_relaxed_still_refuses_back_doors(forward, rule):
+    caught(model(forward, init="self.T = torch.Tensor"), rule, policy="relaxed")
+
+
+def test_relaxed_refuses_tensor_subclasses_and_the_reference():
+    source = HEADER + "\n\nclass Lazy(torch.Tensor):\n    pass\n" + model("return x", header="")
+    caught(source, "model-new-base", policy="relaxed")
+    caught(HEADER + "\n\nclass ModelNew(Model):\n    pass\n", "reference-model", policy="relaxed")

@@ -27,22 +27,45 @@ strict (default; the CUDA Agent paper's rules)
     the reference's own), but nothing may call them.
 
 relaxed (KernelBench's rules)
-    Unreplaced torch operations are allowed: torch.*, torch.nn.functional, tensor methods,
-    operators, calling submodules, nn.Module helper classes, and ATen calls and casts from C++;
-    any library header that is not in the list below.
+    What KernelBench accepts and the runtime can judge: unreplaced torch operations (torch.*,
+    torch.nn.functional, tensor methods, operators, calling submodules), ATen calls and casts from
+    C++ and any library header not refused below; helper classes subclassing nn.Module, torch.nn's
+    module classes, torch.autograd.Function or each other; try/except/finally, with-statements
+    (torch.no_grad, autocast, torch.cuda.device), global, imports inside functions (judged like any
+    import), decorators (judged as the calls they are), code at module level and in module-level
+    if/try/for blocks; grad modes, torch.autograd.Function and grad, TorchScript's script and trace,
+    torch.cuda.synchronize, torch.cuda.amp; torch.backends.* flags, set_float32_matmul_precision and
+    set_flush_denormal (they change the solution's own process only: the reference and the
+    baselines run in another, see tests/hacks/cpu/relaxed_global_flags); setting instance state
+    (self.conv.weight.data = ..., param.requires_grad = False, ctx.shape = ... in an autograd
+    Function); hasattr(torch, "name"); nn.init's fan helpers. load_inline may be called any number
+    of times, anywhere (inside try/except, in a function), each call's arguments literal strings or
+    names bound once to them at module level or in the calling function; each name is built as a
+    module of its own, and a module that fails to build makes load_inline raise in the child, where
+    the solution may catch it, as under torch. What this leaves to the runtime: the outputs (fresh
+    inputs, replayed and near-duplicate input sets, outputs checked after timed calls, inputs
+    unchanged, plain tensors on the task's device, a scale-aware bound for tiny outputs) and the
+    timing (host time charged on a GPU, work on other streams charged).
+    Still refused under relaxed, as under strict, because the runtime cannot police them: streams,
+    events and CUDA graphs (torch.cuda.Stream, Event, graph, CUDAGraph: only the GPU can show that
+    the off-stream charge and fresh inputs keep them honest, and that has not been shown yet),
+    torch.compile (compiler processes and caches outside the sandbox's folder), torch.jit.fork,
+    seeds and RNG state, torch.set_* other than the flags above, and every item of the list below.
 
 Both policies forbid
     os, sys, subprocess, threading, ctypes, importlib, inspect, time, numpy, triton and every
     other import; eval, exec, compile, __import__, getattr/setattr/delattr, globals, locals, vars,
     open, dunder attributes (x.__class__, torch.__dict__) and private ones; torch.ops, torch._C,
-    torch.library, torch.utils (but load_inline), torch.cuda streams/events/graphs/synchronize,
-    torch.backends, torch.testing, torch.allclose, seeds and RNG state, torch.set_* and other
-    global state; storing a module in a variable (t = torch); try/except/finally, with, global,
-    nonlocal, async, yield; assigning attributes of anything but self (monkey-patching), hooks,
-    mutable or computed default arguments, decorators (staticmethod excepted), classes that
-    subclass anything but nn.Module (the reference Model above all), overriding nn.Module's
-    methods, mutating module-level state, module-level code beyond imports, constants,
-    functions, classes and the one load_inline call.
+    torch.library, torch.utils (but load_inline), torch.cuda streams/events/graphs, torch.testing,
+    torch.allclose, seeds and RNG state, torch.compile, storing a module in a variable (t = torch);
+    async code and generators; assigning attributes of classes and modules (monkey-patching:
+    torch.randn, torch.cuda.Event.elapsed_time, torch.Tensor's methods), hooks, mutable or
+    computed default arguments, class decorators, classes that subclass torch.Tensor or the
+    reference Model, overriding nn.Module's methods, mutating module-level containers.
+    Strict alone also forbids: torch.backends, grad modes, torch.autograd, torch.jit,
+    torch.cuda.synchronize, torch.set_*; try/except/finally, with, global, nonlocal, yield; imports
+    inside functions; decorators (staticmethod excepted); classes other than ModelNew; module-level
+    code beyond imports, constants, functions, classes and the one load_inline call.
     In C++/CUDA: threads and processes (std::thread, std::async, pthread, fork, exec*, system,
     popen, OpenMP, host callbacks), exiting the process (exit, abort, quick_exit, signals), the
     Python interpreter (Py*, PyObject, pybind11 eval/exec/import/attr/object), files, the
@@ -77,19 +100,20 @@ Rule ids
     C++/CUDA: cpp-torch-compute, cpp-library, cpp-include, cpp-threads-process, cpp-exit,
     cpp-python, cpp-files, cpp-dispatcher, cpp-torch-state, cpp-streams, cpp-code-loading,
     cpp-namespace, cpp-token-paste, cpp-obfuscation, bidi-control.
-    load_inline: inline-unresolvable, inline-multiple, inline-flags, inline-functions.
+    load_inline: inline-unresolvable, inline-multiple, inline-flags, inline-functions (strict only).
 """
 
 from __future__ import annotations
 
 from cuda_agent.harness.result import Finding, StaticReport
 from cuda_agent.harness.static.cpp import check_cpp, declared_names, prepare
-from cuda_agent.harness.static.inline import InlineSpec, check_inline_flags, extract_inline, is_inline_solution
+from cuda_agent.harness.static.inline import (InlineSpec, check_inline_flags, extract_inline, extract_inlines,
+                                              is_inline_solution)
 from cuda_agent.harness.static.python import check_python
 from cuda_agent.harness.static.rules import POLICIES, Policy
 
 __all__ = ["Policy", "InlineSpec", "check_python", "check_cpp", "check_solution", "extract_inline",
-           "is_inline_solution"]
+           "extract_inlines", "is_inline_solution"]
 
 CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".inl")
 HARNESS_FILES = ("binding.cpp", "binding_registry.h")   # the harness builds its own copies
@@ -116,26 +140,34 @@ def check_solution(files: dict[str, str], policy: Policy = "strict") -> StaticRe
 
 
 def check_inline(model_new: str, policy: Policy) -> list[Finding]:
-    """The load_inline call's strings, scanned like files, and its flags and function names."""
-    spec = extract_inline(model_new)
-    if spec is None:
-        return []
-    if isinstance(spec, Finding):
-        return [spec]
+    """The load_inline calls' strings, scanned like files, and their flags and function names."""
+    specs = extract_inlines(model_new, policy)
+    if isinstance(specs, Finding):
+        return [specs]
+    findings: list[Finding] = []
+    for spec in specs:
+        findings += check_inline_spec(spec, policy, spec.name if len(specs) > 1 else "")
+    return findings
+
+
+def check_inline_spec(spec: InlineSpec, policy: Policy, module: str) -> list[Finding]:
     parts = {"cpp_sources": spec.cpp_sources, "cuda_sources": spec.cuda_sources}
-    named = {inline_label(key, i, len(texts)): text for key, texts in parts.items() for i, text in enumerate(texts)}
+    named = {inline_label(key, i, len(texts), module): text for key, texts in parts.items()
+             for i, text in enumerate(texts)}
     declared = set().union(*(declared_names(prepare(t)) for t in named.values()))
     findings = check_inline_flags(spec)
     for label, text in named.items():
         findings += check_cpp(text, label, policy, local_headers=set(), declared=declared).findings
     missing = [f for f in spec.functions or [] if f not in declared]
-    if missing:
+    if missing and policy == "strict":  # relaxed: the build fails, and load_inline raises that in the child
         findings.append(Finding("inline-functions", f"load_inline functions {', '.join(missing)} are not declared "
                                 "in cpp_sources/cuda_sources: bind only functions your sources define",
                                 "model_new.py", spec.line))
     return findings
 
 
-def inline_label(key: str, index: int, count: int) -> str:
-    """How findings name an inline string: model_new.py:cuda_sources, or ...:cuda_sources[1]."""
-    return f"model_new.py:{key}" if count == 1 else f"model_new.py:{key}[{index}]"
+def inline_label(key: str, index: int, count: int, module: str = "") -> str:
+    """How findings name an inline string: model_new.py:cuda_sources, ...:cuda_sources[1], or, where
+    the relaxed policy builds several modules, model_new.py:<module>:cuda_sources."""
+    where = f"model_new.py:{module}:" if module else "model_new.py:"
+    return f"{where}{key}" if count == 1 else f"{where}{key}[{index}]"

@@ -1,16 +1,19 @@
 """A load_inline solution's C++/CUDA strings and flags, read from model_new.py without running it.
 
 The harness builds those strings itself (build.inline_sources), so it must know them exactly:
-each argument of the one load_inline call must be a literal, or a module-level name bound once to
+each argument of a load_inline call must be a literal, or a module-level name bound once to
 a literal or to a concatenation of literals. Anything computed (f-strings, calls, loops) is
-refused with a Finding that says so.
+refused with a Finding that says so. The strict policy allows one call, at module level; the
+relaxed policy (KernelBench's) any number, anywhere (inside try/except, in a function), each
+built as the module its name says; in the child, load_inline returns the module built for the
+name it is called with.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cuda_agent.harness.result import Finding
 from cuda_agent.harness.static.rules import LDFLAGS_ALLOWED
@@ -29,6 +32,7 @@ FLAG_REFUSED = re.compile(
     r"-I|-L|-l(?!ineinfo)|-include|-imacros|-isystem|-iquote|-idirafter|-isysroot|--include-path|--pre-include|--library"
     r"|-Wl,|-Xlinker|--linker-options|-fplugin|-specs|-B|-ccbin|--compiler-bindir|-x\b|@|-fopenmp|-openmp"
     r"|-pthread|--default-stream|--define-macro|-D\w+=(?![-+]?[\d.]+[A-Za-z]*$)|-o\b|--output")
+UNREAD_RELAXED = {"build_directory", "verbose", "keep_intermediates", "with_pytorch_error_handling", "use_pch"}
 HOST_FLAGS = ("-Xcompiler", "--compiler-options")   # nvcc passes their value (comma-separated) to the host compiler
 
 
@@ -89,6 +93,53 @@ def extract_inline(source: str, filename: str = "model_new.py") -> InlineSpec | 
                        ast.unparse(e.node)[:160] if isinstance(e.node, ast.AST) else "")
 
 
+def extract_inlines(source: str, policy: str = "strict", filename: str = "model_new.py") -> list[InlineSpec] | Finding:
+    """Every load_inline call's arguments, one spec per module name ([] without a call); a Finding
+    when one cannot be read. Strict: the one module-level call of extract_inline."""
+    if policy == "strict":
+        spec = extract_inline(source, filename)
+        return spec if isinstance(spec, Finding) else [] if spec is None else [spec]
+    try:
+        tree = ast.parse(source, filename)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        if "load_inline" not in source:
+            return []
+        return Finding("syntax", f"model_new.py does not parse: {e}", filename, getattr(e, "lineno", 0) or 0)
+    env = module_constants(tree)
+    scopes = enclosing_functions(tree)
+    specs: dict[str, InlineSpec] = {}
+    for call in load_inline_calls(tree):
+        local = env
+        for fn in scopes.get(id(call), []):  # a call in a function also reads its strings bound once there
+            local = {**local, **module_constants(fn)}
+        try:
+            spec = read_spec(call, local, relaxed=True)
+        except Unresolved as e:
+            return Finding("inline-unresolvable", str(e), filename, getattr(e.node, "lineno", call.lineno),
+                           ast.unparse(e.node)[:160] if isinstance(e.node, ast.AST) else "")
+        first = specs.setdefault(spec.name, spec)
+        if replace(first, line=0) != replace(spec, line=0):
+            return Finding("inline-multiple", f"two load_inline calls (lines {first.line} and {spec.line}) are "
+                           f"named {spec.name!r} but build different sources or flags: give each module its own "
+                           "name", filename, spec.line)
+    return list(specs.values())
+
+
+def enclosing_functions(tree: ast.Module) -> dict[int, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """id() of every call -> the functions around it, outermost first."""
+    out: dict[int, list] = {}
+
+    def walk(node: ast.AST, around: list) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = around + [child] if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else around
+            if isinstance(child, ast.Call):
+                out[id(child)] = inner
+            walk(child, inner)
+
+    walk(tree, [])
+    return out
+
+
 def load_inline_calls(tree: ast.Module) -> list[ast.Call]:
     """Calls whose callee is load_inline under any import spelling."""
     names, modules = load_inline_names(tree)
@@ -125,8 +176,9 @@ def dotted(node: ast.AST) -> str:
     return ""
 
 
-def module_constants(tree: ast.Module) -> dict[str, ast.expr | None]:
-    """Module-level NAME = value bindings; None for a name bound more than once (ambiguous)."""
+def module_constants(tree: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr | None]:
+    """NAME = value bindings of a module's (or a function's) body; None for a name bound more than
+    once (ambiguous)."""
     env: dict[str, ast.expr | None] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) and stmt.value is not None:
@@ -138,13 +190,17 @@ def module_constants(tree: ast.Module) -> dict[str, ast.expr | None]:
     return env
 
 
-def read_spec(call: ast.Call, env: dict[str, ast.expr | None]) -> InlineSpec:
+def read_spec(call: ast.Call, env: dict[str, ast.expr | None], relaxed: bool = False) -> InlineSpec:
+    """The call's arguments; `relaxed`: where it builds (build_directory) and whether it prints
+    (verbose) are not read at all, since the harness decides both."""
     if len(call.args) > len(POSITIONAL) or any(isinstance(a, ast.Starred) for a in call.args):
         raise Unresolved("pass load_inline's arguments after cuda_sources by keyword", call)
     given: dict[str, ast.expr] = dict(zip(POSITIONAL, call.args))
     for keyword in call.keywords:
         if keyword.arg is None:
             raise Unresolved(f"**kwargs in load_inline: {UNRESOLVABLE}", keyword.value)
+        if relaxed and keyword.arg in UNREAD_RELAXED:
+            continue
         if keyword.arg in REFUSED:
             raise Unresolved(f"load_inline({keyword.arg}=...) is not allowed: {REFUSED[keyword.arg]}", keyword.value)
         if keyword.arg not in SOURCES | IGNORED:

@@ -14,11 +14,12 @@ import ast
 
 from cuda_agent.harness.result import Finding, StaticReport
 from cuda_agent.harness.static.python_expr import ExpressionJudge
-from cuda_agent.harness.static.python_module import ModuleFacts, ModuleReader
+from cuda_agent.harness.static.python_module import COMPOUND, ModuleFacts, ModuleReader
 from cuda_agent.harness.static.scope import Scope
 from cuda_agent.harness.static.rules import (
     INPUT_BUILDERS,
     POLICIES,
+    RELAXED_BASES,
     TYPE_ANNOTATIONS_NOT_TENSOR,
     Policy,
     module_attribute_names,
@@ -141,11 +142,38 @@ class PythonChecker(ModuleReader, ast.NodeVisitor):
             self.check_function(stmt, "inputs" if stmt.name in INPUT_BUILDERS else "compute", method=False)
         elif isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
             self.check_module_assign(stmt)
+        elif not self.strict and isinstance(stmt, COMPOUND):
+            self.check_module_block(stmt)
         else:
             self.check_statement_kind(stmt)
-            self.add("module-code", "module level may hold only imports, constants, the one load_inline call, "
-                     "functions and class ModelNew: code that runs at import is not allowed", stmt)
+            if self.strict:
+                self.add("module-code", "module level may hold only imports, constants, the one load_inline call, "
+                         "functions and class ModelNew: code that runs at import is not allowed", stmt)
             self.visit(stmt)
+
+    def check_module_block(self, stmt: ast.stmt) -> None:
+        """Relaxed: an if/try/with/for block at module level. Its expressions are judged like any
+        other; the statements in it as module-level statements (imports, defs, classes, assignments)."""
+        self.check_statement_kind(stmt)
+        bodies = ("body", "orelse", "finalbody")
+        for name, value in ast.iter_fields(stmt):
+            if name in bodies:
+                continue
+            if name == "handlers":
+                for handler in value:
+                    if handler.type is not None:
+                        self.visit(handler.type)
+                    for inner in handler.body:
+                        self.check_module_statement(inner)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST):
+                self.visit(value)
+        for name in bodies:
+            for inner in getattr(stmt, name, []):
+                self.check_module_statement(inner)
 
     def check_module_assign(self, stmt: ast.Assign | ast.AnnAssign) -> None:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -154,29 +182,35 @@ class PythonChecker(ModuleReader, ast.NodeVisitor):
         if stmt.value is self.facts.inline_call:
             self.visit(stmt.value)
             return
-        if not self.judge.constant_expression(stmt.value):
+        if self.strict and not self.judge.constant_expression(stmt.value):
             self.add("module-code", "module-level assignments must be constants (numbers, strings, tuples, "
                      "dtypes); compute values inside ModelNew", stmt)
         self.visit(stmt.value)
 
     def check_class(self, cls: ast.ClassDef) -> None:
         """ModelNew; under the relaxed policy also nn.Module helper classes, held to the same rules."""
-        if cls.name != "ModelNew" and (self.strict or self.kind != "module"):
+        if cls.name != "ModelNew" and self.strict:
             self.add("class-def", f"class {cls.name}: model_new.py may define only class ModelNew (helpers go in "
                      "ModelNew's methods or module-level functions)", cls)
-        self.check_bases(cls)
+        autograd = self.check_bases(cls)
         for decorator in cls.decorator_list:
             self.add("decorator", "ModelNew must not be decorated", decorator)
             self.visit(decorator)
         if "forward" not in self.facts.methods and cls.name == "ModelNew":
             self.add("forward-missing", "ModelNew must define forward(self, ...)", cls)
-        self.scopes.append(Scope("class"))
+        self.scopes.append(Scope("class", is_method=autograd))  # is_method: an autograd.Function's body
         for stmt in cls.body:
             self.check_class_statement(stmt)
         self.scopes.pop()
 
-    def check_bases(self, cls: ast.ClassDef) -> None:
+    def check_bases(self, cls: ast.ClassDef) -> bool:
+        """The class's bases (nn.Module only; relaxed: also autograd.Function, torch.nn's module
+        classes and classes of model_new.py); True for a torch.autograd.Function."""
         names = [self.qualify(b) for b in cls.bases]
+        if not self.strict and cls.bases and all(self.relaxed_base(b, q) for b, q in zip(cls.bases, names)):
+            for base in cls.bases:
+                self.visit(base)
+            return "torch.autograd.Function" in names
         if len(cls.bases) != 1 or names[0] != "torch.nn.Module":
             shown = ", ".join(ast.unparse(b) for b in cls.bases) or "nothing"
             hint = " (never the reference Model)" if "Model" in shown else ""
@@ -185,6 +219,14 @@ class PythonChecker(ModuleReader, ast.NodeVisitor):
             self.add("model-new-base", "class keywords (metaclass=...) are not allowed", keyword.value)
         for base in cls.bases:
             self.visit(base)
+        return False
+
+    def relaxed_base(self, base: ast.expr, qualified: str | None) -> bool:
+        if qualified is None:  # a class of model_new.py (never one named Model)
+            return isinstance(base, ast.Name) and base.id in self.facts.classes and base.id != "Model"
+        parts = qualified.split(".")
+        return qualified in RELAXED_BASES or (len(parts) == 3 and parts[:2] == ["torch", "nn"]
+                                              and parts[2][:1].isupper() and parts[2] not in ("Parameter", "Buffer"))
 
     def check_class_statement(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.FunctionDef):
@@ -216,9 +258,9 @@ class PythonChecker(ModuleReader, ast.NodeVisitor):
             self.add("async-generator", "async functions are not allowed", fn)
         if not isinstance(fn, ast.Lambda):
             for decorator in fn.decorator_list:
-                if not (isinstance(decorator, ast.Name) and decorator.id == "staticmethod"):
+                if self.strict and not (isinstance(decorator, ast.Name) and decorator.id == "staticmethod"):
                     self.add("decorator", "decorators are not allowed (staticmethod excepted)", decorator)
-                self.visit(decorator)
+                self.visit(decorator)  # relaxed: judged as the call it is (torch.no_grad(), torch.jit.script)
             if fn.returns is not None:
                 self.visit(fn.returns)
         args = fn.args
@@ -234,7 +276,9 @@ class PythonChecker(ModuleReader, ast.NodeVisitor):
                 self.visit(arg.annotation)
         scope = Scope(kind, is_method=method)
         scope.params = {a.arg for a in all_args}
-        scope.bound = scope.params | bound_names(fn)
+        scope.bound = scope.params | bound_names(fn, handlers=not self.strict)
+        if method and not self.strict and self.scopes[-1].kind == "class" and self.scopes[-1].is_method and all_args:
+            scope.ctx = {all_args[0].arg}  # an autograd.Function's forward(ctx, ...) / backward(ctx, ...)
         self.scopes.append(scope)
         if kind == "compute":
             scope.tainted = tensor_params(fn, method)
@@ -255,7 +299,14 @@ class PythonChecker(ModuleReader, ast.NodeVisitor):
     # --- pass 2: statements -------------------------------------------------------------------
 
     def check_statement_kind(self, stmt: ast.stmt) -> None:
-        """Statements refused under both policies, wherever they are."""
+        """Statements refused wherever they are (relaxed: only async code; try/except, with,
+        global and imports inside functions are judged by what they call)."""
+        if not self.strict:
+            if isinstance(stmt, ast.AsyncFor | ast.AsyncWith):
+                self.add("async-generator", "async code is not allowed", stmt)
+            elif isinstance(stmt, ast.Import | ast.ImportFrom) and self.kind != "module":
+                self.check_import(stmt)
+            return
         if isinstance(stmt, ast.Try | ast.TryStar):
             self.add("try-except", "try/except/finally is not allowed: a fallback could run PyTorch when the "
                      "kernel fails; let errors propagate", stmt)
@@ -283,7 +334,8 @@ class PythonChecker(ModuleReader, ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef  # type: ignore[assignment]
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.add("class-def", "classes may not be defined inside functions", node)
+        if self.strict:
+            self.add("class-def", "classes may not be defined inside functions", node)
         self.check_class(node)
 
     def visit_Yield(self, node: ast.AST) -> None:
@@ -389,8 +441,9 @@ class PythonChecker(ModuleReader, ast.NodeVisitor):
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_comprehension_node  # type: ignore
 
 
-def bound_names(fn: ast.AST) -> set[str]:
-    """Names a function binds in its own scope (not those of nested functions or comprehensions)."""
+def bound_names(fn: ast.AST, handlers: bool = False) -> set[str]:
+    """Names a function binds in its own scope (not those of nested functions or comprehensions);
+    with `handlers`, also `except E as name`."""
     names: set[str] = set()
     body = [fn.body] if isinstance(fn, ast.Lambda) else getattr(fn, "body", [])
     stack: list[ast.AST] = list(body)
@@ -400,6 +453,8 @@ def bound_names(fn: ast.AST) -> set[str]:
             names.add(node.id)
         elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
+        elif handlers and isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
             stack.extend([*getattr(node, "decorator_list", [])])

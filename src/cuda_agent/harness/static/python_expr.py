@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 
 from cuda_agent.harness.static.python_values import ValueReader
 from cuda_agent.harness.static.rules import (
@@ -29,6 +30,11 @@ from cuda_agent.harness.static.rules import (
     LOAD_INLINE,
     METHOD_NAMES_FORBIDDEN,
     NN_FORBIDDEN,
+    RELAXED_INSTANCE_ATTRIBUTES,
+    RELAXED_PRIVATE_ALLOWED,
+    RELAXED_TORCH_ALLOWED,
+    RELAXED_TORCH_CUDA_ALLOWED,
+    RELAXED_TORCH_MEMBERS,
     TENSOR_METHODS_ALLOWED,
     TORCH_ALLOCATION,
     TORCH_CUDA_ALLOWED,
@@ -36,6 +42,7 @@ from cuda_agent.harness.static.rules import (
     TORCH_INIT_ONLY,
     TORCH_VALUES,
     TORCH_VIEWS,
+    module_attribute_names,
     module_private_names,
     tensor_method_names,
 )
@@ -124,6 +131,8 @@ class ExpressionJudge(ValueReader):
         """A name rooted in an import (torch..., the extension, math, typing); True if allowed."""
         parts = qualified.split(".")
         shown = ast.unparse(node) if isinstance(node, ast.expr) else qualified
+        if not self.c.strict and qualified in RELAXED_PRIVATE_ALLOWED:
+            return True
         for part in parts[1:]:
             if part.startswith("__") and part.endswith("__") and qualified != "torch.nn.Module.__init__":
                 self.c.add("dunder-access", f"{shown}: __dunder__ attributes are not allowed", node)
@@ -162,6 +171,8 @@ class ExpressionJudge(ValueReader):
         """Why torch.<...> is refused under both policies, or ''."""
         second = parts[1]
         if second == "utils" and ".".join(parts[:3]) == "torch.utils.cpp_extension" and len(parts) == 3:
+            return ""
+        if not self.c.strict and relaxed_torch_allowed(parts):
             return ""
         if second in TORCH_FORBIDDEN or second.startswith("set_"):
             return ("it reaches PyTorch internals, global state, compilation, streams, timers or seeds, which the "
@@ -215,6 +226,8 @@ class ExpressionJudge(ValueReader):
         call = self.c.facts.inline_call
         if call is not None and node is call.func:
             return True
+        if not self.c.strict and id(node) in self.c.facts.called:  # relaxed: any direct call, anywhere
+            return True
         self.c.add("load-inline-placement", "load_inline may be called once, at module level, its result bound to "
                    "a module-level name (ext = load_inline(...)), and used nowhere else", node)
         return False
@@ -233,10 +246,22 @@ class ExpressionJudge(ValueReader):
                 self.c.visit(func.value)
         else:
             self.c.visit(func)
-        for arg in node.args:
+        args = node.args
+        if not self.c.strict and self.module_probe(node):
+            args = args[1:]  # relaxed: hasattr(torch, "name") reads whether torch has a name, and calls nothing
+        for arg in args:
             self.c.visit(arg)
         for keyword in node.keywords:
             self.c.visit(keyword.value)
+
+    def module_probe(self, node: ast.Call) -> bool:
+        """hasattr(<module>, "<public name>")."""
+        func, args = node.func, node.args
+        return (isinstance(func, ast.Name) and func.id == "hasattr" and not self.c.locally_bound("hasattr")
+                and "hasattr" not in self.c.facts.globals and len(args) == 2 and isinstance(args[0], ast.Name)
+                and args[0].id in self.c.facts.aliases and not self.c.locally_bound(args[0].id)
+                and isinstance(args[1], ast.Constant) and isinstance(args[1].value, str)
+                and not args[1].value.startswith("_"))
 
     def judge_call_target(self, node: ast.Call) -> None:
         func = node.func
@@ -339,11 +364,35 @@ class ExpressionJudge(ValueReader):
             if self.computing:
                 self.c.add("state-in-forward", f"assigning {ast.unparse(target)} outside __init__ keeps state across "
                            "calls; set attributes in __init__ and compute every output on every call", target)
+        elif not self.c.strict and self.relaxed_store(target):
+            pass
         else:
             self.c.add("monkey-patch", f"assigning {ast.unparse(target)} changes an object that PyTorch or the "
                        "harness uses (monkey-patching); only self.<name> may be assigned, in __init__", target)
         self.check_attr_name(target.attr, target, target.value)
         self.c.visit(target.value)
+
+    def relaxed_store(self, target: ast.Attribute) -> bool:
+        """Attribute stores the relaxed policy allows: torch.backends flags (they stay in the child's
+        process), instance state reached from self or a local (self.conv.weight.data = ...,
+        param.requires_grad = False) and an autograd context's attributes (ctx.shape = ...). Never a
+        class's or a module's attribute: torch.randn replaced would run code in the untimed input
+        draw, torch.cuda.Event.elapsed_time replaced would change the timer."""
+        qualified = self.c.qualify(target) or ""
+        if qualified.startswith("torch.backends.") and len(qualified.split(".")) >= 4:
+            return True
+        root, chain = target.value, [target.attr]
+        while isinstance(root, ast.Attribute):
+            chain.append(root.attr)
+            root = root.value
+        if not isinstance(root, ast.Name) or self.c.qualify(root) is not None:
+            return False
+        if any(root.id in s.ctx for s in self.c.scopes):
+            return True
+        if self.is_self(root):  # self.conv.padding = ...: not through an attribute holding a class or module
+            held = self.c.facts.submodules | self.c.facts.tensors
+            return target.attr in RELAXED_INSTANCE_ATTRIBUTES or (chain[-1] in held and target.attr not in shared_names())
+        return self.c.locally_bound(root.id) and target.attr in RELAXED_INSTANCE_ATTRIBUTES
 
     def check_subscript_store(self, target: ast.Subscript) -> None:
         base = target.value
@@ -357,6 +406,24 @@ class ExpressionJudge(ValueReader):
             self.c.add("state-in-forward", f"writing {ast.unparse(target)} keeps state across calls", target)
         self.c.visit(base)
         self.c.visit(target.slice)
+
+
+def relaxed_torch_allowed(parts: list[str]) -> bool:
+    """torch.<...> names the relaxed policy allows although the strict tables refuse them."""
+    second = parts[1]
+    if second in RELAXED_TORCH_ALLOWED:
+        return True
+    if second in RELAXED_TORCH_MEMBERS:
+        return len(parts) > 2 and parts[2] in RELAXED_TORCH_MEMBERS[second]
+    return second == "cuda" and len(parts) > 2 and parts[2] in RELAXED_TORCH_CUDA_ALLOWED
+
+
+@functools.cache
+def shared_names() -> frozenset[str]:
+    """Attributes of torch.Tensor and nn.Module: replacing one on any object is refused."""
+    import torch
+
+    return tensor_method_names() | module_attribute_names() | frozenset(dir(torch.Tensor))
 
 
 def is_builtin(name: str) -> bool:

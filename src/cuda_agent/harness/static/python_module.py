@@ -13,7 +13,8 @@ import tokenize
 import unicodedata
 from dataclasses import dataclass, field
 
-from cuda_agent.harness.static.rules import DANGEROUS_MODULES, EXTENSION_MODULE, IMPORTABLE, LOAD_INLINE
+from cuda_agent.harness.static.rules import (DANGEROUS_MODULES, EXTENSION_MODULE, IMPORTABLE, LOAD_INLINE,
+                                             RELAXED_TORCH_MEMBERS)
 
 BIDI_CONTROLS = {"\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"}
 
@@ -26,6 +27,7 @@ class ModuleFacts:
     extensions: set[str] = field(default_factory=set)          # names bound to the extension module
     extension_functions: set[str] = field(default_factory=set)  # from cuda_extension import f
     functions: set[str] = field(default_factory=set)           # module-level defs
+    classes: set[str] = field(default_factory=set)             # module-level classes
     globals: set[str] = field(default_factory=set)             # every module-level binding
     methods: set[str] = field(default_factory=set)             # ModelNew's methods
     submodules: set[str] = field(default_factory=set)          # self.X = nn.Conv2d(...)
@@ -33,6 +35,7 @@ class ModuleFacts:
     extension_attrs: set[str] = field(default_factory=set)     # self.X = the extension module
     extension_fn_attrs: set[str] = field(default_factory=set)  # self.X = cuda_extension.f
     inline_call: ast.Call | None = None                        # the one allowed load_inline call
+    called: set[int] = field(default_factory=set)              # id() of every call's callee node
 
 
 
@@ -58,7 +61,8 @@ class ModuleReader:
     # --- pass 1: the module's shape -----------------------------------------------------------
 
     def collect_module(self, tree: ast.Module) -> None:
-        for stmt in tree.body:
+        self.facts.called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        for stmt in module_level(tree, nested=not self.strict):
             if isinstance(stmt, ast.Import | ast.ImportFrom):
                 self.check_import(stmt)
             elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -66,6 +70,7 @@ class ModuleReader:
                 self.facts.globals.add(stmt.name)
             elif isinstance(stmt, ast.ClassDef):
                 self.facts.globals.add(stmt.name)
+                self.facts.classes.add(stmt.name)
             elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 for target in targets:
@@ -74,6 +79,14 @@ class ModuleReader:
                         and isinstance(stmt.targets[0], ast.Name) and self.facts.inline_call is None:
                     self.facts.inline_call = stmt.value
                     self.facts.extensions.add(stmt.targets[0].id)
+            elif self.strict:
+                continue
+            elif isinstance(stmt, ast.Try | ast.TryStar):  # relaxed: the names its handlers bind
+                self.facts.globals.update(h.name for h in stmt.handlers if h.name)
+            elif isinstance(stmt, ast.For | ast.With):
+                targets = [stmt.target] if isinstance(stmt, ast.For) else [i.optional_vars for i in stmt.items]
+                self.facts.globals.update(n.id for t in targets if t is not None for n in ast.walk(t)
+                                          if isinstance(n, ast.Name))
         self.facts.globals.update(self.facts.aliases)
 
     def is_load_inline(self, node: ast.AST) -> bool:
@@ -120,6 +133,8 @@ class ModuleReader:
             return True
         if name in IMPORTABLE:
             return True
+        if not self.strict and root == "torch" and self.relaxed_torch_module(name.split("."), node):
+            return True
         if root == "model":
             self.add("reference-import", "model_new.py must not import the reference (model.py): ModelNew "
                      "subclasses nn.Module and reimplements forward with your kernels", node)
@@ -132,6 +147,15 @@ class ModuleReader:
                      f"torch.nn, math, typing and the extension ({EXTENSION_MODULE}, or load_inline from "
                      "torch.utils.cpp_extension)", node)
         return False
+
+    def relaxed_torch_module(self, parts: list[str], node: ast.AST) -> bool:
+        """Relaxed: a torch module whose names the policy allows (torch.cuda.amp, torch.backends.cudnn),
+        or one of those it allows some members of (from torch.autograd import Function)."""
+        if any(p.startswith("_") for p in parts):
+            return False
+        if len(parts) == 2 and parts[1] in RELAXED_TORCH_MEMBERS and isinstance(node, ast.ImportFrom):
+            return True
+        return not self.judge.torch_forbidden(parts)
 
     def from_import_allowed(self, module: str, name: str, node: ast.AST) -> None:
         if module == "torch.utils.cpp_extension" and name != "load_inline":
@@ -183,3 +207,21 @@ class ModuleReader:
                 facts.submodules.add(name)
             elif called.startswith("torch."):
                 facts.tensors.add(name)
+
+
+COMPOUND = (ast.If, ast.Try, ast.TryStar, ast.With, ast.For, ast.While)
+
+
+def module_level(tree: ast.Module, nested: bool) -> list[ast.stmt]:
+    """The module's statements; with `nested`, also those inside module-level if/try/with/for
+    blocks (the relaxed policy's module-level code), each compound statement before its body."""
+    out: list[ast.stmt] = []
+    stack = list(reversed(tree.body))
+    while stack:
+        stmt = stack.pop()
+        out.append(stmt)
+        if nested and isinstance(stmt, COMPOUND):
+            bodies = [stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
+                      *(h.body for h in getattr(stmt, "handlers", []))]
+            stack.extend(reversed([s for body in bodies for s in body]))
+    return out

@@ -46,6 +46,37 @@ TORCH_FORBIDDEN = {
     "set_warn_always", "set_deterministic_debug_mode", "cpu", "mtia", "accelerator", "monitor", "quantization",
     "ao", "sparse", "masked", "nested", "storage", "Storage", "UntypedStorage", "TypedStorage",
 }
+# --- relaxed policy: what KernelBench accepts of the refusals above --------------------------------
+# Each of these changes nothing outside the solution's own process, and what it does there is
+# judged by the runtime: outputs checked on fresh inputs, timing in the child, baselines in the
+# reference worker (another process, so global flags set here never reach them).
+RELAXED_TORCH_ALLOWED = {"no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "is_grad_enabled",
+                         "is_inference_mode_enabled", "backends", "set_float32_matmul_precision",
+                         "get_float32_matmul_precision", "set_flush_denormal"}
+# torch.<module>.<name> the relaxed policy allows inside modules refused as a whole: autograd's
+# Function and grad modes (not its profiler or graph hooks), TorchScript's compilers (not
+# jit.fork, which runs work on another thread after the call returns, nor jit.load).
+RELAXED_TORCH_MEMBERS = {
+    "autograd": {"Function", "function", "grad", "Variable", "no_grad", "enable_grad", "set_grad_enabled",
+                 "inference_mode"},
+    "jit": {"script", "trace", "optimize_for_inference", "freeze", "ignore", "unused", "is_scripting", "is_tracing",
+            "annotate", "script_method", "Final", "ScriptModule", "ScriptFunction"},
+}
+# torch.cuda.<name> the relaxed policy allows: synchronising the current device, autocast, the
+# device context. Streams, events and CUDA graphs stay refused: only the GPU can show that the
+# timing (work left on other streams is charged to every call) and the fresh inputs of every
+# timed call keep them honest, and this has not been shown yet.
+RELAXED_TORCH_CUDA_ALLOWED = {"synchronize", "amp", "device", "is_bf16_supported", "get_arch_list"}
+# Private helpers of torch that copies of nn modules' reset_parameters call; pure functions.
+RELAXED_PRIVATE_ALLOWED = {"torch.nn.init._calculate_fan_in_and_fan_out", "torch.nn.init._calculate_correct_fan"}
+# Base classes the relaxed policy allows (besides classes of model_new.py itself): modules, their
+# subclasses in torch.nn, and autograd functions. Never torch.Tensor (a subclass can carry
+# __torch_function__ or be a lazy output) nor the reference Model.
+RELAXED_BASES = {"torch.nn.Module", "torch.autograd.Function"}
+# Attributes that relaxed code may set on objects it reached from self or from a local variable
+# (self.conv.weight.data = ..., param.requires_grad = False): instance state, never a class's method.
+RELAXED_INSTANCE_ATTRIBUTES = {"data", "grad", "requires_grad", "weight", "bias"}
+
 # torch.cuda.<name> that may be read; everything else there (Stream, Event, graphs, synchronize,
 # seeds, memory tools) is refused under both policies.
 TORCH_CUDA_ALLOWED = {"is_available", "current_device", "device_count", "get_device_name",

@@ -20,6 +20,7 @@ class Scope:
     params: set[str] = field(default_factory=set)
     tainted: set[str] = field(default_factory=set)    # names holding tensors
     callables: set[str] = field(default_factory=set)  # names bound to callables the rules allow
+    ctx: set[str] = field(default_factory=set)        # an autograd.Function method's context argument
     is_method: bool = False
 
 

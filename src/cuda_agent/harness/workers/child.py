@@ -14,7 +14,8 @@ import torch
 import torch.utils.cpp_extension
 
 from cuda_agent.harness.modules import Steps, make_inputs, make_model, module_from_source, release, timing_draw
-from cuda_agent.harness.workers.runtime import OperatorGuard, flatten_outputs, inputs_unchanged, poison_free_memory
+from cuda_agent.harness.workers.runtime import (HOST_ELEMENTS, OperatorGuard, changed_since, flatten_outputs,
+                                                inputs_unchanged, poison_free_memory, snapshot)
 from cuda_agent.harness.workers.process import ChildChannel
 from cuda_agent.harness.workers.spares import WARM_ENV
 from cuda_agent.harness.config import TimingPlan
@@ -31,17 +32,44 @@ class Failure(Exception):
         self.stage, self.reason = stage, reason
 
 
-def load_solution(job: dict, device: torch.device):
+def load_extensions(job: dict) -> dict:
+    """The built modules (name -> module), imported before the solution's code runs."""
     import importlib.machinery
     import importlib.util
 
-    loader = importlib.machinery.ExtensionFileLoader(job["module_name"], job["module_path"])
-    spec = importlib.util.spec_from_file_location(job["module_name"], job["module_path"], loader=loader)
-    ext = importlib.util.module_from_spec(spec)
-    loader.exec_module(ext)
-    sys.modules[job["module_name"]] = ext
+    exts = {}
+    for name, path in job["modules"].items():
+        loader = importlib.machinery.ExtensionFileLoader(name, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        ext = importlib.util.module_from_spec(spec)
+        loader.exec_module(ext)
+        sys.modules[name] = ext
+        exts[name] = ext
+    return exts
+
+
+def inline_loader(exts: dict, errors: dict):
+    """What load_inline does in the child: return the module the harness built for that name, or
+    raise the error its build gave, as torch's load_inline would (a relaxed solution may catch it)."""
+    only = next(iter(exts.values())) if len(exts) == 1 and not errors else None
+
+    def load_inline(*args, **kwargs):
+        if only is not None:
+            return only
+        name = kwargs.get("name", args[0] if args else None)
+        if name in exts:
+            return exts[name]
+        if name in errors:
+            raise RuntimeError(f"Error building extension '{name}': {errors[name]}")
+        raise RuntimeError(f"load_inline(name={name!r}): the harness built no module of that name (the name must be "
+                           "a literal string)")
+    return load_inline
+
+
+def load_solution(job: dict, device: torch.device):
+    exts = load_extensions(job)
     if job["kind"] == "inline":
-        torch.utils.cpp_extension.load_inline = lambda *a, **k: ext
+        torch.utils.cpp_extension.load_inline = inline_loader(exts, job.get("module_errors", {}))
     try:
         sol = module_from_source(open(job["solution_path"]).read(), "model_new", "model_new.py")
     except Exception as e:
@@ -56,12 +84,17 @@ def load_solution(job: dict, device: torch.device):
     return model, task
 
 
-def load_weights(model: torch.nn.Module, path: str) -> None:
+def load_weights(model: torch.nn.Module, path: str, strict: bool = True) -> str:
+    """The reference's weights into ModelNew: "state_dict" where names and shapes match. Where they
+    do not, the strict policy fails; the relaxed one keeps ModelNew as constructed after the same
+    seed as the reference (KernelBench's convention) and says "same_seed"."""
     state = _load(path, weights_only=True)
     mine = model.state_dict()
     missing = sorted(set(state) - set(mine))
     extra = sorted(set(mine) - set(state))
     if missing or extra:
+        if not strict:
+            return "same_seed"
         parts = []
         if missing:
             parts.append(f"missing {', '.join(missing[:5])}")
@@ -71,13 +104,16 @@ def load_weights(model: torch.nn.Module, path: str) -> None:
                       + "; ".join(parts) + "): hold the same submodules/parameters under the same names")
     for k, v in state.items():
         if tuple(mine[k].shape) != tuple(v.shape):
+            if not strict:
+                return "same_seed"
             raise Failure("correctness", f"parameter {k} has shape {tuple(mine[k].shape)}, "
                                          f"the reference's is {tuple(v.shape)}")
     model.load_state_dict(state, strict=True)
+    return "state_dict"
 
 
 def guarded_call(model, inputs: list, strict: bool, device: torch.device):
-    guard = OperatorGuard(strict=strict)
+    guard = OperatorGuard(strict=strict, device_type=device.type)
     poison_free_memory(device)
     try:
         with torch.no_grad(), guard:
@@ -90,6 +126,10 @@ def guarded_call(model, inputs: list, strict: bool, device: torch.device):
     if guard.violations:
         raise Failure("run", f"forward used torch operator aten::{guard.violations[0]} "
                              "(only allocation, views and metadata are allowed)")
+    if guard.host_ops:
+        raise Failure("run", f"forward worked on the CPU (aten::{guard.host_ops[0]} on a host tensor of more than "
+                             f"{HOST_ELEMENTS} elements) in a {device.type} task: compute on the GPU, not on the host "
+                             "with a copy to the device")
     return out
 
 
@@ -99,37 +139,46 @@ def hand_over(outputs: list[torch.Tensor], prefix: str, route: str, keep: list) 
 
 
 def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list,
-             steps: Steps) -> dict[str, list]:
+             steps: Steps) -> tuple[dict[str, list], list[str]]:
     """Run forward on each input set back to back, then check that the inputs are unchanged (against
     the same inputs drawn again from their seed) and hand every output over; returns each tag's
-    output metadata."""
+    output metadata, and the tags whose output changed after its forward returned (work deferred
+    to a later call, or one buffer reused by every call)."""
     runs = []
-    for tag, seed in msg["runs"]:
+    for tag, seed, *variant in msg["runs"]:
         with steps("inputs"):
-            inputs = make_inputs(task, seed, device)
+            inputs = make_inputs(task, seed, device, *variant)
         with steps("forward"):
             out = guarded_call(model, inputs, strict, device)
-        runs.append((tag, seed, inputs, out))
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        flat = flatten_outputs(out, device)
+        with steps("snapshot"):
+            copies = None if isinstance(flat, str) else snapshot(flat, device)
+        runs.append((tag, seed, variant, inputs, out, copies))
     with steps("forward"):
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-    written = {}
+    written, changed = {}, []
     while runs:  # one input set at a time, so the inputs drawn again need little memory
-        tag, seed, inputs, out = runs.pop(0)
+        tag, seed, variant, inputs, out, copies = runs.pop(0)
         with steps("inputs_unchanged"):
-            changed = inputs_unchanged(make_inputs(task, seed, device), inputs)
-        if changed:
-            raise Failure("correctness", changed)
+            altered = inputs_unchanged(make_inputs(task, seed, device, *variant), inputs)
+        if altered:
+            raise Failure("correctness", altered)
         del inputs
-        flat = flatten_outputs(out)
+        flat = flatten_outputs(out, device)
         if isinstance(flat, str):
             raise Failure("correctness", flat)
+        if changed_since(copies, flat):
+            changed.append(tag)
+        del copies
         with steps("hand_over"):
             written[tag] = hand_over(flat, f"{public}/out_{tag}", msg.get("route", "files"), keep)
         del flat, out
     with steps("release"):
         release(device)
-    return written
+    return written, changed
 
 
 def time_solution(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list) -> dict:
@@ -144,7 +193,7 @@ def time_solution(model, task, msg: dict, strict: bool, device: torch.device, pu
     timed.output, timed.kept = None, {}  # each output's memory goes as soon as it is handed over
     meta = {}
     for index in sorted(outputs):
-        flat = flatten_outputs(outputs.pop(index))
+        flat = flatten_outputs(outputs.pop(index), device)
         if isinstance(flat, str):
             raise Failure("profile", flat)
         if route == "ipc" and index == timed.index:  # a copy: the calls below could write into its memory
@@ -194,12 +243,11 @@ def main(fd_in: int, fd_out: int) -> None:
             op = msg.get("op")
             keep.clear()
             if op == "weights":
-                load_weights(model, job["state_path"])
-                channel.send({"ok": True})
+                channel.send({"ok": True, "init": load_weights(model, job["state_path"], strict)})
             elif op == "run":
                 steps = Steps()
-                written = run_pair(model, task, msg, strict, device, job["public"], keep, steps)
-                channel.send({"ok": True, "outputs": written, "steps": steps.seconds})
+                written, changed = run_pair(model, task, msg, strict, device, job["public"], keep, steps)
+                channel.send({"ok": True, "outputs": written, "changed": changed, "steps": steps.seconds})
             elif op == "time":
                 channel.send({"ok": True, **time_solution(model, task, msg, strict, device, job["public"], keep)})
             elif op == "probe":

@@ -44,12 +44,12 @@ def serve(channel) -> None:
     model = make_model(task.Model, task, job["weights_seed"], device)
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, job["state_path"])
     channel.send({"ready": True})
-    seeds: dict[str, int] = {}  # tag -> input seed; each reference output is computed when it is compared
+    seeds: dict[str, tuple] = {}  # tag -> input seed and variant; each reference output is computed when it is compared
     compiled = None
     while (msg := channel.recv()) is not None:
         op = msg.get("op")
         if op == "reference":
-            seeds[msg["tag"]] = msg["seed"]
+            seeds[msg["tag"]] = (msg["seed"], msg.get("variant"))
             channel.send({"ok": True})
         elif op == "compare":
             channel.send(compare_outputs(msg, model, task, seeds.pop(msg["tag"]), device))
@@ -74,7 +74,7 @@ def serve(channel) -> None:
             return
 
 
-def compare_outputs(msg: dict, model, task, seed: int, device) -> dict:
+def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None], device) -> dict:
     """The verdict on the child's outputs for one input set: the reference output is computed
     here, now, from the seed (it never leaves this process), and compared with what the child
     handed over (mapped from its GPU memory, or read from the files it wrote)."""
@@ -92,11 +92,12 @@ def compare_outputs(msg: dict, model, task, seed: int, device) -> dict:
         if isinstance(opened, str):
             return {"ok": False, "reason": f"its output could not be read ({opened})"}
         with steps("reference"), torch.no_grad():
-            expected = flatten_outputs(model(*make_inputs(task, seed, device)))
+            expected = flatten_outputs(model(*make_inputs(task, seed[0], device, seed[1])))
         with steps("compare"):
             v = compare(expected, opened.tensors if ipc else opened, msg["atol"], msg["rtol"])
         del expected
-        return {"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error, "steps": steps.seconds}
+        return {"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error, "steps": steps.seconds,
+                "scale": v.details.get("scale", "")}
     finally:
         with steps("close"):
             if ipc and not isinstance(opened, str):

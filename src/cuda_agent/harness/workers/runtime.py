@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves as _tree_leaves
 
 # Operator base names (aten::<name>, any overload) a strict solution may reach while forward runs.
 ALLOWED_OPS = frozenset("""
@@ -31,15 +32,24 @@ def op_base_name(func) -> str:
     return func._schema.name.split("::")[-1] if hasattr(func, "_schema") else str(func)
 
 
+# A tensor on the host larger than this, touched by an operator while forward runs on a GPU task,
+# means work done on the CPU (an input copied to the host, computed there, copied back). Small
+# host tensors (shapes, scalars, a few constants) are honest.
+HOST_ELEMENTS = 4096
+
+
 class OperatorGuard(TorchDispatchMode):
     """Records every operator; in strict mode, raises on the first one outside ALLOWED_OPS and
-    remembers it, so a solution that swallows the error (in C++) still fails."""
+    remembers it, so a solution that swallows the error (in C++) still fails. On a GPU task
+    (`device_type` "cuda") it also records operators that read or make large host tensors."""
 
-    def __init__(self, strict: bool = True):
+    def __init__(self, strict: bool = True, device_type: str = "cpu"):
         super().__init__()
         self.strict = strict
+        self.device_type = device_type
         self.seen: dict[str, int] = {}
         self.violations: list[str] = []
+        self.host_ops: list[str] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = op_base_name(func)
@@ -49,7 +59,15 @@ class OperatorGuard(TorchDispatchMode):
                 self.violations.append(name)
             raise RuntimeError(f"cuda-agent: torch operator aten::{name} is not allowed in ModelNew.forward "
                                "(only allocation, views and metadata; compute must be your own kernels)")
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        if self.device_type != "cpu" and name not in self.host_ops and _on_host((args, kwargs, out)):
+            self.host_ops.append(name)
+        return out
+
+
+def _on_host(values) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.numel() > HOST_ELEMENTS
+               for t in _tree_leaves(values))
 
 
 @dataclass
@@ -60,14 +78,37 @@ class Verdict:
     details: dict = field(default_factory=dict)
 
 
-def flatten_outputs(out) -> list[torch.Tensor] | str:
-    """The output as a list of plain tensors, or a reason why it is not acceptable."""
+def flatten_outputs(out, device: torch.device | None = None) -> list[torch.Tensor] | str:
+    """The output as a list of plain tensors (on `device`'s type, where given), or a reason why it
+    is not acceptable: a tensor subclass can defer its work (a lazy output computed when it is
+    read) or answer comparisons itself."""
     items = list(out) if isinstance(out, (tuple, list)) else [out]
     for i, t in enumerate(items):
         if type(t) is not torch.Tensor:
             kind = type(t).__name__
-            return f"output {i} is a {kind}, not a plain torch.Tensor"
+            return f"output {i} is a {kind}, not a plain torch.Tensor (a tensor subclass or lazy output)"
+        if device is not None and t.device.type != device.type:
+            return (f"output {i} is on {t.device.type}, the task runs on {device.type}: compute the output on the "
+                    "task's device")
     return items
+
+
+def snapshot(outputs: list[torch.Tensor], device: torch.device) -> list[torch.Tensor] | None:
+    """Copies of the outputs as forward returned them (after the device finished the call's work),
+    or None where a GPU has no room for them."""
+    if device.type == "cuda":
+        need = sum(t.numel() * t.element_size() for t in outputs)
+        if need + (1 << 30) > _mem_get_info(device)[0]:
+            return None
+    return [_clone(t) for t in outputs]
+
+
+def changed_since(copies: list[torch.Tensor] | None, outputs: list[torch.Tensor]) -> bool:
+    """Whether an output differs from its copy taken when forward returned (NaNs equal to NaNs)."""
+    if copies is None:
+        return False
+    return any(not (_equal(c, t) or (c.is_floating_point() and _equal(_nan_to_num(c), _nan_to_num(t))))
+               for c, t in zip(copies, outputs))
 
 
 CHUNK = 1 << 26  # elements compared at once: bounds the temporaries for multi-gigabyte outputs
@@ -84,7 +125,7 @@ def compare(expected: list[torch.Tensor], actual: list[torch.Tensor], atol: floa
     chunks on the reference's device, so an output of several gigabytes needs little extra memory."""
     if len(expected) != len(actual):
         return Verdict(False, f"returned {len(actual)} outputs, the reference returns {len(expected)}")
-    worst = 0.0
+    worst, details = 0.0, {}
     for i, (e, a) in enumerate(zip(expected, actual)):
         tag = f"output {i}" if len(expected) > 1 else "output"
         if tuple(a.shape) != tuple(e.shape):
@@ -107,7 +148,23 @@ def compare(expected: list[torch.Tensor], actual: list[torch.Tensor], atol: floa
                                                            if reason.startswith("differs") else ""), worst)
         if spans.constant_where_reference_varies(atol, e.numel()):
             return Verdict(False, f"{tag} is constant where the reference varies", worst)
-    return Verdict(True, "matches the reference", worst)
+        scale = spans.scale(atol)
+        if scale:
+            details["scale"] = scale
+        if scale == "tiny" and spans.relative_error() > TINY_RELATIVE_ERROR:
+            return Verdict(False, f"{tag} differs from the reference by {spans.relative_error():.2g} of its size "
+                           f"(relative RMS error; at most {TINY_RELATIVE_ERROR} is allowed where, as here, every "
+                           f"reference value is below atol={atol}, so that zeros would pass the elementwise "
+                           "check)", worst, details)
+    return Verdict(True, "matches the reference", worst, details)
+
+
+# Where every reference value is within atol of zero, the elementwise check passes zeros (or any
+# small output): such outputs are judged by their relative RMS error too. A wrong scale, zeros or
+# noise are off by 0.3 to 1; honest bf16 arithmetic by about 0.005. Below TINY_NOISE (RMS) the
+# reference is rounding noise and nothing can be judged: the task is flagged degenerate.
+TINY_RELATIVE_ERROR = 0.05
+TINY_NOISE = 1e-6
 
 
 class _Spans:
@@ -116,6 +173,8 @@ class _Spans:
     def __init__(self) -> None:
         self.e = [math.inf, -math.inf]
         self.a = [math.inf, -math.inf]
+        self.sq_e = self.sq_diff = 0.0   # sums of squares of the finite reference values and errors
+        self.count = 0
 
     @staticmethod
     def _add(span: list[float], t: torch.Tensor) -> None:
@@ -123,9 +182,23 @@ class _Spans:
         if t.numel():
             span[0], span[1] = min(span[0], float(t.min())), max(span[1], float(t.max()))
 
-    def add(self, e: torch.Tensor, a: torch.Tensor) -> None:
+    def add(self, e: torch.Tensor, a: torch.Tensor, diff: torch.Tensor, finite: torch.Tensor) -> None:
+        """A chunk: the reference's and the output's values, |a - e| (0 where e is not finite)."""
         self._add(self.e, e)
         self._add(self.a, a)
+        self.sq_e += float(torch.linalg.vector_norm(torch.where(finite, e, 0.0), dtype=torch.float64)) ** 2
+        self.sq_diff += float(torch.linalg.vector_norm(diff, dtype=torch.float64)) ** 2
+        self.count += int(finite.sum())
+
+    def scale(self, atol: float) -> str:
+        """"tiny" where every finite reference value is within atol of zero, "degenerate" where
+        they are rounding noise as well, else ""."""
+        if self.e[0] == math.inf or max(abs(self.e[0]), abs(self.e[1])) > atol:
+            return ""
+        return "tiny" if math.sqrt(self.sq_e / max(self.count, 1)) > TINY_NOISE else "degenerate"
+
+    def relative_error(self) -> float:
+        return math.sqrt(self.sq_diff / self.sq_e) if self.sq_e > 0 else 0.0
 
     def constant_where_reference_varies(self, atol: float, numel: int) -> bool:
         if numel < 2 or self.e[0] == math.inf:
@@ -151,7 +224,7 @@ def _compare_chunk(ef: torch.Tensor, af: torch.Tensor, atol: float, rtol: float,
     if bool(bad.any()):
         where = f"{int(bad.sum())} of {ef.numel()} elements" + (" (first failing chunk)" if ef.numel() == CHUNK else "")
         return f"differs from the reference at {where}", worst
-    spans.add(ef, af)
+    spans.add(ef, af, diff, finite)
     return "", worst
 
 
@@ -184,7 +257,8 @@ def poison_free_memory(device: torch.device) -> None:
 # Bound when the harness is imported, before any solution code runs in the child, so that a
 # solution assigning torch.equal = ... cannot change what the in-place check calls.
 _equal, _isnan, _nan_to_num = torch.equal, torch.isnan, torch.nan_to_num
-_reshape, _to = torch.Tensor.reshape, torch.Tensor.to
+_reshape, _to, _clone = torch.Tensor.reshape, torch.Tensor.to, torch.Tensor.clone
+_mem_get_info = torch.cuda.mem_get_info
 
 
 def inputs_unchanged(before: list, after: list) -> str | None:
