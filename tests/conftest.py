@@ -4,6 +4,7 @@ CUDA_AGENT_HOME per test session, and the `cuda` marker's skip."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,11 +35,13 @@ def kernelbench_jsonl() -> Path:
     return KERNELBENCH_JSONL
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def service():
-    """One evaluation service per test package, on a local Ray with the CPU backend: two evaluators
-    and a builder (a Ray start costs seconds, so a package's tests share it; it is gone before the
-    next package, so timing tests elsewhere run on a quiet machine)."""
+    """One evaluation service per test module, on a local Ray with the CPU backend: two evaluators
+    and a builder (a Ray start costs seconds, so a module's tests share it). Module scope, not
+    package: pytest ties a package-scoped fixture of this conftest to the whole tests folder, which
+    would keep its Ray up under every later test (timing tests, and RL tests that start a Ray of
+    their own)."""
     from cuda_agent.service import EvalService, ServiceSettings
 
     # The evaluators run test doubles defined in test modules: Ray's workers import them by name.
@@ -46,3 +49,12 @@ def service():
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
     with EvalService(ServiceSettings(device="cpu", cpu_evaluators=2, build_workers=1, spares=1)) as svc:
         yield svc
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_ray_left_behind(request):
+    """A module that starts a Ray shuts it down: a Ray left up would sit under every later test."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():   # not shut down here: a service still on it would end the process
+        pytest.fail(f"{request.module.__name__} left a Ray runtime up: close the service (or Ray) it started")

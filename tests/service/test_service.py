@@ -197,3 +197,31 @@ time.sleep(1.0)
 assert not ray.is_initialized(), "a Ray was started by itself"
 print("ok", flush=True)
 """
+
+
+_RESTART = """
+from pathlib import Path
+from cuda_agent.harness import EvalConfig, TimingPlan, read_solution
+from cuda_agent.service import EvalService, ServiceSettings
+from cuda_agent.tasks import load_task
+hacks = Path({hacks!r})
+task = load_task(hacks / "tasks" / "sbr_small.py")
+timed = EvalConfig(device="cpu", timing=TimingPlan(min_runs=3, max_runs=5, budget_s=0.02, warmup_s=0.0, min_warmup=1))
+flags = []
+for run in range(2):   # two services one after the other: a restart
+    with EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=0, spares=0)) as svc:
+        verdict = svc.submit(task, read_solution(hacks / "cpu" / "honest_fused", Path({tmp!r}) / str(run)), timed).result()
+        assert verdict.correct and verdict.eager is not None, verdict
+        flags.append("baseline_cached" in verdict.flags)
+print(flags, flush=True)
+"""
+
+
+def test_the_baseline_cache_survives_a_restart_of_the_service(tmp_path):
+    """A fresh home: the first service times the baselines, the next one (a restart) finds them."""
+    script = _RESTART.format(hacks=str(HACKS), tmp=str(tmp_path / "s"))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["CUDA_AGENT_HOME"] = str(tmp_path / "home")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[False, True]", out.stdout

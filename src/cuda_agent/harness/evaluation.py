@@ -316,7 +316,7 @@ class _Session:
                     result.flags.append(f"{v['scale']}_outputs")  # tiny: judged by relative error; degenerate
                 worst = max(worst, v.get("max_abs_error", 0.0))
         result.correct, result.max_abs_error = True, worst
-        result.reason = f"correct on {total} input sets (max abs error {worst:.2g})"
+        result.reason = f"correct on {trials} input sets and a near duplicate of the last (max abs error {worst:.2g})"
 
     @staticmethod
     def _wrong(n: int, total: int, v: dict, changed: bool, init: str | None) -> str:
