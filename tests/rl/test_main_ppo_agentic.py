@@ -22,7 +22,7 @@ from cuda_agent.agent.trajectory import read_records  # noqa: E402
 from cuda_agent.tasks import EXAMPLES_DIR  # noqa: E402
 from test_hf_rollout import logged_steps  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def number(logged: str) -> float:

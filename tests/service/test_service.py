@@ -199,13 +199,16 @@ print("ok", flush=True)
 """
 
 
+
 _RESTART = """
+import dataclasses
 from pathlib import Path
 from cuda_agent.harness import EvalConfig, TimingPlan, read_solution
 from cuda_agent.service import EvalService, ServiceSettings
 from cuda_agent.tasks import load_task
 hacks = Path({hacks!r})
 task = load_task(hacks / "tasks" / "sbr_small.py")
+task = dataclasses.replace(task, code=task.code + "# {unique}\\n")   # baselines never timed before
 timed = EvalConfig(device="cpu", timing=TimingPlan(min_runs=3, max_runs=5, budget_s=0.02, warmup_s=0.0, min_warmup=1))
 flags = []
 for run in range(2):   # two services one after the other: a restart
@@ -218,10 +221,10 @@ print(flags, flush=True)
 
 
 def test_the_baseline_cache_survives_a_restart_of_the_service(tmp_path):
-    """A fresh home: the first service times the baselines, the next one (a restart) finds them."""
-    script = _RESTART.format(hacks=str(HACKS), tmp=str(tmp_path / "s"))
+    """A task whose baselines were never timed: the first service times them, the next one (a
+    restart) finds them in the cache."""
+    script = _RESTART.format(hacks=str(HACKS), tmp=str(tmp_path / "s"), unique=tmp_path.name + str(time.time()))
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["CUDA_AGENT_HOME"] = str(tmp_path / "home")
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "[False, True]", out.stdout
