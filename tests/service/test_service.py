@@ -220,6 +220,7 @@ print(flags, flush=True)
 """
 
 
+@pytest.mark.long
 def test_the_baseline_cache_survives_a_restart_of_the_service(tmp_path):
     """A task whose baselines were never timed: the first service times them, the next one (a
     restart) finds them in the cache."""
