@@ -149,6 +149,14 @@ def _meta_apply(seed: Seed, x: torch.Tensor, values: dict) -> torch.Tensor:
     return out
 
 
+def _pick(options: list[Seed], rng: random.Random) -> Seed:
+    """A source first, then a seed of it: transformers' hundreds of attention blocks and MLPs must not
+    crowd out nn.Linear and nn.MultiheadAttention, which KernelBench's tasks are made of."""
+    sources = sorted({s.source for s in options})
+    source = rng.choice(sources)
+    return rng.choice([s for s in options if s.source == source])
+
+
 def _feature_dim(layout: str) -> int:
     return -1 if layout == "BTD" else 1
 
@@ -235,7 +243,7 @@ class ProgramComposer:
             options = [s for s in pool if s.accepts(layout) and (last or not s.terminal)]
             if not options:
                 break
-            seed = rng.choice(options)
+            seed = _pick(options, rng)
             if seed.name in ops[-1:]:
                 continue
             c_name, c = feat

@@ -15,8 +15,8 @@ def crawl_catalog(families: tuple[str, ...] | None = None) -> Catalog:
     """Every seed the crawl finds (names unique, the curated table first); `families`: the
     transformers model types to take blocks from (None: all it registers; () : none)."""
     curated_ctors = {s.ctor for s in CURATED}
+    hf_blocks, hf_dropped = crawl_blocks(families) if families != () else ([], [])  # first: it sets offline mode
     torch_blocks, dropped = crawl_torch_blocks()
-    hf_blocks, hf_dropped = crawl_blocks(families) if families != () else ([], [])
     crawled = [s for s in [*crawl_nn_modules(), *torch_blocks] if s.ctor not in curated_ctors]
     seeds = _unique([*CURATED, *crawled, *crawl_functional(), *crawl_op_db(), *crawl_activations(), *hf_blocks])
     return Catalog(seeds, [asdict(d) for d in [*dropped, *hf_dropped]])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import os
 import re
 
 from cuda_agent.synth.categories import category_of_name
@@ -33,8 +34,15 @@ _ROTARY_CONFIG_ARGS = ("hidden_size={c}, num_attention_heads=1, num_key_value_he
 _POSITIONS = "torch.arange({x}.shape[1], device={x}.device)[None]"
 
 
+def _offline() -> None:
+    """No download while crawling: a block that wants a checkpoint (timm backbones) is dropped. Read
+    by huggingface_hub when it is first imported, so set before transformers is."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
 def crawl_activations() -> list[Seed]:
     """transformers' activation classes (ACT2CLS)."""
+    _offline()
     try:
         from transformers.activations import ACT2CLS
     except Exception:
@@ -157,6 +165,7 @@ def _reason(seed: Seed) -> str:
 
 def crawl_blocks(families: tuple[str, ...] | None = None) -> tuple[list[Seed], list[Dropped]]:
     """Blocks of the given model types (all that transformers registers when None)."""
+    _offline()
     try:
         known = model_families()
     except Exception as e:
