@@ -52,6 +52,8 @@ def crawl_activations() -> list[Seed]:
         cls = entry[0] if isinstance(entry, tuple) else entry
         if not inspect.isclass(cls) or _is_stochastic(cls.__name__) or cls.__name__ in seen:
             continue
+        if cls.__module__ != "transformers.activations":  # torch's own (nn.ReLU...), crawled from torch.nn
+            continue
         seen.add(cls.__name__)
         seeds.append(Seed(f"hf.{cls.__name__}", "activation", "transformers", "{m}({x})", "any",
                           ctor=f"{cls.__name__}()", imports=(f"from transformers.activations import {cls.__name__}",),
