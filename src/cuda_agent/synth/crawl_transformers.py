@@ -142,15 +142,17 @@ def crawl_family(model_type: str, module: str, config: str, seen: dict[str, str]
         if not forms:
             dropped.append(Dropped(f"hf.{name}", "transformers", "no call form for this kind of block"))
             continue
-        reason = ""
+        reasons = []
         for seed in forms:
             reason = _reason(seed)
             if not reason:
                 seen[key] = seed.name
                 seeds.append(seed)
                 break
-        if reason:
-            dropped.append(Dropped(f"hf.{name}", "transformers", reason))
+            reasons.append(reason)
+        else:  # the plainest form's failure says most; the others mostly fail on what it tried to add
+            more = f" (and {len(reasons) - 1} other call forms)" if len(reasons) > 1 else ""
+            dropped.append(Dropped(f"hf.{name}", "transformers", reasons[0] + more))
     return seeds, dropped
 
 
