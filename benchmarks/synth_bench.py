@@ -3,7 +3,8 @@
 the paper's 6,000 tasks.
 
     python benchmarks/synth_bench.py --count 300 --out benchmarks/synth_h100/ops.parquet   # on the H100
-    python benchmarks/synth_bench.py --device cpu --count 4                                 # a smoke run
+    python benchmarks/synth_bench.py --count 1000 --workers 10 --out benchmarks/synth_mix_h100/ops.parquet
+    python benchmarks/synth_bench.py --device cpu --count 4 --hf-families llama,bert        # a smoke run
 
 The run is an ordinary `synth` run (resumable); this script adds the table and writes the summary
 (markdown + plots) beside the dataset, with date, device and versions.
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 from cuda_agent.synth.filters import Window
+from cuda_agent.synth.mix import Mix
 from cuda_agent.synth.pipeline import synthesize
 from cuda_agent.synth.report import time_breakdown, write_report
 from cuda_agent.synth.run import SynthConfig
@@ -34,6 +36,8 @@ def main() -> None:
     ap.add_argument("--window", default=None, help="LOW,HIGH ms (default: 1,100 cuda; 0.05,50 cpu)")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--kernelbench", type=Path, default=KERNELBENCH)
+    ap.add_argument("--mix", default="kernelbench", help="kernelbench, free, or CLASS=SHARE,...")
+    ap.add_argument("--hf-families", default=None, help="transformers model types (comma-separated; default all)")
     args = ap.parse_args()
 
     import torch
@@ -41,7 +45,8 @@ def main() -> None:
     config = SynthConfig(out=args.out, count=args.count, device=args.device,
                          window=Window.parse(args.window) if args.window else None,
                          kernelbench=args.kernelbench if args.kernelbench.exists() else None,
-                         workers=args.workers)
+                         workers=args.workers, mix=Mix.parse(args.mix),
+                         hf_families=tuple(args.hf_families.split(",")) if args.hf_families else None)
     start = time.time()
     rows, files, run = synthesize(config, on_record=lambda r: print(
         f"{r['index']:6d} {r['filter']:13s} {r.get('eager_ms') or 0:8.2f} ms  {r.get('reason', '')[:70]}", flush=True))
@@ -55,7 +60,9 @@ def main() -> None:
     per_hour = accepted_now / (wall / 3600) / gpus if wall else float("nan")  # per device, all its workers
     device = torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor() or "cpu"
     title = f"synth benchmark: {len(rows)} tasks, program composer, {device}"
-    report = write_report(records, rows, config.state_dir / "summary.md", title=title, wall_s=wall)
+    report = write_report(records, rows, config.state_dir / "summary.md", title=title, wall_s=wall,
+                          kernelbench=config.kernelbench, target=config.mix.normalized if config.mix else None,
+                          device=device)
     tb = time_breakdown(this_run)
     total = sum(tb.values()) or 1.0
     lines = ["", f"date {time.strftime('%Y-%m-%d')}, device {device} x{gpus}, {workers} workers, "

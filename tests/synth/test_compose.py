@@ -42,3 +42,19 @@ def test_size_search_rewrites_only_the_constants(composer):
     assert bigger.dims[2] == min(4096, p.dims[2] * 2)
     strip = lambda s: [ln for ln in s.splitlines() if " = " not in ln or ln.startswith(" ")]  # noqa: E731
     assert strip(bigger.source()) == strip(p.source())
+
+
+def test_a_wanted_class_is_what_the_composed_task_is(composer):
+    from cuda_agent.synth.categories import task_class
+
+    assert {"conv", "gemm", "attention", "recurrent", "norm", "loss"} <= composer.classes()
+    for want in sorted(composer.classes()):
+        for i in range(3):
+            c = composer.compose(i, want)
+            assert task_class(c.categories) == want and c.want == want
+            assert not any(s.terminal for s in map(composer_seed(composer), c.ops[:-1]))
+
+
+def composer_seed(composer):
+    seeds = {s.name: s for s in composer.seeds}
+    return lambda name: seeds[name]

@@ -54,6 +54,13 @@ def test_degenerate_outputs_are_named():
     assert "constant" in degenerate_reason([{**ok, "std": 0.0}])
 
 
+def test_a_scalar_loss_is_not_degenerate_unless_zero_or_not_finite():
+    loss = {"finite": True, "numel": 1, "nonzero": 1.0, "std": 0.0, "absmax": 0.7}
+    assert degenerate_reason([loss]) is None
+    assert "all zero" in degenerate_reason([{**loss, "nonzero": 0.0}])
+    assert "NaN" in degenerate_reason([{**loss, "finite": False}])
+
+
 def test_window_and_batch_scaling():
     w = Window.parse("1,100")
     assert w.contains(1.0) and not w.contains(100.5) and w.target_ms == pytest.approx(10.0)

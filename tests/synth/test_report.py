@@ -24,3 +24,15 @@ def test_report_has_counts_distributions_and_plots(tmp_path):
     assert "| window | 3 | 2 |" in text and "compile speed-up" in text and "120 accepted tasks per hour" in text
     assert (tmp_path / "synth_distributions.png").stat().st_size > 1000
     assert (tmp_path / "synth_filters.png").exists()
+
+
+def test_summary_puts_the_set_beside_kernelbench_with_the_same_categorizer(tmp_path, kernelbench_jsonl):
+    from .test_filters import task
+
+    recs = records()
+    accepted = [{**r, "code": task("return torch.relu(self.linear(x))")} for r in recs if r["filter"] == "accepted"]
+    text = write_report(recs, accepted, tmp_path / "summary.md", kernelbench=kernelbench_jsonl,
+                        target={"gemm": 1.0}, device="cpu").read_text()
+    assert "| | this set | KernelBench L1-3 | target |" in text
+    assert "| class: gemm | 100% (2) |" in text and "| core (attention, conv or gemm) | 100% (2) |" in text
+    assert "(cpu vs H100)" in text and "| ops (from code): 2 | 100% (2) |" in text

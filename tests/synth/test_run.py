@@ -12,6 +12,8 @@ from cuda_agent.synth.pipeline import SynthError, synthesize
 from cuda_agent.synth.run import Candidates, Run, _Filters
 from cuda_agent.tasks import load_tasks
 
+from .conftest import HF_FAMILIES
+
 
 def test_journal_survives_a_line_cut_by_a_kill(tmp_path: Path):
     path = tmp_path / "candidates.jsonl"
@@ -51,7 +53,7 @@ def test_small_dataset_end_to_end_then_resumed_without_loss_or_duplicates(catalo
     out = cpu_config.out
     cmd = typer.main.get_command(synth_app)
     args = ["--out", str(out), "--count", "1", "--device", "cpu", "--window", "0.02,20", "--quiet", "--json",
-            "--max-candidates", "12"]
+            "--max-candidates", "12", "--hf-families", ",".join(HF_FAMILIES)]
     if cpu_config.kernelbench is None:
         args += ["--kernelbench", "none"]
     cmd(args, standalone_mode=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -64,6 +65,10 @@ def synth_command(
         address: Optional[str] = typer.Option(None, help="a Ray cluster for the evaluation service (default: "
                                                          "$RAY_ADDRESS, else a local Ray)"),
         max_candidates: Optional[int] = typer.Option(None, help="stop after this many candidates (default 50x count)"),
+        mix: str = typer.Option("kernelbench", help="task classes to aim at: `kernelbench` (levels 1-3's shares), "
+                                                    "`free` (any seed), or CLASS=SHARE,... e.g. conv=0.5,gemm=0.3,norm=0.2"),
+        hf_families: Optional[str] = typer.Option(None, help="transformers model types to crawl blocks from, "
+                                                              "comma-separated (default: all; `none` for none)"),
         jsonl: bool = typer.Option(False, "--jsonl", help="write JSONL beside the Parquet"),
         model: Optional[str] = typer.Option(None, help="llm composer: the model name"),
         base_url: Optional[str] = typer.Option(None, help="llm composer: the OpenAI-compatible endpoint"),
@@ -71,6 +76,7 @@ def synth_command(
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress view"),
         as_json: bool = typer.Option(False, "--json", help="print the summary as JSON")) -> None:
     """Compose and filter tasks until COUNT are accepted; write the dataset and a summary."""
+    from cuda_agent.synth.mix import Mix, MixError
     from cuda_agent.synth.pipeline import SynthError, synthesize
     from cuda_agent.synth.report import funnel, write_report
     from cuda_agent.synth.run import SynthConfig
@@ -87,10 +93,14 @@ def synth_command(
     if kb is not None and not kb.exists():
         _fail(f"--kernelbench {kb}: no such file; give the KernelBench JSONL, or `--kernelbench none` to skip "
               "the similarity filter")
+    try:
+        target = Mix.parse(mix)
+    except MixError as e:
+        _fail(str(e))
     llm = _llm(model, base_url, api_key) if composer == "llm" else None
     config = SynthConfig(out=out_path, count=count, composer=composer, device=dev, seed=seed, window=win,
                          similarity_threshold=similarity, kernelbench=kb, workers=workers, address=address,
-                         max_candidates=max_candidates, jsonl=jsonl)
+                         max_candidates=max_candidates, jsonl=jsonl, mix=target, hf_families=_families(hf_families))
     start = time.time()
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=err, disable=quiet)
@@ -115,11 +125,12 @@ def synth_command(
             done0 = sum(r.get("filter") == "accepted" for r in read_rows(config.state_dir / "candidates.jsonl"))
             progress.update(bar, completed=min(done0, count))
             rows, files, run = synthesize(config, llm, on_record, on_seed)
-        except (SynthError, FileNotFoundError) as e:
+        except (SynthError, MixError, FileNotFoundError) as e:
             _fail(str(e))
     records = sorted(run.journal.records.values(), key=lambda r: r["index"])
     report = write_report(records, rows, config.state_dir / "summary.md",
-                          title=f"synth {out_path.name} ({composer}, {dev})", wall_s=time.time() - start)
+                          title=f"synth {out_path.name} ({composer}, {dev})", wall_s=time.time() - start,
+                          kernelbench=kb, target=target.normalized if target else None, device=dev)
     summary = {"accepted": len(rows), "candidates": len(records), "files": [str(f) for f in files],
                "summary": str(report), "filters": {f: n for f, n, _ in funnel(records)}}
     if as_json:
@@ -136,8 +147,16 @@ def synth_command(
         err.print(f"[yellow]only {len(rows)} of {count} tasks[/]: raise --max-candidates, or widen --window")
 
 
+def _families(text: Optional[str]) -> Optional[tuple[str, ...]]:
+    if text is None:
+        return None
+    return () if text == "none" else tuple(t.strip() for t in text.split(",") if t.strip())
+
+
 def seeds_command(device: Optional[str] = typer.Option(None, help="cuda or cpu: where each seed is checked"),
                   check: bool = typer.Option(True, help="run every seed once (in a child process)"),
+                  hf_families: Optional[str] = typer.Option(None, help="transformers model types to crawl blocks "
+                                                                        "from, comma-separated (default: all)"),
                   show_all: bool = typer.Option(False, "--all", help="list every seed, failed ones too"),
                   as_json: bool = typer.Option(False, "--json", help="one JSON object per seed per line")) -> None:
     """List the seed catalog, with counts per category and per source."""
@@ -146,7 +165,8 @@ def seeds_command(device: Optional[str] = typer.Option(None, help="cuda or cpu: 
 
     dev = _device(device)
     cache = subdir("synth") / f"seeds-{dev}.json" if check else None
-    catalog = build_catalog(dev, subdir("synth") / "seedcheck", cache=cache, check=check)
+    catalog = build_catalog(dev, subdir("synth") / "seedcheck", cache=cache, check=check,
+                            families=_families(hf_families))
     seeds = catalog.seeds if show_all else catalog.usable()
     if as_json:
         for s in seeds:
@@ -161,6 +181,13 @@ def seeds_command(device: Optional[str] = typer.Option(None, help="cuda or cpu: 
     out.print(table)
     for key in ("category", "source"):
         out.print(f"per {key}: " + ", ".join(f"{k} {n}" for k, n in catalog.counts(key).items()))
+    failed = Counter(s.source for s in catalog.seeds if s.checked is False)
+    dropped = Counter(d["source"] for d in catalog.dropped)
+    out.print(f"dropped by the crawl: {len(catalog.dropped)} ({', '.join(f'{k} {n}' for k, n in dropped.items())}); "
+              f"failed their check: {sum(failed.values())} ({', '.join(f'{k} {n}' for k, n in failed.items())})")
+    if show_all:
+        for d in catalog.dropped:
+            out.print(f"  dropped {d['name']} ({d['source']}): {d['reason']}", highlight=False)
 
 
 @synth_app.callback()
@@ -172,6 +199,7 @@ def _synth_group(ctx: typer.Context,
                  kernelbench: Optional[Path] = typer.Option(None), workers: Optional[int] = typer.Option(None),
                  address: Optional[str] = typer.Option(None),
                  max_candidates: Optional[int] = typer.Option(None), jsonl: bool = typer.Option(False, "--jsonl"),
+                 mix: str = typer.Option("kernelbench"), hf_families: Optional[str] = typer.Option(None),
                  model: Optional[str] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
                  api_key: Optional[str] = typer.Option(None), quiet: bool = typer.Option(False, "--quiet", "-q"),
                  as_json: bool = typer.Option(False, "--json")) -> None:
@@ -182,8 +210,8 @@ def _synth_group(ctx: typer.Context,
         _fail("give --out DATASET (.parquet or .jsonl) to synthesize, or `cuda-agent synth seeds` to list seeds")
     synth_command(out_path=out_path, count=count, composer=composer, device=device, seed=seed, window=window,
                   similarity=similarity, kernelbench=kernelbench, workers=workers, address=address,
-                  max_candidates=max_candidates, jsonl=jsonl, model=model, base_url=base_url, api_key=api_key,
-                  quiet=quiet, as_json=as_json)
+                  max_candidates=max_candidates, mix=mix, hf_families=hf_families, jsonl=jsonl, model=model,
+                  base_url=base_url, api_key=api_key, quiet=quiet, as_json=as_json)
 
 
 synth_app.command("seeds")(seeds_command)

@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from cuda_agent.synth.categories import PRIORITY, canonical, task_class
 from cuda_agent.synth.seeds import LAYOUTS, Seed, group_size, render
 
 _DIM_NAMES = {"NF": ("batch_size", "in_features"), "NCL": ("batch_size", "in_channels", "length"),
@@ -99,6 +100,7 @@ class Candidate:
     composer: str
     structure: str = "chain"
     program: Program | None = None
+    want: str | None = None                # the task class it was composed for (None: any)
     compose_s: float = 0.0
     extra: dict = field(default_factory=dict)
 
@@ -147,6 +149,14 @@ def _meta_apply(seed: Seed, x: torch.Tensor, values: dict) -> torch.Tensor:
     return out
 
 
+def _pick(options: list[Seed], rng: random.Random) -> Seed:
+    """A source first, then a seed of it: transformers' hundreds of attention blocks and MLPs must not
+    crowd out nn.Linear and nn.MultiheadAttention, which KernelBench's tasks are made of."""
+    sources = sorted({s.source for s in options})
+    source = rng.choice(sources)
+    return rng.choice([s for s in options if s.source == source])
+
+
 def _feature_dim(layout: str) -> int:
     return -1 if layout == "BTD" else 1
 
@@ -156,32 +166,59 @@ class ProgramComposer:
 
     name = "program"
 
-    def __init__(self, seeds: list[Seed], run_seed: int = 0, branch_p: float = 0.15, residual_p: float = 0.2):
+    def __init__(self, seeds: list[Seed], run_seed: int = 0, branch_p: float = 0.15, residual_p: float = 0.2,
+                 max_ops: int = 5):
         self.seeds = sorted(seeds, key=lambda s: s.name)
         self.run_seed = run_seed
         self.branch_p = branch_p
         self.residual_p = residual_p
+        self.max_ops = max_ops
         self.layouts = [lay for lay in LAYOUTS if any(s.layout == lay for s in self.seeds)]
         if not self.layouts:
             raise ComposeError("the catalog has no layout-specific seeds; run `cuda-agent synth seeds`")
 
-    def compose(self, index: int) -> Candidate:
-        rng = random.Random(f"{self.run_seed}:{index}")
+    def classes(self) -> set[str]:
+        """The task classes this catalog can compose for."""
+        return {canonical(s.category) for s in self.seeds if canonical(s.category) in PRIORITY}
+
+    def compose(self, index: int, want: str | None = None) -> Candidate:
+        """Candidate `index`, from (run seed, index, want) alone; `want`: the task class it must
+        have (its defining op is one of that category, nothing in it ranks higher)."""
+        rng = random.Random(f"{self.run_seed}:{index}" if want is None else f"{self.run_seed}:{index}:{want}")
+        seeds = {s.name: s for s in self.seeds}
         for _ in range(20):
             try:
-                program, ops = self._draw(rng)
+                program, ops = self._draw(rng, want)
             except ComposeError:
                 continue
-            seeds = {s.name: s for s in self.seeds}
+            categories = [seeds[o].category for o in ops]
+            if want is not None and task_class(categories) != want:
+                continue
             kind = "branch" if any(ln.target == "y" for ln in program.lines) else (
                 "residual" if any(ln.expr.startswith("x + ") and ln.seed != "combine" for ln in program.lines) else "chain")
             name = f"synth_{index:06d}_" + "_".join(_snake(o) for o in ops)[:80]
-            return Candidate(index, name, program.source(), ops, [seeds[o].category for o in ops], self.name,
-                             structure=kind, program=program)
-        raise ComposeError(f"candidate {index}: no valid program in 20 draws")
+            return Candidate(index, name, program.source(), ops, categories, self.name,
+                             structure=kind, program=program, want=want)
+        raise ComposeError(f"candidate {index}: no valid program{f' of class {want}' if want else ''} in 20 draws")
 
-    def _draw(self, rng: random.Random) -> tuple[Program, list[str]]:
-        layout = layout0 = rng.choice(self.layouts)
+    def _pools(self, want: str | None) -> tuple[list[Seed], list[Seed]]:
+        """(seeds for the defining op, seeds for the others): for a wanted class, the first are of
+        its category and the others rank below it, so the task's class is the wanted one."""
+        if want is None:
+            return self.seeds, self.seeds
+        rank = PRIORITY.index(want)
+        core = [s for s in self.seeds if canonical(s.category) == want]
+        rest = [s for s in self.seeds if canonical(s.category) in PRIORITY and PRIORITY.index(canonical(s.category)) > rank]
+        if not core:
+            raise ComposeError(f"the catalog has no {want} seed")
+        return core, rest
+
+    def _draw(self, rng: random.Random, want: str | None = None) -> tuple[Program, list[str]]:
+        core, rest = self._pools(want)
+        layouts = [lay for lay in self.layouts if any(s.accepts(lay) for s in core)]
+        if not layouts:
+            raise ComposeError(f"no layout takes a {want or 'catalog'} seed")
+        layout = layout0 = rng.choice(layouts)
         dims = _draw_dims(layout, rng)
         names = _DIM_NAMES[layout]
         fdim = _feature_dim(layout)
@@ -193,13 +230,20 @@ class ProgramComposer:
         ops: list[str] = []
         imports: set[str] = set()
         elems = x.numel()
-        target = rng.choices(_OP_COUNTS, _OP_WEIGHTS)[0]
+        target = rng.choices(_OP_COUNTS[: self.max_ops], _OP_WEIGHTS[: self.max_ops])[0]
+        terminal_want = bool(core) and want is not None and all(s.terminal for s in core)
+        force_at = None if want is None else (target - 1 if terminal_want else rng.choice([0, 0, 0, min(1, target - 1)]))
+        forced = False
         attrs: set[str] = set()
         tries = 0
         while len(ops) < target and tries < 40:
             tries += 1
-            options = [s for s in self.seeds if s.accepts(layout)]
-            seed = rng.choice(options)
+            last = len(ops) == target - 1
+            pool = core if (force_at is not None and not forced and len(ops) >= force_at) else rest
+            options = [s for s in pool if s.accepts(layout) and (last or not s.terminal)]
+            if not options:
+                break
+            seed = _pick(options, rng)
             if seed.name in ops[-1:]:
                 continue
             c_name, c = feat
@@ -209,8 +253,9 @@ class ProgramComposer:
                 y = _meta_apply(seed, x, {"c": c, "c_out": c_out, "heads": g, "groups": g})
             except Exception:
                 continue
-            if y.dim() < 2 or any(d < 2 for d in y.shape[1:]) or y.numel() == 0:
+            if not seed.terminal and (y.dim() < 2 or any(d < 2 for d in y.shape[1:]) or y.numel() == 0):
                 continue
+            forced = forced or (pool is core and want is not None)
             attr = self._attr(seed, attrs) if seed.ctor else None
             new_name = None
             if seed.changes_features:
@@ -226,7 +271,7 @@ class ProgramComposer:
             new_layout = seed.out_layout or layout
             same = tuple(y.shape) == tuple(x.shape)
             if same and seed.category != "elementwise" and rng.random() < self.branch_p and len(ops) + 2 <= target:
-                other = [s for s in self.seeds if s.accepts(layout) and s.shape_preserving and s.name != seed.name]
+                other = [s for s in rest if s.accepts(layout) and s.shape_preserving and s.name != seed.name]
                 if other:
                     s2 = rng.choice(other)
                     expr2 = render(s2.call, {**values, "m": "self.__", "x": "x"})
@@ -246,6 +291,8 @@ class ProgramComposer:
             lines.append(Line("x", expr, seed.name, attr, ctor))
             ops.append(seed.name)
             imports.update(seed.imports)
+            if seed.terminal:
+                break
             if seed.changes_features or new_layout != layout:
                 feat = (new_name, c_out) if seed.changes_features else (
                     (c_name, c) if new_layout == "NF" and y.shape[1] == c else (None, int(y.shape[_feature_dim(new_layout)])))
@@ -256,6 +303,8 @@ class ProgramComposer:
             elems += y.numel()
         if not ops:
             raise ComposeError("no seed applied")
+        if want is not None and not forced:
+            raise ComposeError(f"no {want} seed applied")
         program = Program(layout0, dims, tuple(params), tuple(lines), tuple(sorted(imports)), elems // dims[0])
         return program, ops
 

@@ -26,7 +26,7 @@ FILTER_VERSIONS: dict[str, str] = {
     "duplicate": "1",      # no other accepted task with the same normalized source
     "eager": "1",          # builds and runs in eager mode in the child
     "deterministic": "1",  # two runs from the same seed agree bit for bit
-    "degenerate": "1",     # outputs finite, not all zero, not constant, with variance
+    "degenerate": "2",     # outputs finite, not all zero, not constant, with variance (a scalar loss: finite, non-zero)
     "window": "1",         # eager time in the window (after the size search)
     "compile": "1",        # runs under torch.compile and matches eager within tolerance
 }
@@ -70,13 +70,16 @@ def check_stochastic_source(code: str) -> Outcome | None:
 
 def degenerate_reason(stats: list[dict]) -> str | None:
     """Why outputs are useless for timing a kernel, from per-output stats computed in the child:
-    {"finite": bool, "nonzero": fraction, "std": float, "absmax": float}."""
+    {"finite": bool, "numel": int, "nonzero": fraction, "std": float, "absmax": float}. A single
+    number (a loss) has no spread to check: finite and non-zero is enough."""
     for i, s in enumerate(stats):
         tag = f"output {i}" if len(stats) > 1 else "output"
         if not s["finite"]:
             return f"{tag} has inf or NaN"
         if s["nonzero"] == 0.0:
             return f"{tag} is all zero"
+        if s.get("numel", 2) == 1:
+            continue
         if not s["std"] > 1e-6 * max(1.0, s["absmax"]):
             return f"{tag} is constant (std {s['std']:.2e})"
         if s["nonzero"] < 0.01:

@@ -15,7 +15,7 @@ from cuda_agent.synth.run import Run, SynthConfig
 from cuda_agent.synth.seedcheck import build_catalog, load_catalog, save_catalog
 from cuda_agent.synth.seeds import Catalog
 
-COLUMNS = ("name", "code", "ops", "categories", "composer", "structure", "eager_ms", "compile_ms",
+COLUMNS = ("name", "code", "ops", "categories", "task_class", "composer", "structure", "eager_ms", "compile_ms",
            "compile_speedup", "nearest_kernelbench", "kernelbench_similarity", "batch", "device", "index",
            "fingerprint", "filter_versions")
 _RUN_KEYS = ("composer", "device", "seed")  # a resume must not change these
@@ -54,8 +54,9 @@ def run_catalog(config: SynthConfig, progress: Callable | None = None) -> Catalo
     from cuda_agent.home import subdir
 
     catalog = build_catalog(config.device, config.state_dir / "work" / "seeds",
-                            cache=subdir("synth") / f"seeds-{config.device}.json", progress=progress)
-    save_catalog(catalog, path, config.device)
+                            cache=subdir("synth") / f"seeds-{config.device}.json", progress=progress,
+                            families=config.hf_families)
+    save_catalog(catalog, path, config.device, config.hf_families)
     return catalog
 
 
@@ -63,7 +64,7 @@ def make_composer(config: SynthConfig, catalog: Catalog, llm=None):
     if config.composer == "program":
         from cuda_agent.synth.compose import ProgramComposer
 
-        return ProgramComposer(catalog.usable(), config.seed)
+        return ProgramComposer(catalog.usable(), config.seed, max_ops=config.mix.max_ops if config.mix else 5)
     if config.composer == "llm":
         from cuda_agent.synth.llm_compose import LLMComposer
 

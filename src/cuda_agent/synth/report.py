@@ -1,5 +1,6 @@
 """The run's summary: what each filter kept, runtime / op count / category distributions, the
-speed-up of torch.compile over eager, and where the time went. Markdown plus PNG plots beside it."""
+speed-up of torch.compile over eager, the set beside KernelBench's (compare.py), and where the time
+went. Markdown plus PNG plots beside it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from cuda_agent.synth.compare import profile_kernelbench, profile_rows, side_by_side
 from cuda_agent.synth.filters import FILTERS
 
 
@@ -35,8 +37,19 @@ def time_breakdown(records: list[dict]) -> dict[str, float]:
     return dict(total.most_common())
 
 
+def beside_kernelbench(accepted: list[dict], kernelbench: Path, target: dict[str, float] | None = None,
+                       device: str = "") -> list[str]:
+    """The section that puts the accepted set beside KernelBench levels 1-3."""
+    ours = profile_rows([r for r in accepted if r.get("code")], "this set", device)
+    lines = ["", "## Beside KernelBench", "",
+             "Both sides classified from their code by the same categorizer (synth/categories.py): a task's "
+             "class is its most defining operator category. Times are on different devices unless both say H100.", ""]
+    return lines + side_by_side(ours, profile_kernelbench(kernelbench), target)
+
+
 def summary_markdown(records: list[dict], accepted: list[dict], title: str, wall_s: float | None = None,
-                     plots: list[str] = ()) -> str:
+                     plots: list[str] = (), kernelbench: Path | None = None, target: dict[str, float] | None = None,
+                     device: str = "") -> str:
     eager = [r["eager_ms"] for r in accepted]
     speed = [r["compile_speedup"] for r in accepted if r.get("compile_speedup")]
     lines = [f"# {title}", "", f"{len(records)} candidates, {len(accepted)} accepted "
@@ -60,12 +73,17 @@ def summary_markdown(records: list[dict], accepted: list[dict], title: str, wall
         lines += ["", "Op count: " + ", ".join(f"{k} ops: {ops[k]}" for k in sorted(ops))]
         cats = Counter(c for r in accepted for c in r.get("categories", []))
         lines += ["", "Categories: " + ", ".join(f"{c} {n}" for c, n in cats.most_common())]
+        classes = Counter(r["task_class"] for r in accepted if r.get("task_class"))
+        if classes:
+            lines += ["", "Task classes (from the seeds): " + ", ".join(f"{c} {n}" for c, n in classes.most_common())]
         shapes = Counter(r.get("structure", "?") for r in accepted)
         lines += ["", "Structure: " + ", ".join(f"{c} {n}" for c, n in shapes.most_common())]
         sims = [r["kernelbench_similarity"] for r in accepted if r.get("kernelbench_similarity") is not None]
         if sims:
             lines += ["", f"Similarity to the nearest KernelBench task: median {statistics.median(sims):.2f}, "
                           f"max {max(sims):.2f}."]
+    if accepted and kernelbench is not None and Path(kernelbench).exists():
+        lines += beside_kernelbench(accepted, Path(kernelbench), target, device)
     tb = time_breakdown(records)
     total = sum(tb.values())
     if total:
@@ -122,7 +140,10 @@ def plot(accepted: list[dict], records: list[dict], folder: Path) -> list[str]:
 
 
 def write_report(records: list[dict], accepted: list[dict], path: Path, title: str = "Synthetic task run",
-                 wall_s: float | None = None) -> Path:
+                 wall_s: float | None = None, kernelbench: Path | None = None,
+                 target: dict[str, float] | None = None, device: str = "") -> Path:
+    """summary.md and its plots; with `kernelbench` (the JSONL), the set beside KernelBench's, and
+    `target` (the mix's shares) in a third column."""
     plots = plot(accepted, records, path.parent)
-    path.write_text(summary_markdown(records, accepted, title, wall_s, plots))
+    path.write_text(summary_markdown(records, accepted, title, wall_s, plots, kernelbench, target, device))
     return path

@@ -6,7 +6,9 @@ per finished candidate (accepted ones carry their code), appended and fsynced. A
 only the candidates in flight: they have no line, so a resume redoes them, and candidate `i` is
 drawn from (run seed, i) alone, so it is the same candidate. Candidates are composed and checked
 statically here, and executed as jobs on the evaluation service's evaluators (`workers` of them
-per GPU, or on the CPU), each keeping its own warm child process.
+per GPU, or on the CPU), each keeping its own warm child process. With a mix (mix.py), each
+candidate is composed for a task class that the accepted set still lacks, and the run ends when
+every class has its quota.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from typing import Callable
 from cuda_agent.harness import TimingPlan
 from cuda_agent.service import PRIORITY_SYNTH, EvalService, JobContext, ServiceSettings, using
 from cuda_agent.journal import Journal, read_rows
+from cuda_agent.synth.categories import task_class
 from cuda_agent.synth.compose import Candidate, ComposeError
 from cuda_agent.synth.execute import Executor, Limits
 from cuda_agent.synth.filters import (ACCEPTED, FILTER_VERSIONS, Outcome, Window, check_format,
                                       check_stochastic_source, scaled_batch)
+from cuda_agent.synth.mix import Mix, Plan
 from cuda_agent.synth.similarity import ReferenceIndex, fingerprint
 
 
@@ -49,6 +53,8 @@ class SynthConfig:
                                                                   warmup_s=0.05, min_warmup=2))
     limits: Limits = field(default_factory=Limits)
     jsonl: bool = False                # also (or, for a .jsonl OUT, only) write JSONL
+    mix: Mix | None = field(default_factory=Mix)  # target share per task class; None: draw any seed
+    hf_families: tuple[str, ...] | None = None    # transformers model types to crawl blocks from; None: all
 
     @property
     def state_dir(self) -> Path:
@@ -83,7 +89,8 @@ class Candidates:
 
 
 class Run:
-    """One synth run; `run()` returns when `count` tasks are accepted or candidates run out."""
+    """One synth run; `run()` returns when `count` tasks are accepted (with a mix: every class's
+    quota of them) or candidates run out."""
 
     def __init__(self, config: SynthConfig, composer, on_record: Callable[[dict], None] | None = None):
         self.config = config
@@ -96,6 +103,19 @@ class Run:
         self.fingerprints = {r["fingerprint"] for r in self.journal.accepted()}
         self.next_index = 0
         self.stop = threading.Event()
+        self.plan = self._plan()
+        self.wants: dict[int, str] = {}
+
+    def _plan(self) -> Plan | None:
+        """The mix's plan, when the composer can aim at a class (the program composer can): classes
+        its catalog cannot build are left out of the mix; the journal's candidates are counted."""
+        mix, classes = self.config.mix, getattr(self.composer, "classes", None)
+        if mix is None or classes is None:
+            return None
+        plan = Plan(mix.without(set(mix.shares) - classes()), self.config.count, self.config.seed)
+        for rec in self.journal.records.values():
+            plan.record(_class_of(rec), rec["filter"] == "accepted")
+        return plan
 
     def _claim(self) -> int | None:
         cfg = self.config
@@ -103,10 +123,22 @@ class Run:
         with self.lock:
             while self.next_index in self.journal.records:
                 self.next_index += 1
-            if self.stop.is_set() or len(self.journal.accepted()) >= cfg.count or self.next_index >= limit:
+            enough = self.plan.done if self.plan else len(self.journal.accepted()) >= cfg.count
+            if self.stop.is_set() or enough or self.next_index >= limit:
                 return None
-            index, self.next_index = self.next_index, self.next_index + 1
+            index = self.next_index
+            if self.plan is not None:
+                want = self.plan.claim(index)
+                if want is None:
+                    return None
+                self.wants[index] = want
+            self.next_index += 1
             return index
+
+    def _finish(self, rec: dict) -> None:
+        with self.lock:
+            if self.plan is not None:
+                self.plan.finish(rec["index"], _class_of(rec), rec["filter"] == "accepted")
 
     def run(self, service: EvalService | None = None) -> list[dict]:
         """Claim, compose, check and execute candidates until `count` are accepted or candidates
@@ -121,6 +153,7 @@ class Run:
                     while (index := self._claim()) is not None:
                         rec = self.evaluate(index, svc, sharing)
                         self.journal.append(rec)
+                        self._finish(rec)
                         self.on_record(rec)
                 except BaseException as e:  # the run's own bug: stop the others and raise it below
                     errors.append(e)
@@ -138,20 +171,31 @@ class Run:
                 raise
         if errors:
             raise errors[0]
-        return self.journal.accepted()[: self.config.count]
+        return self.rows()
+
+    def rows(self) -> list[dict]:
+        """The dataset's rows: with a mix, the first accepted of each class up to its quota."""
+        accepted = self.journal.accepted()
+        if self.plan is not None:
+            return self.plan.select(accepted, _class_of)
+        return accepted[: self.config.count]
 
     def evaluate(self, index: int, svc: EvalService, sharing: int = 1) -> dict:
         """One candidate through every filter; the record says which one stopped it, or accepted.
         The static filters run here, the execution on an evaluator of `svc`."""
         t0 = time.perf_counter()
         rec: dict = {"index": index, "composer": self.config.composer, "seconds": {}}
+        want = self.wants.get(index)
+        if want is not None:
+            rec["want"] = want
         try:
-            cand = self.composer.compose(index)
+            cand = self.composer.compose(index, want) if want is not None else self.composer.compose(index)
         except ComposeError as e:
             rec["seconds"]["compose"] = time.perf_counter() - t0
             return {**rec, **asdict(Outcome("compose", str(e)[:300]))}
         rec["seconds"]["compose"] = cand.compose_s or time.perf_counter() - t0
-        rec.update(name=cand.name, ops=cand.ops, categories=cand.categories, structure=cand.structure, **cand.extra)
+        rec.update(name=cand.name, ops=cand.ops, categories=cand.categories, task_class=task_class(cand.categories),
+                   structure=cand.structure, **cand.extra)
         outcome, fp = self._static(cand, rec)
         if outcome is None:
             outcome, part, cand = svc.call(execute_job, self.config, sharing, cand, priority=PRIORITY_SYNTH).result()
@@ -283,6 +327,13 @@ class _Filters:
                 q = p.with_batch(batch)
         return None if q.dims == p.dims else q
 
+
+
+def _class_of(rec: dict) -> str | None:
+    """A record's task class: the one it was composed for, else the one of its categories."""
+    if rec.get("want"):
+        return rec["want"]
+    return task_class(rec["categories"]) if rec.get("categories") else None
 
 
 def _add(total: dict, part: dict) -> None:

@@ -11,9 +11,10 @@ from typing import Callable
 
 from cuda_agent.synth.compose import _DIM_NAMES, _feature_dim, Line, Program, emit
 from cuda_agent.synth.execute import Executor
-from cuda_agent.synth.seeds import SMALL_SHAPES, Catalog, Seed, crawl_catalog, group_size, render
+from cuda_agent.synth.crawl import crawl_catalog
+from cuda_agent.synth.seeds import SMALL_SHAPES, Catalog, Seed, group_size, render
 
-CHECK_FEATURES_OUT = 12
+CHECK_FEATURES_OUT = 16  # a multiple of every group count (8, 4, 2, 1): grouped convolutions need it
 
 
 def single_seed_program(seed: Seed) -> Program:
@@ -59,12 +60,24 @@ def check_catalog(catalog: Catalog, device: str, workdir: Path,
     return catalog.with_check(results)
 
 
-def save_catalog(catalog: Catalog, path: Path, device: str) -> None:
+def _versions(families: tuple[str, ...] | None) -> dict:
+    """What a cached catalog depends on: torch's and transformers' versions and the families crawled."""
     import torch
 
+    try:
+        import transformers
+
+        hf = transformers.__version__
+    except Exception:
+        hf = None
+    return {"torch": torch.__version__, "transformers": hf,
+            "families": None if families is None else sorted(families)}
+
+
+def save_catalog(catalog: Catalog, path: Path, device: str, families: tuple[str, ...] | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"torch": torch.__version__, "device": device, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "seeds": [s.to_dict() for s in catalog.seeds]}
+    data = {**_versions(families), "device": device, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "seeds": [s.to_dict() for s in catalog.seeds], "dropped": catalog.dropped}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1))
     tmp.replace(path)
@@ -72,22 +85,22 @@ def save_catalog(catalog: Catalog, path: Path, device: str) -> None:
 
 def load_catalog(path: Path) -> Catalog:
     data = json.loads(path.read_text())
-    return Catalog([Seed.from_dict(d) for d in data["seeds"]])
+    return Catalog([Seed.from_dict(d) for d in data["seeds"]], data.get("dropped", []))
 
 
 def build_catalog(device: str, workdir: Path, cache: Path | None = None, check: bool = True,
-                  progress: Callable[[Seed, bool], None] | None = None) -> Catalog:
-    """The crawled catalog, checked on `device`; read from `cache` when it was checked there with
-    this torch version (delete the file to re-check)."""
-    import torch
-
+                  progress: Callable[[Seed, bool], None] | None = None,
+                  families: tuple[str, ...] | None = None) -> Catalog:
+    """The crawled catalog (transformers blocks from `families`, all when None), checked on
+    `device`; read from `cache` when it was made there with these versions and families (delete the
+    file to re-check)."""
     if cache is not None and cache.exists():
         data = json.loads(cache.read_text())
-        if data.get("torch") == torch.__version__ and data.get("device") == device:
+        if data.get("device") == device and all(data.get(k) == v for k, v in _versions(families).items()):
             return load_catalog(cache)
-    catalog = Catalog(crawl_catalog())
+    catalog = crawl_catalog(families)
     if check:
         catalog = check_catalog(catalog, device, workdir, progress)
     if cache is not None:
-        save_catalog(catalog, cache, device)
+        save_catalog(catalog, cache, device, families)
     return catalog

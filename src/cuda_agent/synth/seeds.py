@@ -7,10 +7,11 @@ feature size the composer chooses, `{heads}` / `{groups}` a divisor of `{c}`.
 
 Layouts: NF (batch, features), NCL, NCHW, NCDHW (conv layouts), BTD (batch, tokens, dim), and
 `any` for ops that keep any shape. A curated table covers the common operators with shapes that
-work; the crawl adds every torch.nn module and torch.nn.functional op that runs on a tensor with no
-extra arguments, the unary ops of torch's operator test database where it is importable, and
-transformers' activations when it is installed. Checking (one run on small inputs, in a child
-process) is in seedcheck.py.
+work; the crawl here adds every torch.nn module and torch.nn.functional op that runs on a tensor
+with no extra arguments and the unary ops of torch's operator test database where it is importable;
+crawl_torch.py adds convolution variants, recurrent cells and losses, crawl_transformers.py the
+building blocks of transformers' models, and crawl.py puts them together. Checking (one run on
+small inputs, in a child process) is in seedcheck.py. Categories are those of categories.py.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ class Seed:
     @property
     def changes_features(self) -> bool:
         return "{c_out}" in (self.ctor or "") or "{c_out}" in self.call
+
+    @property
+    def terminal(self) -> bool:
+        """A loss ends a task: its output (the mean loss) feeds nothing."""
+        return self.category == "loss"
 
     @property
     def shape_preserving(self) -> bool:
@@ -81,9 +87,9 @@ CURATED: tuple[Seed, ...] = (
     _m("ConvTranspose1d", "conv", "nn.ConvTranspose1d({c}, {c_out}, 4, stride=2, padding=1)", "NCL"),
     _m("ConvTranspose2d", "conv", "nn.ConvTranspose2d({c}, {c_out}, 4, stride=2, padding=1)", "NCHW"),
     _m("ConvTranspose3d", "conv", "nn.ConvTranspose3d({c}, {c_out}, 4, stride=2, padding=1)", "NCDHW"),
-    _m("Linear", "linear", "nn.Linear({c}, {c_out})", "NF"),
-    _m("TokenLinear", "linear", "nn.Linear({c}, {c_out})", "BTD"),
-    _m("Bilinear", "linear", "nn.Bilinear({c}, {c}, {c_out})", "NF", call="{m}({x}, {x})"),
+    _m("Linear", "gemm", "nn.Linear({c}, {c_out})", "NF"),
+    _m("TokenLinear", "gemm", "nn.Linear({c}, {c_out})", "BTD"),
+    _m("Bilinear", "gemm", "nn.Bilinear({c}, {c}, {c_out})", "NF", call="{m}({x}, {x})"),
     _m("BatchNorm1d", "norm", "nn.BatchNorm1d({c})", "NF"),
     _m("BatchNorm1dSeq", "norm", "nn.BatchNorm1d({c})", "NCL"),
     _m("BatchNorm2d", "norm", "nn.BatchNorm2d({c})", "NCHW"),
@@ -108,15 +114,15 @@ CURATED: tuple[Seed, ...] = (
        call="{m}({x}, {x}, {x}, need_weights=False)[0]"),
     _f("ScaledDotProductAttention", "attention",
        "F.scaled_dot_product_attention({x}, {x}, {x})", "BTD"),
-    _f("SelfSimilarity", "matmul", "torch.softmax(torch.bmm({x}, {x}.transpose(1, 2)), dim=-1) @ {x}", "BTD"),
-    _f("Gram", "matmul", "torch.matmul({x}.transpose(1, 2), {x})", "BTD"),
+    _f("SelfSimilarity", "attention", "torch.softmax(torch.bmm({x}, {x}.transpose(1, 2)), dim=-1) @ {x}", "BTD"),
+    _f("Gram", "gemm", "torch.matmul({x}.transpose(1, 2), {x})", "BTD"),
     _f("Softmax", "softmax", "torch.softmax({x}, dim=1)"),
     _f("LogSoftmax", "softmax", "torch.log_softmax({x}, dim=1)"),
     _f("TokenSoftmax", "softmax", "torch.softmax({x}, dim=-1)", "BTD"),
     _f("Add", "elementwise", "{x} + 1.0"),
     _f("Scale", "elementwise", "{x} * 2.0"),
     _f("Clamp", "elementwise", "torch.clamp({x}, min=-1.0, max=1.0)"),
-    _f("Swish", "elementwise", "{x} * torch.sigmoid({x})"),
+    _f("Swish", "activation", "{x} * torch.sigmoid({x})"),
     _f("Square", "elementwise", "{x} * {x}"),
     _f("SumChannels", "reduction", "torch.sum({x}, dim=1, keepdim=True)", "NCHW"),
     _f("MeanSpatial", "reduction", "torch.mean({x}, dim=(2, 3))", "NCHW", out_layout="NF"),
@@ -196,29 +202,6 @@ def crawl_op_db() -> list[Seed]:
     return seeds
 
 
-def crawl_transformers() -> list[Seed]:
-    """transformers' activation classes and its Llama RMSNorm, when transformers is installed."""
-    try:
-        from transformers.activations import ACT2CLS
-    except Exception:
-        return []
-    seeds = []
-    for key, entry in sorted(ACT2CLS.items()):
-        cls = entry[0] if isinstance(entry, tuple) else entry
-        if not inspect.isclass(cls) or _is_stochastic(cls.__name__):
-            continue
-        seeds.append(Seed(f"hf.{cls.__name__}", "activation", "transformers", "{m}({x})", "any",
-                          ctor=f"{cls.__name__}()", imports=(f"from transformers.activations import {cls.__name__}",),
-                          note=f"ACT2CLS[{key!r}]"))
-    try:
-        from transformers.models.llama.modeling_llama import LlamaRMSNorm  # noqa: F401
-        seeds.append(Seed("hf.LlamaRMSNorm", "norm", "transformers", "{m}({x})", "BTD", ctor="LlamaRMSNorm({c})",
-                          imports=("from transformers.models.llama.modeling_llama import LlamaRMSNorm",)))
-    except Exception:
-        pass
-    return _unique(seeds)
-
-
 def _unique(seeds: list[Seed]) -> list[Seed]:
     seen, out = set(), []
     for s in seeds:
@@ -226,13 +209,6 @@ def _unique(seeds: list[Seed]) -> list[Seed]:
             seen.add(s.name)
             out.append(s)
     return out
-
-
-def crawl_catalog() -> list[Seed]:
-    """The curated table plus everything the crawl finds (unchecked); names are unique."""
-    curated_ctors = {s.ctor for s in CURATED}
-    crawled = [s for s in crawl_nn_modules() if s.ctor not in curated_ctors]
-    return _unique([*CURATED, *crawled, *crawl_functional(), *crawl_op_db(), *crawl_transformers()])
 
 
 def group_size(c: int) -> int:
@@ -251,6 +227,7 @@ def render(template: str, values: dict[str, object]) -> str:
 @dataclass
 class Catalog:
     seeds: list[Seed] = field(default_factory=list)
+    dropped: list[dict] = field(default_factory=list)  # crawled operators that are not seeds: name, source, reason
 
     def usable(self) -> list[Seed]:
         """Seeds that passed their check (or were not checked)."""
@@ -264,4 +241,4 @@ class Catalog:
 
     def with_check(self, results: dict[str, tuple[bool, str]]) -> "Catalog":
         return Catalog([replace(s, checked=results[s.name][0], note=results[s.name][1] or s.note)
-                        if s.name in results else s for s in self.seeds])
+                        if s.name in results else s for s in self.seeds], self.dropped)

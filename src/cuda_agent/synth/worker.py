@@ -156,7 +156,7 @@ def _stats(t) -> dict:
 
     f = t.detach().float()
     finite = bool(torch.isfinite(f).all())
-    return {"finite": finite, "nonzero": float((f != 0).float().mean()) if f.numel() else 0.0,
+    return {"finite": finite, "numel": f.numel(), "nonzero": float((f != 0).float().mean()) if f.numel() else 0.0,
             "std": float(f.std()) if finite and f.numel() > 1 else 0.0,
             "absmax": float(f.abs().max()) if finite and f.numel() else 0.0}
 

@@ -1,0 +1,41 @@
+"""The crawl beyond activations: torch's convolution variants, recurrent cells and losses; the
+building blocks of transformers' models from small configs. A block that does not build or run is
+dropped with its reason, never a crash."""
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.synth.crawl_torch import crawl_torch_blocks
+
+
+def test_torch_crawl_finds_conv_variants_recurrent_cells_and_losses():
+    seeds, dropped = crawl_torch_blocks()
+    by_name = {s.name: s for s in seeds}
+    assert {"Conv2dGrouped", "Conv1dDilated", "ConvTranspose2dGrouped", "ConvTranspose3dOutputPadding",
+            "LSTMCell", "GRUCell", "RNNCell", "LSTM", "GRU2Layer", "MSELoss", "CrossEntropyLoss",
+            "TripletMarginLoss", "KLDivLoss"} <= set(by_name)
+    assert "argmax" in by_name["NLLLoss"].call  # class indices, found by trying target forms
+    assert {by_name[n].category for n in ("LSTMCell", "GRU", "MSELoss", "Conv2dGrouped")} == {
+        "recurrent", "loss", "conv"}
+    assert all(s.terminal for s in seeds if s.category == "loss")
+    reasons = {d.name: d.reason for d in dropped}
+    assert "CTCLoss" in reasons and all(reasons.values())
+
+
+@pytest.mark.slow
+def test_transformers_blocks_are_built_from_small_configs_and_copies_are_dropped():
+    pytest.importorskip("transformers")
+    from cuda_agent.synth.crawl_transformers import crawl_blocks
+
+    seeds, dropped = crawl_blocks(("llama", "bert", "mistral", "no_such_model"))
+    by_name = {s.name: s for s in seeds}
+    assert {"hf.LlamaAttention", "hf.LlamaMLP", "hf.LlamaRMSNorm", "hf.LlamaDecoderLayer",
+            "hf.BertEmbeddings", "hf.BertPooler"} <= set(by_name)
+    assert {by_name[n].category for n in ("hf.LlamaAttention", "hf.LlamaMLP", "hf.LlamaRMSNorm",
+                                          "hf.BertEmbeddings", "hf.BertPooler")} == {
+        "attention", "gemm", "norm", "embedding", "pool"}
+    assert by_name["hf.BertPooler"].out_layout == "NF"
+    reasons = {d.name: d.reason for d in dropped}
+    assert reasons["hf.MistralRMSNorm"] == "same source as hf.LlamaRMSNorm"
+    assert "hf.BertCrossAttention" in reasons  # needs the encoder's states: no call form fits
+    assert "no such model type" in reasons["no_such_model"]
