@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -19,6 +20,7 @@ def _root() -> None:
     """Several commands, so typer keeps their names."""
 
 
+@pytest.mark.slow
 def test_bench_without_solutions_reports_failures(tmp_path):
     (tmp_path / "solutions").mkdir()
     out = tmp_path / "out"

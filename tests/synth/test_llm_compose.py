@@ -46,6 +46,7 @@ def test_malformed_replies_and_endpoint_errors_are_invalid_candidates(catalog, b
     assert composer.usage["invalid"] + composer.usage["errors"] == 1
 
 
+@pytest.mark.slow
 def test_a_run_counts_invalid_replies_and_never_crashes(catalog, cpu_config):
     script = [reply("no code"), reply("```python\nx = (\n```"), error(400, "bad request")]
     with ChatServer(script) as server:
