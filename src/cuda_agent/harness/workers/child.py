@@ -152,22 +152,19 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
             out = guarded_call(model, inputs, strict, device)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-        flat = flatten_outputs(out, device)
+        flat = flatten_outputs(out, device)   # the tensors themselves: later calls may still write into them
+        del out
         with steps("snapshot"):
             copies = None if isinstance(flat, str) else snapshot(flat, device)
-        runs.append((tag, seed, variant, inputs, out, copies))
-    with steps("forward"):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        runs.append((tag, seed, variant, inputs, flat, copies))
     written, changed = {}, []
     while runs:  # one input set at a time, so the inputs drawn again need little memory
-        tag, seed, variant, inputs, out, copies = runs.pop(0)
+        tag, seed, variant, inputs, flat, copies = runs.pop(0)
         with steps("inputs_unchanged"):
             altered = inputs_unchanged(make_inputs(task, seed, device, *variant), inputs)
         if altered:
             raise Failure("correctness", altered)
         del inputs
-        flat = flatten_outputs(out, device)
         if isinstance(flat, str):
             raise Failure("correctness", flat)
         if changed_since(copies, flat):
@@ -175,7 +172,7 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
         del copies
         with steps("hand_over"):
             written[tag] = hand_over(flat, f"{public}/out_{tag}", msg.get("route", "files"), keep)
-        del flat, out
+        del flat
     with steps("release"):
         release(device)
     return written, changed
