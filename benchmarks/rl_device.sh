@@ -47,10 +47,10 @@ val_fraction: 0
 trajectories: [$REPO/tests/rl/fixtures/scale_bias_relu.cpu.trajectory.jsonl]
 agent_config: $W/agent.toml
 stages:
-  warmup: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 4, actor_rollout_ref.actor.ppo_mini_batch_size: 4, actor_rollout_ref.rollout.n: 2, data.max_prompt_length: 3072, data.max_response_length: 1024, trainer.val_before_train: false, trainer.test_freq: -1, actor_rollout_ref.model.enable_gradient_checkpointing: false, critic.model.enable_gradient_checkpointing: false}
+  warmup: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 4, actor_rollout_ref.actor.ppo_mini_batch_size: 4, actor_rollout_ref.rollout.n: 2, data.max_prompt_length: 3072, data.max_response_length: ${WARMUP_RESPONSE:-384}, trainer.val_before_train: false, trainer.test_freq: -1, actor_rollout_ref.model.enable_gradient_checkpointing: false, critic.model.enable_gradient_checkpointing: false}
   rft: {trainer.total_training_steps: 2, data.max_length: 8192, model.enable_gradient_checkpointing: false}
-  value: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 1, actor_rollout_ref.actor.ppo_mini_batch_size: 1, data.max_prompt_length: 4096, data.max_response_length: 8192}
-  agentic: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 4, actor_rollout_ref.actor.ppo_mini_batch_size: 4, actor_rollout_ref.rollout.n: 2, data.max_prompt_length: 4096, data.max_response_length: 4096, actor_rollout_ref.rollout.multi_turn.max_assistant_turns: 4, trainer.val_before_train: false, trainer.test_freq: -1}
+  value: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 1, actor_rollout_ref.actor.ppo_mini_batch_size: 1, actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 1, critic.forward_micro_batch_size_per_gpu: 1, critic.ppo_micro_batch_size_per_gpu: 1, data.max_prompt_length: 4096, data.max_response_length: 8192}
+  agentic: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 4, actor_rollout_ref.actor.ppo_mini_batch_size: 4, actor_rollout_ref.rollout.n: 2, data.max_prompt_length: 4096, data.max_response_length: ${AGENTIC_RESPONSE:-2048}, actor_rollout_ref.rollout.multi_turn.max_assistant_turns: 3, trainer.val_before_train: false, trainer.test_freq: -1}
 YAML
       timeout -k 20 "$limit" python3 -m cuda_agent train all --config $W/all.yaml --quiet 2>&1 | tail -25 ;;
     stability)

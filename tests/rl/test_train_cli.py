@@ -129,3 +129,25 @@ def test_run_file_overrides_are_written_in_hydras_grammar():
         "trainer.logger=[console,file]", "a.b=null", "c=true", "d=1e-06", "e='null'", "f='has space'",
         "g=/abs/path-1.parquet"]
     assert hydra_value({"device": "cpu"}) == "{device:cpu}"
+
+
+def test_a_batch_that_micro_batches_do_not_divide_stops_the_stage_before_verl_starts(tmp_path, tiny_model):
+    """On the H100 the value stage with data.train_batch_size=1 died in verl's worker after minutes
+    (the one-GPU config computes log-probs in micro-batches of 2); now it is one message naming the fix."""
+    from cuda_agent.rl.launch import check_micro_batches, compose
+
+    base = ["actor_rollout_ref.model.path=/m", "critic.model.path=/m"]
+    cfg = compose("value", [*base, "data.train_batch_size=1", "actor_rollout_ref.actor.ppo_mini_batch_size=1"])
+    with pytest.raises(TrainError) as e:
+        check_micro_batches("value", cfg)
+    assert "log_prob_micro_batch_size_per_gpu=2 does not divide the 1 rows" in str(e.value)
+    assert "value:actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1" in str(e.value)
+    fixed = [*base, "data.train_batch_size=1", "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+             "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+             "critic.ppo_micro_batch_size_per_gpu=1", "critic.forward_micro_batch_size_per_gpu=1"]
+    check_micro_batches("value", compose("value", fixed))   # the frozen actor's update size does not matter
+    with pytest.raises(TrainError, match="actor.ppo_micro_batch_size_per_gpu=2 does not divide the 1 rows"):
+        check_micro_batches("agentic", compose("agentic", [*base, "data.train_batch_size=2", "actor_rollout_ref.rollout.n=1",
+                                                           "actor_rollout_ref.actor.ppo_mini_batch_size=1"]))
+    for stage in ("warmup", "value", "agentic"):   # the shipped configs as they are
+        check_micro_batches(stage, compose(stage, base))

@@ -98,11 +98,48 @@ def check_ppo(stage: str, cfg, train_rows: int, device: str) -> None:
         raise TrainError(f"{stage}: {train_rows} training rows, fewer than data.train_batch_size="
                          f"{cfg.data.train_batch_size}; lower it ({stage}:data.train_batch_size=N, with "
                          "actor_rollout_ref.actor.ppo_mini_batch_size <= N) or add tasks")
+    check_micro_batches(stage, cfg)
     try:
         with contextlib.redirect_stdout(io.StringIO()):   # it prints a line of its own on success
             validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     except (AssertionError, ValueError) as e:
         raise TrainError(f"{stage}: verl refuses the config: {e}") from None
+
+
+def check_micro_batches(stage: str, cfg) -> None:
+    """Without dynamic batch sizes verl splits each batch into micro-batches of a fixed size and asserts,
+    deep in a worker after minutes of start-up, that the batch divides evenly (a value stage with
+    data.train_batch_size=1 and the one-GPU config's micro-batches of 2 failed so on the H100)."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+
+    ref, world = cfg.actor_rollout_ref, max(1, int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes))
+    n = int(ref.rollout.n)
+    step_rows = int(cfg.data.train_batch_size) * n // world
+    checks = [("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", ref.rollout, step_rows,
+               "data.train_batch_size", int(cfg.data.train_batch_size))]
+    steps = cfg.trainer.total_training_steps
+    if steps is None or cfg.trainer.critic_warmup < steps:   # the actor updates (value pretraining: it never does)
+        checks.append(("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", ref.actor,
+                       int(ref.actor.ppo_mini_batch_size) * n // world, "actor_rollout_ref.actor.ppo_mini_batch_size",
+                       int(ref.actor.ppo_mini_batch_size)))
+    if need_reference_policy(cfg):
+        checks.append(("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", ref.ref, step_rows,
+                       "data.train_batch_size", int(cfg.data.train_batch_size)))
+    if need_critic(cfg):
+        critic_mini = int(cfg.critic.get("ppo_mini_batch_size") or ref.actor.ppo_mini_batch_size)
+        checks += [("critic.forward_micro_batch_size_per_gpu", cfg.critic, step_rows,
+                    "data.train_batch_size", int(cfg.data.train_batch_size)),
+                   ("critic.ppo_micro_batch_size_per_gpu", cfg.critic, critic_mini * n // world,
+                    "critic.ppo_mini_batch_size", critic_mini)]
+    for key, section, rows, batch_key, batch in checks:
+        micro = section.get(key.rsplit(".", 1)[1])
+        if micro is None or section.get("use_dynamic_bsz", False) or rows % int(micro) == 0:
+            continue
+        fits = max(d for d in range(1, int(micro) + 1) if rows % d == 0)
+        raise TrainError(f"{stage}: {key}={micro} does not divide the {rows} rows each GPU gets "
+                         f"({batch_key}={batch} x actor_rollout_ref.rollout.n={n} / {world} GPU(s)); verl would "
+                         f"stop on it after its start-up. Set {stage}:{key}={fits}, or make {batch_key} a multiple "
+                         f"of {micro}")
 
 
 def check_agent_loop(stage: str, cfg) -> None:
