@@ -31,7 +31,7 @@ device: cuda
 gpus: 1
 sanity: {train_tasks: 6, val_tasks: 2, shuffle: false}
 YAML
-      timeout -k 20 "$limit" python3 -m cuda_agent train sanity --config $W/sanity.yaml --quiet \
+      timeout -k 60 "$limit" python3 -m cuda_agent train sanity --config $W/sanity.yaml --quiet \
         data.max_response_length=2 data.train_batch_size=2 actor_rollout_ref.rollout.n=8 \
         actor_rollout_ref.actor.ppo_mini_batch_size=2 actor_rollout_ref.actor.optim.lr=1e-2 \
         trainer.total_training_steps=${SANITY_STEPS:-30} trainer.test_freq=5 trainer.save_freq=-1 2>&1 | tail -25 ;;
@@ -50,9 +50,9 @@ stages:
   warmup: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 4, actor_rollout_ref.actor.ppo_mini_batch_size: 4, actor_rollout_ref.rollout.n: 2, data.max_prompt_length: 3072, data.max_response_length: ${WARMUP_RESPONSE:-384}, trainer.val_before_train: false, trainer.test_freq: -1, actor_rollout_ref.model.enable_gradient_checkpointing: false, critic.model.enable_gradient_checkpointing: false}
   rft: {trainer.total_training_steps: 2, data.max_length: 8192, model.enable_gradient_checkpointing: false}
   value: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 1, actor_rollout_ref.actor.ppo_mini_batch_size: 1, actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 1, critic.forward_micro_batch_size_per_gpu: 1, critic.ppo_micro_batch_size_per_gpu: 1, data.max_prompt_length: 4096, data.max_response_length: 8192}
-  agentic: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 4, actor_rollout_ref.actor.ppo_mini_batch_size: 4, actor_rollout_ref.rollout.n: 2, data.max_prompt_length: 4096, data.max_response_length: ${AGENTIC_RESPONSE:-2048}, actor_rollout_ref.rollout.multi_turn.max_assistant_turns: 3, trainer.val_before_train: false, trainer.test_freq: -1}
+  agentic: {trainer.total_training_steps: 2, trainer.save_freq: 2, data.train_batch_size: 4, actor_rollout_ref.actor.ppo_mini_batch_size: 4, actor_rollout_ref.rollout.n: 2, data.max_prompt_length: 4096, data.max_response_length: ${AGENTIC_RESPONSE:-1024}, actor_rollout_ref.rollout.multi_turn.max_assistant_turns: 3, trainer.val_before_train: false, trainer.test_freq: -1}
 YAML
-      timeout -k 20 "$limit" python3 -m cuda_agent train all --config $W/all.yaml --quiet 2>&1 | tail -25 ;;
+      timeout -k 60 "$limit" python3 -m cuda_agent train all --config $W/all.yaml --quiet 2>&1 | tail -25 ;;
     stability)
       timeout -k 20 "$limit" python3 benchmarks/service_bench.py --device cuda --stability-only \
         --json $W/stability.json 2>&1 | grep -v "logging.cc\|^    @\|^PC:\|authentication_token" | tail -8 ;;

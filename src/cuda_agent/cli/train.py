@@ -43,6 +43,7 @@ def train_command(
     if redo and stage == "all":
         _fail("--redo takes one stage (`train warmup --redo`), not all")
     try:
+        from cuda_agent.rl.launch import Terminated
         from cuda_agent.rl.stages import TrainError, load_run_config
         from cuda_agent.rl.train import run_all, run_one
     except ImportError as e:
@@ -59,6 +60,10 @@ def train_command(
     except KeyboardInterrupt:
         errors.print("interrupted; run the same command again to resume from the last checkpoint")
         raise typer.Exit(130) from None
+    except Terminated as e:
+        errors.print(f"{e}: verl and its workers were stopped; run the same command again to resume from "
+                     "the last checkpoint")
+        raise typer.Exit(128 + e.signum) from None
     if json_out:
         console.print_json(json.dumps([asdict(r) for r in results], default=str))
     else:

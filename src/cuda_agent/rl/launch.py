@@ -235,15 +235,32 @@ def command(spec_trainer: str, config_name: str, overrides: list[str], gpus: int
     return [sys.executable, "-m", "verl.trainer.main_ppo", *base]
 
 
+class Terminated(Exception):
+    """SIGTERM or SIGHUP reached `cuda-agent train` while verl ran (a time limit, a closed terminal)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+PID_FILE = "verl.pid"
+
+
 def run_logged(cmd: list[str], env: dict[str, str], cwd: Path, log: Path, on_line: Callable[[str], None]) -> int:
-    """Run `cmd`, its output appended to `log` and passed line by line to `on_line`; Ctrl-C stops its
-    whole process group (Ray included) and is raised again."""
+    """Run `cmd`, its output appended to `log` and passed line by line to `on_line`. verl runs in a process
+    group of its own (its Ray included); Ctrl-C, SIGTERM or SIGHUP here stop that whole group before they
+    end this process (SIGTERM as such would end only this one: on the H100 a `timeout` left verl training
+    on, and the resumed stage ran a second trainer beside it). The group's id is kept in `cwd`/verl.pid
+    while it runs, so a run after a SIGKILL stops what it left (`stop_leftover`)."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as f:
+    stop_leftover(cwd, log)
+    with log.open("a") as f, _signals_raise():
         f.write(f"\n$ {' '.join(cmd)}\n")
         f.flush()
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 bufsize=1, errors="replace", start_new_session=True)
+        pid_file = cwd / PID_FILE
+        pid_file.write_text(f"{proc.pid}\n")
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -251,20 +268,75 @@ def run_logged(cmd: list[str], env: dict[str, str], cwd: Path, log: Path, on_lin
                 on_line(line)
             return proc.wait()
         except BaseException:
-            _stop_group(proc)
+            _stop_group(proc.pid, proc)
             raise
+        finally:
+            _stop_group(proc.pid, proc, signals=((signal.SIGKILL, 5),))   # what verl left behind in its group
+            pid_file.unlink(missing_ok=True)
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGINT, 30), (signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+def stop_leftover(folder: Path, log: Path) -> None:
+    """A process group that an earlier run in `folder` started and did not stop (it was killed with
+    SIGKILL, or its machine's tool ended only the run's own process) is stopped now, and the log says so."""
+    pid_file = folder / PID_FILE
+    try:
+        pgid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    if _group_alive(pgid):
+        with log.open("a") as f:
+            f.write(f"\n# an earlier run's verl (process group {pgid}) was still running: stopping it\n")
+        _stop_group(pgid, None)
+    pid_file.unlink(missing_ok=True)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # someone else's group now: not ours to stop
+        return False
+
+
+@contextlib.contextmanager
+def _signals_raise():
+    """SIGTERM and SIGHUP raise `Terminated` in the main thread (they would end the process at once)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated(signum)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+
+def _stop_group(pgid: int, proc: subprocess.Popen | None,
+                signals=((signal.SIGINT, 30), (signal.SIGTERM, 10), (signal.SIGKILL, 5))) -> None:
+    """Stop process group `pgid`, gently first (verl's driver shuts its Ray down on SIGINT)."""
+    for sig, wait in signals:
         try:
-            os.killpg(proc.pid, sig)
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            os.killpg(pgid, sig)
         except ProcessLookupError:
             return
+        except PermissionError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None and not _group_alive(pgid):
+                return
+            if proc is None and not _group_alive(pgid):
+                return
+            time.sleep(0.1)
 
 
 def latest_checkpoint(checkpoints: Path) -> Path | None:

@@ -269,9 +269,11 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
     if steps is None or resumed_at < steps:
         report({"event": "phase", "text": f"starting verl ({'resuming at step ' + str(resumed_at) if resumed_at else 'Ray, workers, models'})",
                 "total": steps})
-        code = launch.run_logged(launch.command(spec.trainer, spec.config, overrides, run.gpus), env, stage_dir, log,
-                                 _follow(report, stage, steps))
-        _write_metrics(run, stage)
+        try:
+            code = launch.run_logged(launch.command(spec.trainer, spec.config, overrides, run.gpus), env, stage_dir,
+                                     log, _follow(report, stage, steps))
+        finally:   # the steps done so far reach metrics.jsonl and the plots, also when the run is stopped
+            _write_metrics(run, stage)
         if code != 0:
             journal.write(stage, "failed", code=code)
             raise launch.failure(stage, log, code)
