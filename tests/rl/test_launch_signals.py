@@ -60,7 +60,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, int, int]:
     deadline = time.monotonic() + 20
     while not (tmp_path / "grandchild.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    verl = int((tmp_path / launch.PID_FILE).read_text())
+    verl = int((tmp_path / launch.PID_FILE).read_text().split()[0])
     return driver, verl, int((tmp_path / "grandchild.pid").read_text())
 
 
@@ -98,3 +98,14 @@ def test_a_pid_file_of_a_group_that_is_gone_is_only_removed(tmp_path):
     (tmp_path / launch.PID_FILE).write_text("999999999\n")
     launch.stop_leftover(tmp_path, tmp_path / "train.log")
     assert not (tmp_path / launch.PID_FILE).exists() and not (tmp_path / "train.log").exists()
+
+
+def test_a_recycled_pid_that_runs_something_else_is_left_alone(tmp_path):
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        (tmp_path / launch.PID_FILE).write_text(f"{other.pid} verl.trainer.main_ppo\n")
+        launch.stop_leftover(tmp_path, tmp_path / "train.log")
+        assert _alive(other.pid) and not (tmp_path / launch.PID_FILE).exists()
+    finally:
+        other.kill()
+        other.wait()

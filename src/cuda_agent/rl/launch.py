@@ -260,8 +260,8 @@ def run_logged(cmd: list[str], env: dict[str, str], cwd: Path, log: Path, on_lin
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 bufsize=1, errors="replace", start_new_session=True)
         pid_file = cwd / PID_FILE
-        pid_file.write_text(f"{proc.pid}\n")
         try:
+            pid_file.write_text(f"{proc.pid} {_program(cmd)}\n")
             assert proc.stdout is not None
             for line in proc.stdout:
                 f.write(line)
@@ -283,11 +283,28 @@ def stop_leftover(folder: Path, log: Path) -> None:
         pgid = int(pid_file.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return
-    if _group_alive(pgid):
+    if _group_alive(pgid) and _leader_is(pgid, pid_file.read_text().split()[1:]):
         with log.open("a") as f:
             f.write(f"\n# an earlier run's verl (process group {pgid}) was still running: stopping it\n")
         _stop_group(pgid, None)
     pid_file.unlink(missing_ok=True)
+
+
+def _program(cmd: list[str]) -> str:
+    """What a command runs, as its leader's command line shows it: the module after -m, else the script."""
+    if len(cmd) > 2 and cmd[1] == "-m":
+        return cmd[2]
+    return Path(cmd[1] if len(cmd) > 1 else cmd[0]).name
+
+
+def _leader_is(pgid: int, names: list[str]) -> bool:
+    """Whether the group's leader still runs what the pid file names (a recycled pid is someone else's);
+    a leader that is gone while its group lives on cannot be checked and counts as ours."""
+    try:
+        cmdline = Path(f"/proc/{pgid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return True
+    return not names or any(name in cmdline for name in names)
 
 
 def _group_alive(pgid: int) -> bool:
