@@ -701,10 +701,7 @@ def test_kernelbench_constructs_pass_relaxed(forward, rule):
     header = HEADER + "import typing\n"
     report = check_python(model(forward, init="self.lin = nn.Linear(4, 4)", header=header, extra="CACHE = []"),
                           policy="relaxed")
-    if "import os" in forward:  # an import inside a function is judged by what it imports
-        assert rules(report) == {"import-forbidden"}, report.findings
-    else:
-        clean(report)
+    clean(report)   # an import inside a function is judged by what it imports (os: name by name, below)
 
 
 @pytest.mark.parametrize("policy", ["strict", "relaxed"])
@@ -713,6 +710,8 @@ def test_kernelbench_constructs_pass_relaxed(forward, rule):
                                     "pathlib", "socket", "numpy", "triton", "cupy", "torch._C", "torch._dynamo",
                                     "torch.cuda.graphs", "torch.ops"])
 def test_forbidden_imports_are_caught(module, policy):
+    if module == "os" and policy == "relaxed":
+        pytest.skip("relaxed judges what is used of os: test_relaxed_os_*")
     report = check_python(model("return cuda_extension.f(x)", header=HEADER + f"import {module}\n"), policy=policy)
     assert rules(report) & {"import-forbidden", "torch-forbidden"}, module
 
@@ -1221,7 +1220,7 @@ def second():
     ("torch._C._jit_set_profiling_mode(False)\nreturn x", "private-access"),
     ("torch.manual_seed(0)\nreturn x", "torch-forbidden"),
     ("return torch.compile(torch.relu)(x)", "torch-forbidden"),
-    ("try:\n    import os\nexcept ImportError:\n    pass\nreturn x", "import-forbidden"),
+    ("try:\n    import subprocess\nexcept ImportError:\n    pass\nreturn x", "import-forbidden"),
     ("with open('/etc/passwd') as f:\n    return x", "builtin-forbidden"),
     ("return hasattr(torch, '_C')", "module-alias"),
 ])
@@ -1233,3 +1232,46 @@ def test_relaxed_refuses_tensor_subclasses_and_the_reference():
     source = HEADER + "\n\nclass Lazy(torch.Tensor):\n    pass\n" + model("return x", header="")
     caught(source, "model-new-base", policy="relaxed")
     caught(HEADER + "\n\nclass ModelNew(Model):\n    pass\n", "reference-model", policy="relaxed")
+
+
+# What released KernelBench solutions do with os (CUDA-L1: build folders, paths, the process id in a
+# module name, build flags), allowed by the relaxed policy where it runs once, before the first call.
+RELAXED_OS_USES = [
+    ("os.makedirs('cuda_extensions', exist_ok=True)\nBUILD = os.path.join(os.path.expanduser('~'), '.cache', 'x')", ""),
+    ("os.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'\nos.environ.setdefault('MAX_JOBS', '4')", ""),
+    ("NAME = f'ext_{os.getpid()}'\nVERBOSE = os.environ.get('V', '0') == '1'", ""),
+    ("", "os.environ['CUDA_MODULE_LOADING'] = 'LAZY'\nos.makedirs(os.path.join(os.getcwd(), 'b'), exist_ok=True)"),
+]
+
+
+@pytest.mark.parametrize("extra, init", RELAXED_OS_USES)
+def test_relaxed_os_build_folders_paths_and_flags_pass(extra, init):
+    source = model("return cuda_extension.f(x)", init=init, header=HEADER + "import os\n", extra=extra)
+    clean(check_python(source, policy="relaxed"))
+    assert "import-forbidden" in rules(check_python(source))   # strict: no os at all
+
+
+@pytest.mark.parametrize("forward, rule", [
+    ("os.system('nvidia-smi')\nreturn x", "import-forbidden"),
+    ("return os.popen('ls')", "import-forbidden"),
+    ("os.kill(1, 9)\nreturn x", "import-forbidden"),
+    ("return os.read(0, 10)", "import-forbidden"),
+    ("os.environ.update({'A': '1'})\nreturn x", "import-forbidden"),
+    ("return os.__dict__", "dunder-access"),
+    ("return getattr(os, 'system')", "builtin-forbidden"),
+    ("m = os\nreturn x", "module-alias"),
+    ("p = os.path\nreturn x", "import-forbidden"),
+    # state across calls: a variable set or a folder made in forward, read back in a later call
+    ("os.environ['CALLS'] = str(int(os.environ.get('CALLS', '0')) + 1)\nreturn x", "state-in-forward"),
+    ("os.makedirs('seen', exist_ok=True)\nreturn x", "state-in-forward"),
+    ("del os.environ['A']\nreturn x", "state-in-forward"),
+])
+def test_relaxed_os_refuses_processes_files_and_state(forward, rule):
+    source = model(forward, header=HEADER + "import os\n")
+    caught(source, rule, policy="relaxed")
+
+
+def test_relaxed_os_from_imports_are_judged_by_name():
+    caught(model("return x", header=HEADER + "from os import system\n"), "import-forbidden", policy="relaxed")
+    clean(check_python(model("return x", header=HEADER + "from os.path import join\nP = join('a', 'b')\n"),
+                       policy="relaxed"))

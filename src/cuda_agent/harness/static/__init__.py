@@ -38,7 +38,10 @@ relaxed (KernelBench's rules)
     set_flush_denormal (they change the solution's own process only: the reference and the
     baselines run in another, see tests/hacks/cpu/relaxed_global_flags); setting instance state
     (self.conv.weight.data = ..., param.requires_grad = False, ctx.shape = ... in an autograd
-    Function); hasattr(torch, "name"); nn.init's fan helpers. load_inline may be called any number
+    Function); hasattr(torch, "name"); nn.init's fan helpers; of os, paths (os.path.join, dirname,
+    expanduser, exists, ...), os.getpid, os.cpu_count, os.environ.get anywhere, and os.makedirs and
+    os.environ writes at module level and in __init__ (build folders and flags, as released solutions
+    use them; inside functions they would carry state from call to call). load_inline may be called any number
     of times, anywhere (inside try/except, in a function), each call's arguments literal strings or
     names bound once to them at module level or in the calling function; each name is built as a
     module of its own, and a module that fails to build makes load_inline raise in the child, where
@@ -53,7 +56,7 @@ relaxed (KernelBench's rules)
     seeds and RNG state, torch.set_* other than the flags above, and every item of the list below.
 
 Both policies forbid
-    os, sys, subprocess, threading, ctypes, importlib, inspect, time, numpy, triton and every
+    os (relaxed: but the names above), sys, subprocess, threading, ctypes, importlib, inspect, time, numpy, triton and every
     other import; eval, exec, compile, __import__, getattr/setattr/delattr, globals, locals, vars,
     open, dunder attributes (x.__class__, torch.__dict__) and private ones; torch.ops, torch._C,
     torch.library, torch.utils (but load_inline), torch.cuda streams/events/graphs, torch.testing,

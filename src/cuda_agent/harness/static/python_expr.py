@@ -28,6 +28,8 @@ from cuda_agent.harness.static.rules import (
     INPUT_BUILDERS,
     INIT_METHODS,
     LOAD_INLINE,
+    RELAXED_OS_ALLOWED,
+    RELAXED_OS_WRITERS,
     METHOD_NAMES_FORBIDDEN,
     NN_FORBIDDEN,
     RELAXED_INSTANCE_ATTRIBUTES,
@@ -50,7 +52,7 @@ from cuda_agent.harness.static.rules import (
 
 ITERATION_METHODS = {"parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
                      "modules", "named_modules"}
-MODULES = IMPORTABLE | {"torch.nn.init"}
+MODULES = IMPORTABLE | {"torch.nn.init", "os", "os.path"}
 # Module names reached as attributes of another module (F.torch, typing.sys): never allowed.
 REEXPORTED_MODULES = (DANGEROUS_MODULES - {"cuda", "model"}) | {"torch", "warnings", "importlib", "collections"}
 DO_INSTEAD = ("write it as a CUDA kernel and call it through the extension; model_new.py may only allocate "
@@ -152,6 +154,8 @@ class ExpressionJudge(ValueReader):
             return False
         if parts[0] in ("math", "typing", "__future__"):
             return self.check_small_module(parts, shown, node)
+        if parts[0] == "os":
+            return self.check_os(qualified, shown, node)
         if parts[0] != "torch" or len(parts) == 1:
             return True
         forbidden = self.torch_forbidden(parts)
@@ -159,6 +163,21 @@ class ExpressionJudge(ValueReader):
             self.c.add("torch-forbidden", f"{shown} ({qualified}) is never allowed: {forbidden}", node)
             return False
         return self.check_torch_compute(parts, shown, node, kind or self.c.kind)
+
+    def check_os(self, qualified: str, shown: str, node: ast.AST) -> bool:
+        """Relaxed: the paths, directories, process id and environment of RELAXED_OS_ALLOWED; strict: none."""
+        if not self.c.strict and qualified in RELAXED_OS_ALLOWED:
+            if self.c.kind != "compute" or qualified not in RELAXED_OS_WRITERS:
+                return True
+            # in functions (forward and what it may call) a directory made or a variable set would carry
+            # state from call to call; read with os.environ.get there
+            self.c.add("state-in-forward", f"{shown} in a function: what it writes would outlive the call; "
+                       "make build folders and set variables at module level or in __init__", node)
+            return False
+        self.c.add("import-forbidden", f"{shown}: of os, only paths (os.path.join, dirname, ...), os.makedirs, "
+                   "os.getpid, os.cpu_count and os.environ may be used (relaxed policy); nothing that starts "
+                   "processes, opens files or reaches other processes", node)
+        return False
 
     def check_small_module(self, parts: list[str], shown: str, node: ast.AST) -> bool:
         """math.<function>, typing.<Type>: one level deep, nothing the module itself imported."""

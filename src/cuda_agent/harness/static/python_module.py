@@ -133,6 +133,8 @@ class ModuleReader:
             return True
         if name in IMPORTABLE:
             return True
+        if not self.strict and name in ("os", "os.path"):   # what it uses of os is judged name by name
+            return True
         if not self.strict and root == "torch" and self.relaxed_torch_module(name.split("."), node):
             return True
         if root == "model":
@@ -163,7 +165,7 @@ class ModuleReader:
                      f"not {name}: the harness builds the sources itself", node)
         elif module in ("torch", "torch.nn") and name == "functional":
             self.module_allowed("torch.nn.functional", node)
-        elif module.split(".")[0] in ("torch", "math", "typing"):
+        elif module.split(".")[0] in ("torch", "math", "typing", "os"):
             self.judge.check_qualified(f"{module}.{name}", node, kind="import")
 
     def find_model_new(self, tree: ast.Module) -> ast.ClassDef | None:

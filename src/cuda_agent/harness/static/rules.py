@@ -67,6 +67,19 @@ RELAXED_TORCH_MEMBERS = {
 # timing (work left on other streams is charged to every call) and the fresh inputs of every
 # timed call keep them honest, and this has not been shown yet.
 RELAXED_TORCH_CUDA_ALLOWED = {"synchronize", "amp", "device", "is_bf16_supported", "get_arch_list"}
+# os under the relaxed policy, as released KernelBench solutions use it (CUDA-L1: build folders, paths,
+# the process id in a module name, build flags in the environment). Each acts in the solution's own
+# process (and the build tools it starts), where the runtime judges what comes of it; nothing here
+# starts processes, reads or writes files, or reaches another process. The rest of os stays refused.
+RELAXED_OS_ALLOWED = {
+    "os.path.join", "os.path.dirname", "os.path.abspath", "os.path.basename", "os.path.exists", "os.path.isdir",
+    "os.path.isfile", "os.path.expanduser", "os.path.realpath", "os.path.splitext", "os.makedirs", "os.getpid",
+    "os.getcwd", "os.cpu_count", "os.sep", "os.environ", "os.environ.get", "os.environ.setdefault",
+}
+# Of those, the ones that leave something behind (a folder, a variable: `os.environ` itself is how
+# `os.environ[k] = v` and `del os.environ[k]` begin). Only at module level and in __init__, where they
+# run before the first call: inside functions, with os.path.exists, they would carry state across calls.
+RELAXED_OS_WRITERS = {"os.makedirs", "os.environ", "os.environ.setdefault"}
 # Private helpers of torch that copies of nn modules' reset_parameters call; pure functions.
 RELAXED_PRIVATE_ALLOWED = {"torch.nn.init._calculate_fan_in_and_fan_out", "torch.nn.init._calculate_correct_fan"}
 # Base classes the relaxed policy allows (besides classes of model_new.py itself): modules, their
