@@ -1275,3 +1275,33 @@ def test_relaxed_os_from_imports_are_judged_by_name():
     caught(model("return x", header=HEADER + "from os import system\n"), "import-forbidden", policy="relaxed")
     clean(check_python(model("return x", header=HEADER + "from os.path import join\nP = join('a', 'b')\n"),
                        policy="relaxed"))
+
+
+COMPUTED_NAME = '''
+import os
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SRC = "torch::Tensor f(torch::Tensor x) { return x; }"
+ext = load_inline(name=f"ext_{os.getpid()}", cpp_sources=SRC, functions=["f"])
+{more}
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.f(x)
+'''
+
+
+def test_relaxed_builds_one_module_whose_name_is_computed_under_a_name_of_its_own():
+    specs = extract_inlines(COMPUTED_NAME.replace("{more}", ""), "relaxed")
+    assert [(s.name, s.computed_name) for s in specs] == [("inline_line8", True)]
+    clean(check_python(COMPUTED_NAME.replace("{more}", ""), policy="relaxed"))
+    strict = extract_inlines(COMPUTED_NAME.replace("{more}", ""), "strict")
+    assert isinstance(strict, Finding) and strict.rule == "inline-unresolvable"
+
+
+def test_relaxed_refuses_a_computed_name_beside_other_modules():
+    more = 'other = load_inline(name="other", cpp_sources=SRC, functions=["f"])'
+    found = extract_inlines(COMPUTED_NAME.replace("{more}", more), "relaxed")
+    assert isinstance(found, Finding) and "name each with a literal string" in found.message

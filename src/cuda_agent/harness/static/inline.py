@@ -48,6 +48,9 @@ class InlineSpec:
     extra_cuda_cflags: list[str]
     extra_ldflags: list[str]
     line: int
+    # relaxed: the name was computed at run time (f"ext_{os.getpid()}"); the module is built under a
+    # name of the harness's (inline_line<N>), which is right only where it is the one module
+    computed_name: bool = False
 
 
 class Unresolved(Exception):
@@ -122,6 +125,11 @@ def extract_inlines(source: str, policy: str = "strict", filename: str = "model_
             return Finding("inline-multiple", f"two load_inline calls (lines {first.line} and {spec.line}) are "
                            f"named {spec.name!r} but build different sources or flags: give each module its own "
                            "name", filename, spec.line)
+    computed = next((s for s in specs.values() if s.computed_name), None)
+    if computed is not None and len(specs) > 1:
+        return Finding("inline-unresolvable", f"load_inline's name (line {computed.line}) is computed and model_new.py "
+                       "builds several modules: name each with a literal string so the harness can tell them apart",
+                       filename, computed.line)
     return list(specs.values())
 
 
@@ -207,6 +215,13 @@ def read_spec(call: ast.Call, env: dict[str, ast.expr | None], relaxed: bool = F
             raise Unresolved(f"load_inline has no argument {keyword.arg!r} the harness accepts", keyword.value)
         given[keyword.arg] = keyword.value
     memo: dict[str, object] = {}
+    computed_name = False
+    if relaxed and "name" in given:
+        try:
+            literal(given["name"], env, memo=memo)
+        except Unresolved:   # the name only labels the module: built under one of the harness's
+            given = {**given, "name": ast.Constant(f"inline_line{call.lineno}")}
+            computed_name = True
     values = {key: literal(node, env, memo=memo) for key, node in given.items()}
     for key in IGNORED & set(values):
         check_ignored(key, values[key], given[key])
@@ -214,7 +229,7 @@ def read_spec(call: ast.Call, env: dict[str, ast.expr | None], relaxed: bool = F
     if not isinstance(name, str) or not name.isidentifier():
         raise Unresolved("load_inline's name must be a literal string that is a valid module name",
                          given.get("name", call))
-    return InlineSpec(name=name, cpp_sources=strings(values, given, "cpp_sources", call),
+    return InlineSpec(computed_name=computed_name, name=name, cpp_sources=strings(values, given, "cpp_sources", call),
                       cuda_sources=strings(values, given, "cuda_sources", call),
                       functions=function_names(values.get("functions"), given.get("functions", call)),
                       extra_cflags=strings(values, given, "extra_cflags", call),

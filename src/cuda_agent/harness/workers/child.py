@@ -52,10 +52,13 @@ def inline_loader(exts: dict, errors: dict):
     """What load_inline does in the child: return the module the harness built for that name, or
     raise the error its build gave, as torch's load_inline would (a relaxed solution may catch it)."""
     only = next(iter(exts.values())) if len(exts) == 1 and not errors else None
+    only_error = next(iter(errors.items())) if len(errors) == 1 and not exts else None
 
     def load_inline(*args, **kwargs):
-        if only is not None:
+        if only is not None:   # the one module, whatever name it is asked by (relaxed: it may be computed)
             return only
+        if only_error is not None:
+            raise RuntimeError(f"Error building extension '{only_error[0]}': {only_error[1]}")
         name = kwargs.get("name", args[0] if args else None)
         if name in exts:
             return exts[name]
