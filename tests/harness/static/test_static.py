@@ -1305,3 +1305,42 @@ def test_relaxed_refuses_a_computed_name_beside_other_modules():
     more = 'other = load_inline(name="other", cpp_sources=SRC, functions=["f"])'
     found = extract_inlines(COMPUTED_NAME.replace("{more}", more), "relaxed")
     assert isinstance(found, Finding) and "name each with a literal string" in found.message
+
+
+NESTED_SOURCE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+if torch.cuda.is_available():
+    SRC = "torch::Tensor f(torch::Tensor x) { return x; }"
+{other}
+
+def build():
+    try:
+        flags = ["-O3"]
+    except Exception:
+        raise
+    return load_inline(name="ext", cpp_sources=SRC, functions=["f"], extra_cflags=flags)
+
+
+ext = build()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.f(x)
+'''
+
+
+def test_relaxed_reads_strings_bound_once_inside_if_and_try_blocks():
+    specs = extract_inlines(NESTED_SOURCE.replace("{other}", ""), "relaxed")
+    assert not isinstance(specs, Finding), specs
+    assert specs[0].cpp_sources == ["torch::Tensor f(torch::Tensor x) { return x; }"]
+    assert specs[0].extra_cflags == ["-O3"]
+
+
+def test_a_string_bound_in_two_branches_stays_unresolvable():
+    other = 'else:\n    SRC = "torch::Tensor f(torch::Tensor x) { return x + 1; }"'
+    found = extract_inlines(NESTED_SOURCE.replace("{other}", other), "relaxed")
+    assert isinstance(found, Finding) and "more than once" in found.message

@@ -185,10 +185,12 @@ def dotted(node: ast.AST) -> str:
 
 
 def module_constants(tree: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr | None]:
-    """NAME = value bindings of a module's (or a function's) body; None for a name bound more than
-    once (ambiguous)."""
+    """NAME = value bindings of a module's (or a function's) body, also inside its if/try/with/for
+    blocks (`if torch.cuda.is_available(): SRC = r"..."`), not inside nested functions or classes;
+    None for a name bound more than once (ambiguous). Reading a binding that never runs is harmless:
+    in the child, load_inline returns the module built from what was read here, whatever it is passed."""
     env: dict[str, ast.expr | None] = {}
-    for stmt in tree.body:
+    for stmt in _statements(tree.body):
         if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for target in targets:
@@ -330,3 +332,17 @@ def compiler_flags(flags: list[str]) -> list[str]:
         else:
             out.append(flag)
     return out
+
+
+def _statements(body: list[ast.stmt]):
+    """The statements of a body and of the blocks nested in it, not of nested functions or classes."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for block in ("body", "orelse", "finalbody"):
+            yield from _statements(getattr(stmt, block, None) or [])
+        for handler in getattr(stmt, "handlers", None) or []:
+            yield from _statements(handler.body)
+        for case in getattr(stmt, "cases", None) or []:
+            yield from _statements(case.body)
