@@ -33,7 +33,7 @@ cuda_agent/bench/agreement.py.
 
 On the device: here, `bash scripts/carry_kernelbench.sh` (fills the git-ignored .kb/: KernelBench's
 src/kernelbench at the pinned commit, CUDA-L1's h100.json, kernelbench.jsonl, pydantic wheels;
-6.7 MB), then one call, repeated until it prints no "not finished" (each resumes from runs/kb_agree
+6.8 MB), then one call, repeated until it prints no "not finished" (each resumes from runs/kb_agree
 on a warm machine; carry runs/kb_agree back to a fresh one):
     run(carry=[".kb"], command="bash benchmarks/device_check.sh kbagree:540", timeout_s=600)
 which runs, with the device's python3 and PYTHONPATH=src,
@@ -310,13 +310,17 @@ def kernelbench_commit(checkout: Path) -> str:
     return r.stdout.strip() if r.returncode == 0 else "unknown"
 
 
-def install_wheels(wheels: Path, site: Path) -> Path:
-    """The carried wheels unpacked into `site` once (for the driver's PYTHONPATH only)."""
+def install_wheels(wheels: Path, site: Path) -> Path | None:
+    """The carried wheels unpacked into `site` once (for the driver's PYTHONPATH only); None where
+    pip fails (the driver then stands in for pydantic, and each row lists it under "stubs")."""
     if not (site / ".installed").is_file():
         files = sorted(str(p) for p in wheels.glob("*.whl"))
         if files:
-            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                            "--upgrade", "--target", str(site), *files], check=True)
+            r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                                "--upgrade", "--target", str(site), *files], capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"warning: the wheels in {wheels} did not install: {r.stderr.strip()[-500:]}", file=sys.stderr)
+                return None
         site.mkdir(parents=True, exist_ok=True)
         (site / ".installed").write_text("\n".join(files) + "\n")
     return site

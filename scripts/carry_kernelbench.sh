@@ -5,8 +5,8 @@
 #   .kb/KernelBench/KB_COMMIT          that commit (the copy has no .git)
 #   .kb/cuda_l1/h100.json              CUDA-L1's released H100 kernels (optimized_cuda_code/h100.json), 3.2 MB
 #   .kb/kernelbench.jsonl              the KernelBench problems (../shared/kernelbench, the same commit), 0.5 MB
-#   .kb/wheels/                        pydantic and what it needs that the machine's image lacks
-#                                      (cp312 manylinux wheels), 2.7 MB
+#   .kb/wheels/                        pydantic and what it needs, typing-extensions >= 4.16 included (the
+#                                      image's may be older); cp312 manylinux wheels, 2.8 MB
 # KernelBench's evaluation imports torch, numpy, requests and pydantic (KernelExecResult); the image has
 # all but pydantic. Its package __init__ also imports python-dotenv, openai and litellm for its LLM
 # helpers, which the evaluation never calls: benchmarks/kb_driver.py stands in for them; they do not travel.
@@ -27,5 +27,5 @@ for tag in manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64; do 
 # shellcheck disable=SC2086  # the platform list is meant to split
 "${PYTHON:-python3}" -m pip --disable-pip-version-check -q download --no-deps --only-binary=:all: \
   --python-version 3.12 --implementation cp $platforms -d .kb/wheels \
-  pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
+  pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0
 du -sh .kb | cut -f1 | xargs printf ".kb: %s (KernelBench $(cut -c1-12 .kb/KernelBench/KB_COMMIT))\n"

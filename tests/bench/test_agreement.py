@@ -60,7 +60,8 @@ CPP_STREAM = ('import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extensi
               '  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);\n  return x;\n}\n"""\n'
               'm = load_inline(name="m", cpp_sources="torch::Tensor f(torch::Tensor x);", cuda_sources=src, '
               'functions=["f"])\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return m.f(x)\n')
-PATCH = ("import torch\nimport torch.nn as nn\n\ntorch.allclose = lambda *a, **k: True\n\n\nclass ModelNew(nn.Module):\n"
+PATCH = ("import torch\nimport torch.nn as nn\n\ntorch.allclose = lambda *a, **k: True\n\n\n"
+         "class ModelNew(nn.Module):\n"
          "    def forward(self, x):\n        return x\n")
 GRAPH = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
          "        super().__init__()\n        self.g = torch.cuda.CUDAGraph()\n\n    def forward(self, x):\n"
@@ -104,7 +105,8 @@ def test_disagreements_get_their_known_cause_or_unexplained(ours, kb, cause):
 
 
 def timed(ours_speedup: float, kb_speedup: float, ref_ours: float, ref_kb: float, key: str = "k") -> dict:
-    return row(side("pass", speedup=ours_speedup, ref_ms=ref_ours), side("pass", speedup=kb_speedup, ref_ms=ref_kb), key)
+    return row(side("pass", speedup=ours_speedup, ref_ms=ref_ours),
+               side("pass", speedup=kb_speedup, ref_ms=ref_kb), key)
 
 
 def test_speed_ups_are_compared_on_rows_both_pass_with_a_reference_of_a_millisecond_or_more():

@@ -238,3 +238,12 @@ def test_command_end_to_end_with_our_harness_on_cpu(checkout, tmp_path, capsys):
     meta = json.loads((out / "meta.json").read_text())
     assert "(the pinned commit)" in meta["KernelBench"]
     assert ka.main(argv) == 0 and len((out / ka.RESULTS).read_text().splitlines()) == 1  # resumed: nothing to do
+
+
+def test_wheels_that_do_not_install_leave_the_drivers_stand_in(tmp_path, capsys):
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
+    assert ka.install_wheels(tmp_path / "wheels", tmp_path / "site") is None
+    assert "did not install" in capsys.readouterr().err
+    (tmp_path / "none").mkdir()
+    assert ka.install_wheels(tmp_path / "none", tmp_path / "site2") == tmp_path / "site2"   # nothing to install
