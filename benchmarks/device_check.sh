@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # One device call: any of the CUDA tests, the build benchmark, the harness benchmark, the demo,
-# the KernelBench bench and the synth benchmark, each under its own time limit. Logs and results
-# go to $OUT/results.tgz (the device tool's output folder, which takes few files; ./device_out
-# here), with runs/ (resumable results) inside it.
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb synth service
+# the KernelBench bench, the agreement with KernelBench's own harness and the synth benchmark, each
+# under its own time limit. Logs and results go to $OUT/results.tgz (the device tool's output folder,
+# which takes few files; ./device_out here), with runs/ (resumable results) inside it.
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins). runs/ (resumable results) stays on a warm
 # machine and comes back in results.tgz; the kb step starts from $KB_FROM (default
 # benchmarks/kernelbench_h100/: its bench/ and baselines_level*.jsonl; `none`: afresh) when there is
-# no runs/kb, so commit what comes back there to go on later.
+# no runs/kb, so commit what comes back there to go on later. kbagree (benchmarks/kb_agreement.py) needs
+# .kb/ carried (scripts/carry_kernelbench.sh) and resumes from runs/kb_agree (KBAGREE_LIMIT: CUDA-L1 rows
+# per level, default 4; KBAGREE_ARGS: more flags).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -54,11 +56,15 @@ for arg in "$@"; do
                             cp "$from"/baselines_level*.jsonl runs/kb/ 2>/dev/null; }; }  # go on from the last run
         step kb "$limit" $py benchmarks/bench_kernelbench.py --out runs/kb --kernelbench "$KB/kernelbench.jsonl" \
           --published "$KB/h100_modal_eager.json" --max-seconds $((limit - 60)) ${KB_ARGS:-} ;;
+    kbagree) step kbagree "$limit" $py benchmarks/kb_agreement.py --kernelbench .kb/KernelBench --wheels .kb/wheels \
+               --tasks .kb/kernelbench.jsonl --out runs/kb_agree --kb-adversarial --hand-written \
+               --cuda-l1 .kb/cuda_l1/h100.json --limit "${KBAGREE_LIMIT:-4}" --max-seconds $((limit - 120)) ${KBAGREE_ARGS:-} ;;
     synth) step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out runs/synth/ops.parquet \
              --kernelbench "$KB/kernelbench.jsonl" ${SYNTH_ARGS:-} ;;
-    *) echo "unknown step $name (tests build harness demo timing kb synth service)"; exit 2 ;;
+    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"
-tar czf "$OUT/results.tgz" --exclude="*.synth/work" -C "$LOGS" . $( [ -d runs ] && echo "-C $PWD runs" ) 2>/dev/null
+tar czf "$OUT/results.tgz" --exclude="*.synth/work" --exclude="kb_agree/kb/*/build" --exclude="kb_agree/kb_site" \
+  -C "$LOGS" . $( [ -d runs ] && echo "-C $PWD runs" ) 2>/dev/null
 ls -la "$OUT"

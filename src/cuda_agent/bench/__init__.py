@@ -5,4 +5,5 @@ the GPUs, and report KernelBench's metrics and each task's distance to the speed
 - `metrics.py`: every metric, defined once. `roofline.py` + `peaks.py`: speed-of-light times.
 - `solutions.py`: where a task's solution is found. `report.py` (+ tables.py, plots.py): the report.
 - `baselines` (baselines.py): eager / torch.compile timing tables. `cli.py`: the commands.
+- `agreement.py`: our verdicts beside KernelBench's own harness, classified (benchmarks/kb_agreement.py).
 """
