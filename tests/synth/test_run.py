@@ -9,7 +9,8 @@ import typer
 
 from cuda_agent.cli.synth import synth_app
 from cuda_agent.synth.pipeline import SynthError, synthesize
-from cuda_agent.synth.run import Candidates, Run, _Filters
+from cuda_agent.synth.execute import ExecutionFilters
+from cuda_agent.synth.run import Candidates, Run
 from cuda_agent.tasks import load_tasks
 
 from .conftest import HF_FAMILIES
@@ -41,7 +42,7 @@ def test_out_of_memory_shrinks_the_batch_instead_of_rejecting(catalog, cpu_confi
     run = Run(cpu_config, ProgramComposer(catalog.usable()))
     cand = next(c for c in (run.composer.compose(i) for i in range(20)) if c.program and c.program.batch >= 8)
     oom = {"ok": False, "reason": "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}
-    filters = _Filters(cpu_config, cpu_config.memory_budget_bytes)
+    filters = ExecutionFilters(cpu_config, cpu_config.memory_budget_bytes)
     smaller = filters._after_out_of_memory(cand, oom, rescales=0)
     assert smaller is not None and smaller.batch == max(1, cand.program.batch // 4)
     assert filters._after_out_of_memory(cand, oom, rescales=cpu_config.max_rescales) is None

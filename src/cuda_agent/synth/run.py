@@ -25,9 +25,8 @@ from cuda_agent.service import PRIORITY_SYNTH, EvalService, JobContext, ServiceS
 from cuda_agent.journal import Journal, read_rows
 from cuda_agent.synth.categories import task_class
 from cuda_agent.synth.compose import Candidate, ComposeError
-from cuda_agent.synth.execute import Executor, Limits
-from cuda_agent.synth.filters import (ACCEPTED, FILTER_VERSIONS, Outcome, Window, check_format,
-                                      check_stochastic_source, scaled_batch)
+from cuda_agent.synth.execute import ExecutionFilters, Executor, Limits, add_seconds, memory_share
+from cuda_agent.synth.filters import FILTER_VERSIONS, Outcome, Window, check_format, check_stochastic_source
 from cuda_agent.synth.mix import Mix, Plan
 from cuda_agent.synth.similarity import ReferenceIndex, fingerprint
 
@@ -201,7 +200,7 @@ class Run:
             outcome, part, cand = svc.call(execute_job, self.config, sharing, cand, priority=PRIORITY_SYNTH).result()
             seconds = rec["seconds"]
             rec.update({k: v for k, v in part.items() if k != "seconds"})
-            _add(seconds, part["seconds"])
+            add_seconds(seconds, part["seconds"])
             with self.lock:
                 if outcome.accepted and fp in self.fingerprints:
                     outcome = Outcome("duplicate", "the same program was accepted meanwhile")
@@ -241,7 +240,7 @@ def execute_job(ctx: JobContext, config: SynthConfig, sharing: int, cand: Candid
         executor = Executor(config.state_dir / "work" / f"w{os.getpid()}", None, config.limits)
         ctx.state[key] = executor
         ctx.on_close(executor.close)
-    filters = _Filters(config, _memory_share(config, sharing))
+    filters = ExecutionFilters(config, memory_share(config, sharing))
     rec: dict = {"seconds": {}}
     try:
         outcome = filters.execute(cand, rec, executor)
@@ -250,106 +249,11 @@ def execute_job(ctx: JobContext, config: SynthConfig, sharing: int, cand: Candid
     return outcome, rec, cand
 
 
-class _Filters:
-    """The execution filters of one candidate, with the run's window and memory budget."""
-
-    def __init__(self, config: SynthConfig, memory_budget: int):
-        self.config, self.window, self.memory_budget = config, config.resolved_window(), memory_budget
-
-    def execute(self, cand: Candidate, rec: dict, executor: Executor) -> Outcome:
-        cfg = self.config
-        seconds = rec["seconds"]
-        started = executor.start_seconds
-        rec["rescales"] = 0
-        while True:
-            reply = executor.request({"op": "eager", "code": cand.code, "device": cfg.device,
-                                      "plan": cfg.timing.to_dict()}, cfg.limits.eager_s)
-            _add(seconds, reply.get("seconds", {}))
-            if not reply.get("ok"):
-                smaller = self._after_out_of_memory(cand, reply, rec["rescales"])
-                if smaller is not None:  # too big for its share of a GPU: not the task's fault
-                    executor.close()  # a CUDA out-of-memory error can leave the child's context unusable
-                    cand.program, cand.code = smaller, smaller.source()
-                    rec["rescales"] += 1
-                    continue
-                seconds["start"] = executor.start_seconds - started
-                return Outcome(reply.get("filter", "eager"), str(reply.get("reason", ""))[:300])
-            ms = reply["eager_ms"]
-            rec["eager_ms"] = ms
-            if self.window.contains(ms):
-                break
-            resized = self._resized(cand, ms)
-            if resized is None or rec["rescales"] >= cfg.max_rescales:
-                seconds["start"] = executor.start_seconds - started
-                return Outcome("window", f"eager {ms:.3g} ms outside [{self.window.low_ms:g}, {self.window.high_ms:g}]")
-            cand.program = resized
-            cand.code = resized.source()
-            rec["rescales"] += 1
-        rec["batch"] = cand.program.batch if cand.program else None
-        reply = executor.request({"op": "compile", "plan": cfg.timing.to_dict(), "atol": cfg.atol, "rtol": cfg.rtol},
-                                 cfg.limits.compile_s)
-        _add(seconds, reply.get("seconds", {}))
-        seconds["start"] = executor.start_seconds - started
-        if not reply.get("ok"):
-            return Outcome("compile", str(reply.get("reason", ""))[:300])
-        # The dataset's figures are the baselines as the harness takes them (one function for
-        # both); the size search's eager time only chose the size.
-        rec["probe_eager_ms"], rec["eager_ms"], rec["compile_ms"] = rec["eager_ms"], reply["eager_ms"], reply["compile_ms"]
-        rec["compile_speedup"] = round(rec["eager_ms"] / max(reply["compile_ms"], 1e-9), 4)
-        if not self.window.contains(rec["eager_ms"]):
-            return Outcome("window", f"eager {rec['eager_ms']:.3g} ms, timed again with torch.compile, is outside "
-                                     f"[{self.window.low_ms:g}, {self.window.high_ms:g}]")
-        return ACCEPTED
-
-    def _after_out_of_memory(self, cand: Candidate, reply: dict, rescales: int):
-        """A quarter of the batch when the eager run ran out of memory (workers share a GPU's
-        memory), or None."""
-        p = cand.program
-        oom = "out of memory" in str(reply.get("reason", "")).lower()
-        if not oom or p is None or p.batch <= 1 or rescales >= self.config.max_rescales:
-            return None
-        return p.with_batch(max(1, p.batch // 4))
-
-    def _resized(self, cand: Candidate, ms: float):
-        """The program at the size that should land in the window (time ~ batch x spatial size):
-        the batch first, the spatial sizes for what the batch cannot do; None when nothing moves."""
-        p = cand.program
-        if p is None:
-            return None
-        per_sample = max(p.elems_per_sample, 1) * 4
-        max_batch = max(2, min(1 << 16, self.memory_budget // per_sample))
-        batch = scaled_batch(p.batch, ms, self.window, max_batch) or p.batch
-        left = self.window.target_ms / max(ms, 1e-6) * p.batch / batch
-        q = p.with_batch(batch)
-        if not 0.7 < left < 1.4:
-            q = q.with_spatial(left)
-            if q.elems_per_sample * 4 * batch > self.memory_budget:
-                q = p.with_batch(batch)
-        return None if q.dims == p.dims else q
-
-
-
 def _class_of(rec: dict) -> str | None:
     """A record's task class: the one it was composed for, else the one of its categories."""
     if rec.get("want"):
         return rec["want"]
     return task_class(rec["categories"]) if rec.get("categories") else None
-
-
-def _add(total: dict, part: dict) -> None:
-    for k, v in part.items():
-        total[k] = total.get(k, 0.0) + v
-
-
-def _memory_share(config: SynthConfig, sharing: int) -> int:
-    """The size search's memory budget per evaluator: the configured one, but no more than half of
-    a GPU's memory split between the evaluators that share it."""
-    if config.device != "cuda":
-        return config.memory_budget_bytes
-    import torch
-
-    total = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
-    return min(config.memory_budget_bytes, total // 2 // max(1, sharing)) if total else config.memory_budget_bytes
 
 
 def _settings(config: SynthConfig) -> ServiceSettings:
