@@ -9,7 +9,6 @@ import typer
 
 from cuda_agent.cli.synth import synth_app
 from cuda_agent.synth.pipeline import SynthError, synthesize
-from cuda_agent.synth.execute import ExecutionFilters
 from cuda_agent.synth.run import Candidates, Run
 from cuda_agent.tasks import load_tasks
 
@@ -32,21 +31,6 @@ def test_resume_skips_done_candidates(catalog, cpu_config):
     Candidates(cpu_config.state_dir / "candidates.jsonl").append({"index": 2, "filter": "eager"})
     run = Run(cpu_config, ProgramComposer(catalog.usable()))
     assert [run._claim() for _ in range(3)] == [1, 3, 4]
-
-
-def test_out_of_memory_shrinks_the_batch_instead_of_rejecting(catalog, cpu_config):
-    """Workers share a GPU's memory: a candidate that ran out of it is retried at a quarter of the
-    batch (up to max_rescales times), while other failures reject it."""
-    from cuda_agent.synth.compose import ProgramComposer
-
-    run = Run(cpu_config, ProgramComposer(catalog.usable()))
-    cand = next(c for c in (run.composer.compose(i) for i in range(20)) if c.program and c.program.batch >= 8)
-    oom = {"ok": False, "reason": "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}
-    filters = ExecutionFilters(cpu_config, cpu_config.memory_budget_bytes)
-    smaller = filters._after_out_of_memory(cand, oom, rescales=0)
-    assert smaller is not None and smaller.batch == max(1, cand.program.batch // 4)
-    assert filters._after_out_of_memory(cand, oom, rescales=cpu_config.max_rescales) is None
-    assert filters._after_out_of_memory(cand, {"ok": False, "reason": "RuntimeError: shape mismatch"}, 0) is None
 
 
 @pytest.mark.slow
