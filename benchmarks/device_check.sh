@@ -10,6 +10,12 @@
 # machine and comes back in results.tgz; the kb step starts from $KB_FROM (default
 # benchmarks/kernelbench_h100/: its bench/ and baselines_level*.jsonl; `none`: afresh) when there is
 # no runs/kb, so commit what comes back there to go on later.
+# The synth step writes its dataset to $SYNTH_OUT (default runs/synth/ops.parquet; set it, not --out
+# in SYNTH_ARGS), stops starting candidates 90 s before its limit (--max-seconds; half of a limit
+# under 3 minutes), which leaves the 30 s of --grace-seconds and the report inside it, and brings back
+# $OUT/synth/: the dataset, bench.json, summary.md, seeds.json (the catalog), config.json and
+# candidates.jsonl.gz (the journal), not the workspaces. Committed beside $SYNTH_OUT (the journal
+# gzipped), they make the next call resume the run, with its catalog, on a fresh machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -54,11 +60,18 @@ for arg in "$@"; do
                             cp "$from"/baselines_level*.jsonl runs/kb/ 2>/dev/null; }; }  # go on from the last run
         step kb "$limit" $py benchmarks/bench_kernelbench.py --out runs/kb --kernelbench "$KB/kernelbench.jsonl" \
           --published "$KB/h100_modal_eager.json" --max-seconds $((limit - 60)) ${KB_ARGS:-} ;;
-    synth) step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out runs/synth/ops.parquet \
-             --kernelbench "$KB/kernelbench.jsonl" ${SYNTH_ARGS:-} ;;
+    synth) out=${SYNTH_OUT:-runs/synth/ops.parquet}; state=${out%.*}.synth
+           if [ -f "$state/candidates.jsonl.gz" ] && [ ! -f "$state/candidates.jsonl" ]; then
+             gunzip -k "$state/candidates.jsonl.gz"; fi  # a journal brought back and committed: resume it
+           step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out "$out" \
+             --kernelbench "$KB/kernelbench.jsonl" --max-seconds $((limit > 180 ? limit - 90 : limit / 2)) ${SYNTH_ARGS:-}
+           mkdir -p "$OUT/synth"
+           for f in bench.json summary.md seeds.json config.json; do cp "$state/$f" "$OUT/synth/" 2>/dev/null; done
+           cp "$out" "$OUT/synth/" 2>/dev/null; cp "$state/crawl.log" "$LOGS/synth_crawl.log" 2>/dev/null
+           [ -f "$state/candidates.jsonl" ] && gzip -c "$state/candidates.jsonl" >"$OUT/synth/candidates.jsonl.gz" ;;
     *) echo "unknown step $name (tests build harness demo timing kb synth service)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"
-tar czf "$OUT/results.tgz" --exclude="*.synth/work" -C "$LOGS" . $( [ -d runs ] && echo "-C $PWD runs" ) 2>/dev/null
+tar czf "$OUT/results.tgz" --exclude="*.synth" -C "$LOGS" . $( [ -d runs ] && echo "-C $PWD runs" ) 2>/dev/null
 ls -la "$OUT"
