@@ -4,7 +4,7 @@ catalog with the operators that were dropped and why (seedcheck.py then runs eac
 
 Building hundreds of transformers blocks from small configs makes transformers log (token ids
 outside the small vocabulary, RoPE settings; "Can't set head_dim ... for FalconConfig" with the
-whole config dumped, at ERROR level, for a setting that config does not take) and torch warn: 1,500
+whole config dumped, at ERROR level, for a setting that config does not take) and torch warn: 1,300
 lines on the H100 machine that say nothing about the catalog. The crawl sends them to a log file,
 counted, instead of the terminal. What does say something stays: every block that fails is a
 `Dropped` with its reason (in the catalog), transformers' CRITICAL messages still reach its own
