@@ -12,6 +12,12 @@
 # no runs/kb, so commit what comes back there to go on later. kbagree (benchmarks/kb_agreement.py) needs
 # .kb/ carried (scripts/carry_kernelbench.sh) and resumes from runs/kb_agree (KBAGREE_LIMIT: CUDA-L1 rows
 # per level, default 4; KBAGREE_ARGS: more flags).
+# The synth step writes its dataset to $SYNTH_OUT (default runs/synth/ops.parquet; set it, not --out
+# in SYNTH_ARGS), stops starting candidates 90 s before its limit (--max-seconds; half of a limit
+# under 3 minutes), which leaves the 30 s of --grace-seconds and the report inside it, and brings back
+# $OUT/synth/: the dataset, bench.json, summary.md, seeds.json (the catalog), config.json and
+# candidates.jsonl.gz (the journal), not the workspaces. Committed beside $SYNTH_OUT (the journal
+# gzipped), they make the next call resume the run, with its catalog, on a fresh machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -59,12 +65,19 @@ for arg in "$@"; do
     kbagree) step kbagree "$limit" $py benchmarks/kb_agreement.py --kernelbench .kb/KernelBench --wheels .kb/wheels \
                --tasks .kb/kernelbench.jsonl --out runs/kb_agree --kb-adversarial --hand-written \
                --cuda-l1 .kb/cuda_l1/h100.json --limit "${KBAGREE_LIMIT:-4}" --max-seconds $((limit - 120)) ${KBAGREE_ARGS:-} ;;
-    synth) step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out runs/synth/ops.parquet \
-             --kernelbench "$KB/kernelbench.jsonl" ${SYNTH_ARGS:-} ;;
+    synth) out=${SYNTH_OUT:-runs/synth/ops.parquet}; state=${out%.*}.synth
+           if [ -f "$state/candidates.jsonl.gz" ] && [ ! -f "$state/candidates.jsonl" ]; then
+             gunzip -k "$state/candidates.jsonl.gz"; fi  # a journal brought back and committed: resume it
+           step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out "$out" \
+             --kernelbench "$KB/kernelbench.jsonl" --max-seconds $((limit > 180 ? limit - 90 : limit / 2)) ${SYNTH_ARGS:-}
+           mkdir -p "$OUT/synth"
+           for f in bench.json summary.md seeds.json config.json; do cp "$state/$f" "$OUT/synth/" 2>/dev/null; done
+           cp "$out" "$OUT/synth/" 2>/dev/null; cp "$state/crawl.log" "$LOGS/synth_crawl.log" 2>/dev/null
+           [ -f "$state/candidates.jsonl" ] && gzip -c "$state/candidates.jsonl" >"$OUT/synth/candidates.jsonl.gz" ;;
     *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"
-tar czf "$OUT/results.tgz" --exclude="*.synth/work" --exclude="kb_agree/kb/*/build" --exclude="kb_agree/kb_site" \
+tar czf "$OUT/results.tgz" --exclude="*.synth" --exclude="kb_agree/kb/*/build" --exclude="kb_agree/kb_site" \
   -C "$LOGS" . $( [ -d runs ] && echo "-C $PWD runs" ) 2>/dev/null
 ls -la "$OUT"

@@ -39,3 +39,28 @@ def test_transformers_blocks_are_built_from_small_configs_and_copies_are_dropped
     assert reasons["hf.MistralRMSNorm"] == "same source as hf.LlamaRMSNorm"
     assert "hf.BertCrossAttention" in reasons  # needs the encoder's states: no call form fits
     assert "no such model type" in reasons["no_such_model"]
+
+
+def test_the_crawl_keeps_transformers_config_dumps_out_of_the_terminal(tmp_path, capfd):
+    """On the H100 machine the crawl printed 1,300 lines of transformers' messages (Falcon's config
+    dumped 30 times, at ERROR level, for a head_dim its config does not take): they go to the
+    crawl's log, counted, and the terminal keeps what is ours."""
+    pytest.importorskip("transformers")
+    import logging
+    from collections import Counter
+
+    from cuda_agent.synth.crawl import quiet
+    from cuda_agent.synth.crawl_transformers import crawl_blocks
+
+    hf = logging.getLogger("transformers")
+    before = [(h, h.level) for h in hf.handlers]
+    counts: Counter = Counter()
+    with quiet(tmp_path / "crawl.log", counts):
+        crawl_blocks(("falcon",))
+        print("printed by a crawled module")
+    terminal = capfd.readouterr()
+    assert "FalconConfig" not in terminal.err + terminal.out and "printed" not in terminal.out
+    log = (tmp_path / "crawl.log").read_text()
+    assert "Can't set head_dim" in log and "printed by a crawled module" in log
+    assert counts["transformers"] >= counts["transformers_errors"] > 0
+    assert [(h, h.level) for h in hf.handlers] == before  # after the crawl, transformers logs as it did

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,12 @@ import typer
 
 from cuda_agent.cli.synth import synth_app
 from cuda_agent.synth.pipeline import SynthError, synthesize
-from cuda_agent.synth.run import Candidates, Run, _Filters
+from cuda_agent.synth.run import Candidates, Run, SynthConfig
 from cuda_agent.tasks import load_tasks
 
 from .conftest import HF_FAMILIES
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "synth_bench.py"
 
 
 def test_journal_survives_a_line_cut_by_a_kill(tmp_path: Path):
@@ -31,21 +34,6 @@ def test_resume_skips_done_candidates(catalog, cpu_config):
     Candidates(cpu_config.state_dir / "candidates.jsonl").append({"index": 2, "filter": "eager"})
     run = Run(cpu_config, ProgramComposer(catalog.usable()))
     assert [run._claim() for _ in range(3)] == [1, 3, 4]
-
-
-def test_out_of_memory_shrinks_the_batch_instead_of_rejecting(catalog, cpu_config):
-    """Workers share a GPU's memory: a candidate that ran out of it is retried at a quarter of the
-    batch (up to max_rescales times), while other failures reject it."""
-    from cuda_agent.synth.compose import ProgramComposer
-
-    run = Run(cpu_config, ProgramComposer(catalog.usable()))
-    cand = next(c for c in (run.composer.compose(i) for i in range(20)) if c.program and c.program.batch >= 8)
-    oom = {"ok": False, "reason": "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}
-    filters = _Filters(cpu_config, cpu_config.memory_budget_bytes)
-    smaller = filters._after_out_of_memory(cand, oom, rescales=0)
-    assert smaller is not None and smaller.batch == max(1, cand.program.batch // 4)
-    assert filters._after_out_of_memory(cand, oom, rescales=cpu_config.max_rescales) is None
-    assert filters._after_out_of_memory(cand, {"ok": False, "reason": "RuntimeError: shape mismatch"}, 0) is None
 
 
 @pytest.mark.slow
@@ -92,3 +80,92 @@ def test_dataset_loads_with_hugging_face_datasets(tmp_path):
     path = write_dataset([{"name": "t0", "code": task("return x"), "ops": ["Linear"]}], tmp_path / "d.parquet")[0]
     ds = datasets.load_dataset("parquet", data_files=str(path))["train"]
     assert ds[0]["name"] == "t0" and ds[0]["ops"] == ["Linear"]
+
+
+class HangingComposer:
+    """Candidates whose forward never returns: whatever the machine's speed, they are in flight
+    when the run's time is up."""
+
+    def compose(self, index: int):
+        from cuda_agent.synth.compose import Candidate
+
+        from .test_filters import task
+
+        code = task("while True:\n            x = x + 0\n        return x")
+        return Candidate(index, f"hang_{index}", code, ["Linear"], ["gemm"], "program")
+
+
+@pytest.mark.slow
+def test_a_run_out_of_time_cancels_what_is_in_flight_and_a_resume_redoes_it(cpu_config, service):
+    """At the deadline no candidate starts; at the hard stop (grace later) the ones in flight are
+    killed and get no line in the journal, so the same command later runs them again."""
+    cpu_config.grace_s = 2.0
+    notes: list[str] = []
+    start = time.time()
+    run = Run(cpu_config, HangingComposer(), deadline=start + 2.0, note=notes.append)
+    assert run.run(service) == []
+    took = time.time() - start
+    assert sorted(run.cancelled) == list(range(service.evaluators)) and run.stopped_at_limit
+    assert not (cpu_config.state_dir / "candidates.jsonl").read_text()  # no verdict for a cancelled candidate
+    assert took < 2.0 + 2.0 + 10.0, f"the run ended {took:.1f} s after it started"  # not the 120 s eager limit
+    assert any(n.startswith("time limit") for n in notes) and any(n.startswith("first candidate") for n in notes)
+    resumed = Run(cpu_config, HangingComposer())
+    assert resumed._claim() == 0
+
+
+@pytest.mark.slow
+def test_the_bench_bounded_by_max_seconds_still_writes_its_summary_and_figures(catalog, cpu_config, tmp_path):
+    """The H100 call of 2026-11-25 was killed at its limit and reported nothing; with --max-seconds
+    the bench stops in time and writes the dataset, summary.md and bench.json, and the catalog it
+    was given (--seeds) sits in the run's state folder to carry on."""
+    import importlib.util
+
+    from cuda_agent.home import subdir
+
+    spec = importlib.util.spec_from_file_location("synth_bench", BENCH)
+    bench_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_script)
+    out = tmp_path / "ops.parquet"
+    seeds = subdir("synth") / "seeds-cpu.json"  # made by the `catalog` fixture
+    bench = bench_script.main(["--device", "cpu", "--count", "2", "--window", "0.02,20", "--out", str(out),
+                               "--hf-families", ",".join(HF_FAMILIES), "--seeds", str(seeds),
+                               "--kernelbench", "none", "--max-seconds", "8", "--grace-seconds", "1"])
+    state = tmp_path / "ops.synth"
+    assert bench["stopped_at_limit"] and bench["wall_s"] < 8 + 1 + 12
+    assert json.loads((state / "bench.json").read_text())["phases_s"]["catalog"] == bench["phases_s"]["catalog"]
+    assert "## Benchmark" in (state / "summary.md").read_text() and out.exists()
+    assert bench["catalog_from"].endswith("seeds-cpu.json") and (state / "seeds.json").exists()
+    assert set(bench["phases_s"]) >= {"catalog", "service_start", "candidates", "service_close", "dataset"}
+
+
+def test_a_saved_catalog_is_used_only_where_it_was_made_for(catalog, cpu_config, tmp_path):
+    """A catalog crawled with another transformers is not used: its blocks may be missing or
+    behave otherwise here. The run says so and makes its own (here: from the cache)."""
+    from cuda_agent.home import subdir
+    from cuda_agent.synth.pipeline import run_catalog
+
+    saved = json.loads((subdir("synth") / "seeds-cpu.json").read_text())
+    other = tmp_path / "seeds-other.json"
+    other.write_text(json.dumps({**saved, "transformers": "5.17.0", "seeds": saved["seeds"][:3]}))
+    cpu_config.seeds = other
+    notes: list[str] = []
+    got, source = run_catalog(cpu_config, note=notes.append)
+    assert len(got.seeds) == len(saved["seeds"]) and source.startswith("the cache")
+    assert notes and "transformers 5.17.0, here " in notes[0] and "crawled again" in notes[0]
+    # A resume keeps the run's own catalog, and a fitting --seeds file is taken as it is.
+    assert run_catalog(cpu_config)[1].startswith("the run's own")
+    fresh = SynthConfig(**{**cpu_config.__dict__, "out": tmp_path / "b" / "ds.parquet",
+                           "seeds": subdir("synth") / "seeds-cpu.json"})
+    assert run_catalog(fresh)[1] == str(fresh.seeds)
+
+
+def test_the_cli_with_no_time_left_writes_what_it_has_and_says_how_to_go_on(catalog, cpu_config, capsys):
+    """--max-seconds 0: the catalog is read, no candidate starts (and no service), the dataset and
+    the summary are written, and the run can be resumed."""
+    cmd = typer.main.get_command(synth_app)
+    cmd(["--out", str(cpu_config.out), "--count", "1", "--device", "cpu", "--quiet", "--json", "--kernelbench", "none",
+         "--hf-families", ",".join(HF_FAMILIES), "--max-seconds", "0"], standalone_mode=False)
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["stopped_at_limit"] and summary["accepted"] == 0 and summary["cancelled"] == 0
+    assert cpu_config.out.exists() and (cpu_config.state_dir / "summary.md").exists()
+    assert json.loads((cpu_config.state_dir / "config.json").read_text())["max_seconds"] == 0

@@ -69,6 +69,13 @@ def synth_command(
                                                     "`free` (any seed), or CLASS=SHARE,... e.g. conv=0.5,gemm=0.3,norm=0.2"),
         hf_families: Optional[str] = typer.Option(None, help="transformers model types to crawl blocks from, "
                                                               "comma-separated (default: all; `none` for none)"),
+        seeds: Optional[Path] = typer.Option(None, help="start from this saved catalog (a run's seeds.json) when it "
+                                                        "was made with this device, torch, transformers and families"),
+        max_seconds: Optional[float] = typer.Option(None, help="start no candidate after this many seconds (the "
+                                                               "catalog counted); the dataset is written, and the "
+                                                               "same command resumes"),
+        grace_seconds: float = typer.Option(30.0, help="with --max-seconds: how long candidates in flight may run "
+                                                       "on before they are cancelled"),
         jsonl: bool = typer.Option(False, "--jsonl", help="write JSONL beside the Parquet"),
         model: Optional[str] = typer.Option(None, help="llm composer: the model name"),
         base_url: Optional[str] = typer.Option(None, help="llm composer: the OpenAI-compatible endpoint"),
@@ -100,7 +107,8 @@ def synth_command(
     llm = _llm(model, base_url, api_key) if composer == "llm" else None
     config = SynthConfig(out=out_path, count=count, composer=composer, device=dev, seed=seed, window=win,
                          similarity_threshold=similarity, kernelbench=kb, workers=workers, address=address,
-                         max_candidates=max_candidates, jsonl=jsonl, mix=target, hf_families=_families(hf_families))
+                         max_candidates=max_candidates, jsonl=jsonl, mix=target, hf_families=_families(hf_families),
+                         seeds=seeds, max_seconds=max_seconds, grace_s=grace_seconds)
     start = time.time()
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=err, disable=quiet)
@@ -124,7 +132,8 @@ def synth_command(
 
             done0 = sum(r.get("filter") == "accepted" for r in read_rows(config.state_dir / "candidates.jsonl"))
             progress.update(bar, completed=min(done0, count))
-            rows, files, run = synthesize(config, llm, on_record, on_seed)
+            rows, files, run = synthesize(config, llm, on_record, on_seed,
+                                          note=lambda text: progress.console.print(text, highlight=False))
         except (SynthError, MixError, FileNotFoundError) as e:
             _fail(str(e))
     records = sorted(run.journal.records.values(), key=lambda r: r["index"])
@@ -132,7 +141,8 @@ def synth_command(
                           title=f"synth {out_path.name} ({composer}, {dev})", wall_s=time.time() - start,
                           kernelbench=kb, target=target.normalized if target else None, device=dev)
     summary = {"accepted": len(rows), "candidates": len(records), "files": [str(f) for f in files],
-               "summary": str(report), "filters": {f: n for f, n, _ in funnel(records)}}
+               "summary": str(report), "filters": {f: n for f, n, _ in funnel(records)},
+               "stopped_at_limit": run.stopped_at_limit, "cancelled": len(run.cancelled)}
     if as_json:
         print(json.dumps(summary))
         return
@@ -143,7 +153,10 @@ def synth_command(
         table.add_row(f, str(n), str(left))
     out.print(table)
     out.print(f"dataset: {', '.join(summary['files'])}\nsummary: {report}")
-    if len(rows) < count:
+    if run.stopped_at_limit:
+        err.print(f"[yellow]stopped at --max-seconds with {len(rows)} of {count} tasks[/]: run the same command "
+                  "again to go on")
+    elif len(rows) < count:
         err.print(f"[yellow]only {len(rows)} of {count} tasks[/]: raise --max-candidates, or widen --window")
 
 
@@ -166,7 +179,8 @@ def seeds_command(device: Optional[str] = typer.Option(None, help="cuda or cpu: 
     dev = _device(device)
     cache = subdir("synth") / f"seeds-{dev}.json" if check else None
     catalog = build_catalog(dev, subdir("synth") / "seedcheck", cache=cache, check=check,
-                            families=_families(hf_families))
+                            families=_families(hf_families), log=subdir("synth") / "crawl.log",
+                            note=lambda text: err.print(text, highlight=False))
     seeds = catalog.seeds if show_all else catalog.usable()
     if as_json:
         for s in seeds:
@@ -200,6 +214,8 @@ def _synth_group(ctx: typer.Context,
                  address: Optional[str] = typer.Option(None),
                  max_candidates: Optional[int] = typer.Option(None), jsonl: bool = typer.Option(False, "--jsonl"),
                  mix: str = typer.Option("kernelbench"), hf_families: Optional[str] = typer.Option(None),
+                 seeds: Optional[Path] = typer.Option(None), max_seconds: Optional[float] = typer.Option(None),
+                 grace_seconds: float = typer.Option(30.0),
                  model: Optional[str] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
                  api_key: Optional[str] = typer.Option(None), quiet: bool = typer.Option(False, "--quiet", "-q"),
                  as_json: bool = typer.Option(False, "--json")) -> None:
@@ -210,7 +226,8 @@ def _synth_group(ctx: typer.Context,
         _fail("give --out DATASET (.parquet or .jsonl) to synthesize, or `cuda-agent synth seeds` to list seeds")
     synth_command(out_path=out_path, count=count, composer=composer, device=device, seed=seed, window=window,
                   similarity=similarity, kernelbench=kernelbench, workers=workers, address=address,
-                  max_candidates=max_candidates, mix=mix, hf_families=hf_families, jsonl=jsonl, model=model,
+                  max_candidates=max_candidates, mix=mix, hf_families=hf_families, seeds=seeds,
+                  max_seconds=max_seconds, grace_seconds=grace_seconds, jsonl=jsonl, model=model,
                   base_url=base_url, api_key=api_key, quiet=quiet, as_json=as_json)
 
 

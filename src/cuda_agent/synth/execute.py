@@ -1,6 +1,7 @@
 """The parent's side of the synth worker: one child process kept warm across candidates (torch
 import and torch.compile's own start-up are paid once), restarted after any crash, hang or
-unexpected error, so one candidate can never poison the next."""
+unexpected error, so one candidate can never poison the next; and the execution filters that drive
+it for one candidate (the eager checks, the size search into the runtime window, torch.compile)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,14 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuda_agent.harness import ChildFailed, Process
+from cuda_agent.synth.compose import Candidate
+from cuda_agent.synth.filters import ACCEPTED, Outcome, scaled_batch
+
+if TYPE_CHECKING:
+    from cuda_agent.synth.run import SynthConfig
 
 WORKER_MODULE = "cuda_agent.synth.worker"
 
@@ -40,7 +47,7 @@ class Executor:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         return env
 
-    def _ensure(self) -> Process:
+    def _ensure(self, start_s: float) -> Process:
         if self._proc is not None and self._served >= self.limits.recycle_every:
             self.close()
         if self._proc is None:
@@ -49,7 +56,7 @@ class Executor:
             proc = Process(WORKER_MODULE, cwd=self.workdir, log=self.workdir / "worker.log",
                            memory_bytes=self.limits.memory_bytes, env=self._env())
             try:
-                proc.recv(self.limits.start_s)
+                proc.recv(start_s)
             except ChildFailed:
                 proc.close()
                 raise
@@ -58,9 +65,10 @@ class Executor:
         return self._proc
 
     def request(self, message: dict, timeout_s: float) -> dict:
-        """The worker's reply; a dead or hung child becomes a failed reply and a fresh child next time."""
+        """The worker's reply; a dead or hung child becomes a failed reply and a fresh child next time.
+        A child that must start first gets at most `timeout_s` for that too (a run's hard stop)."""
         try:
-            proc = self._ensure()
+            proc = self._ensure(min(self.limits.start_s, timeout_s))
             reply = proc.request(message, timeout_s)
         except ChildFailed as e:
             self.close()
@@ -68,6 +76,11 @@ class Executor:
         if "trace" in reply:  # an error we did not foresee: do not trust this child's state
             self.close()
         return reply
+
+    @property
+    def alive(self) -> bool:
+        """Whether the warm child is up (it keeps the last candidate's state)."""
+        return self._proc is not None
 
     def next_candidate(self) -> None:
         self._served += 1
@@ -84,3 +97,164 @@ class Executor:
     def clean(self) -> None:
         self.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class ExecutionFilters:
+    """The execution filters of one candidate, with the run's window and memory budget. `stop_at`
+    (epoch seconds): the run's hard stop; a candidate still running then is cancelled (its child
+    is killed, and it gets no verdict: a resumed run executes it again)."""
+
+    def __init__(self, config: "SynthConfig", memory_budget: int, stop_at: float | None = None):
+        self.config, self.window, self.memory_budget = config, config.resolved_window(), memory_budget
+        self.stop_at = stop_at
+        self.alone = False  # on the GPU alone: after an out-of-memory error at the current size
+
+    def execute(self, cand: Candidate, rec: dict, executor: Executor) -> Outcome:
+        started = executor.start_seconds
+        rec["rescales"] = 0
+        try:
+            outcome = self._size_search(cand, rec, executor)
+            if outcome is None:
+                rec["batch"] = cand.program.batch if cand.program else None
+                outcome = self._compile(rec, executor)
+        finally:
+            rec["seconds"]["start"] = executor.start_seconds - started
+            if cand.program is not None and cand.program.elems_per_sample:
+                rec["memory_estimate_mb"] = round(_footprint(cand.program) / 2**20, 1)
+        return outcome
+
+    def _request(self, executor: Executor, rec: dict, message: dict, limit_s: float) -> dict | None:
+        """The worker's reply (its seconds and peak memory added to `rec`), or None when the run's
+        hard stop came first."""
+        timeout = limit_s
+        if self.stop_at is not None:
+            timeout = min(limit_s, self.stop_at - time.time())
+            if timeout <= 0:
+                return None
+        reply = executor.request({**message, "alone": self.alone}, timeout)
+        add_seconds(rec["seconds"], reply.get("seconds", {}))
+        if "peak_mb" in reply:
+            rec["gpu_peak_mb"] = max(rec.get("gpu_peak_mb", 0.0), reply["peak_mb"])
+        if not reply.get("ok") and self.stop_at is not None and time.time() >= self.stop_at:
+            return None  # killed at the hard stop (or failed just then): redone on resume, never a verdict
+        return reply
+
+    def _size_search(self, cand: Candidate, rec: dict, executor: Executor) -> Outcome | None:
+        """The eager checks, at sizes chosen to land the eager time in the window: None when it
+        landed there, else the rejection."""
+        cfg = self.config
+        while True:
+            reply = self._request(executor, rec, {"op": "eager", "code": cand.code, "device": cfg.device,
+                                                  "plan": cfg.timing.to_dict()}, cfg.limits.eager_s)
+            if reply is None:
+                return CANCELLED
+            if not reply.get("ok"):
+                if not _out_of_memory(reply):
+                    return Outcome(reply.get("filter", "eager"), str(reply.get("reason", ""))[:300])
+                rejected = self._after_out_of_memory(cand, rec, reply, executor)
+                if rejected is not None:
+                    return rejected
+                continue
+            ms = reply["eager_ms"]
+            rec["eager_ms"] = ms
+            if self.window.contains(ms):
+                return None
+            resized = self._resized(cand, ms)
+            if resized is None or rec["rescales"] >= cfg.max_rescales:
+                return Outcome("window", f"eager {ms:.3g} ms outside [{self.window.low_ms:g}, {self.window.high_ms:g}]")
+            cand.program = resized
+            cand.code = resized.source()
+            rec["rescales"] += 1
+
+    def _after_out_of_memory(self, cand: Candidate, rec: dict, reply: dict, executor: Executor) -> Outcome | None:
+        """Workers share a GPU's memory, so an out-of-memory error is first blamed on the others: the
+        candidate runs again at the same size, alone on the GPU. Only when it fails alone is it too
+        big: then it runs at a quarter of the batch (at most max_rescales times, a budget of its own,
+        apart from the window's), the size search kept under half the size that failed. None: run
+        it again; else the rejection."""
+        executor.close()  # a fresh child: all its memory goes back, and a CUDA error can leave a context unusable
+        rec["oom"] = rec.get("oom", 0) + 1
+        if not self.alone:
+            self.alone = True
+            return None
+        p, shrinks = cand.program, rec.get("oom_shrinks", 0)
+        if p is None or p.batch <= 1 or shrinks >= self.config.max_rescales:
+            return Outcome("eager", f"out of memory alone on the GPU: {reply.get('reason', '')}"[:300])
+        self.memory_budget = min(self.memory_budget, max(_footprint(p) // 2, 1))
+        smaller = p.with_batch(max(1, p.batch // 4))
+        cand.program, cand.code = smaller, smaller.source()
+        rec["oom_shrinks"] = shrinks + 1
+        self.alone = False
+        return None
+
+    def _compile(self, rec: dict, executor: Executor) -> Outcome:
+        """torch.compile, compared with eager, and both timed as the harness times them. An
+        out-of-memory error is retried once alone, in the same child (it keeps the candidate)."""
+        cfg = self.config
+        message = {"op": "compile", "plan": cfg.timing.to_dict(), "atol": cfg.atol, "rtol": cfg.rtol}
+        reply = self._request(executor, rec, message, cfg.limits.compile_s)
+        if reply is not None and _out_of_memory(reply) and not self.alone and executor.alive:
+            rec["oom"] = rec.get("oom", 0) + 1
+            self.alone = True
+            reply = self._request(executor, rec, message, cfg.limits.compile_s)
+        if reply is None:
+            return CANCELLED
+        if not reply.get("ok"):
+            return Outcome("compile", str(reply.get("reason", ""))[:300])
+        # The dataset's figures are the baselines as the harness takes them (one function for
+        # both); the size search's eager time only chose the size.
+        rec["probe_eager_ms"], rec["eager_ms"], rec["compile_ms"] = rec["eager_ms"], reply["eager_ms"], reply["compile_ms"]
+        rec["compile_speedup"] = round(rec["eager_ms"] / max(reply["compile_ms"], 1e-9), 4)
+        if not self.window.contains(rec["eager_ms"]):
+            return Outcome("window", f"eager {rec['eager_ms']:.3g} ms, timed again with torch.compile, is outside "
+                                     f"[{self.window.low_ms:g}, {self.window.high_ms:g}]")
+        return ACCEPTED
+
+    def _resized(self, cand: Candidate, ms: float):
+        """The program at the size that should land in the window (time ~ batch x spatial size):
+        the batch first, the spatial sizes for what the batch cannot do; None when nothing moves."""
+        p = cand.program
+        if p is None:
+            return None
+        per_sample = max(p.elems_per_sample, 1) * 4
+        max_batch = max(2, min(1 << 16, self.memory_budget // per_sample))
+        batch = scaled_batch(p.batch, ms, self.window, max_batch) or p.batch
+        left = self.window.target_ms / max(ms, 1e-6) * p.batch / batch
+        q = p.with_batch(batch)
+        if not 0.7 < left < 1.4:
+            q = q.with_spatial(left)
+            if q.elems_per_sample * 4 * batch > self.memory_budget:
+                q = p.with_batch(batch)
+        return None if q.dims == p.dims else q
+
+
+# A candidate that the run's hard stop cut short: it gets no journal line, so a resume redoes it.
+CANCELLED = Outcome("cancelled", "the run's time limit came while it ran")
+
+
+def _out_of_memory(reply: dict) -> bool:
+    """A CUDA out-of-memory error: PyTorch's allocator's (OutOfMemoryError) or CUDA's own
+    (AcceleratorError: CUDA error: out of memory, from a library's workspace, say)."""
+    return not reply.get("ok") and "out of memory" in str(reply.get("reason", "")).lower()
+
+
+def _footprint(p) -> int:
+    """The size search's estimate of a program's memory: every intermediate of the batch, fp32."""
+    return p.elems_per_sample * 4 * p.batch
+
+
+def add_seconds(total: dict, part: dict) -> None:
+    """Adds the per-stage seconds of `part` into `total`."""
+    for k, v in part.items():
+        total[k] = total.get(k, 0.0) + v
+
+
+def memory_share(config: "SynthConfig", sharing: int) -> int:
+    """The size search's memory budget per evaluator: the configured one, but no more than half of
+    a GPU's memory split between the evaluators that share it."""
+    if config.device != "cuda":
+        return config.memory_budget_bytes
+    import torch
+
+    total = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
+    return min(config.memory_budget_bytes, total // 2 // max(1, sharing)) if total else config.memory_budget_bytes

@@ -1,18 +1,22 @@
 """From a config to a dataset: the checked catalog, the composer, the run, the files.
 
 `synthesize` is what `cuda-agent synth` calls; it can be called again on the same OUT to resume.
+The catalog comes from the run's own state (a resume), else from `config.seeds` (a catalog saved by
+an earlier run, carried to a fresh machine), else from the crawl (cached under CUDA_AGENT_HOME).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
 from cuda_agent.synth.filters import Window
 from cuda_agent.synth.run import Run, SynthConfig
-from cuda_agent.synth.seedcheck import build_catalog, load_catalog, save_catalog
+from cuda_agent.synth.seedcheck import build_catalog, load_catalog, mismatch, save_catalog
 from cuda_agent.synth.seeds import Catalog
 
 COLUMNS = ("name", "code", "ops", "categories", "task_class", "composer", "structure", "eager_ms", "compile_ms",
@@ -29,6 +33,7 @@ def _config_json(config: SynthConfig) -> dict:
     d = asdict(config)
     d["out"] = str(config.out)
     d["kernelbench"] = str(config.kernelbench) if config.kernelbench else None
+    d["seeds"] = str(config.seeds) if config.seeds else None
     d["window"] = asdict(config.resolved_window())
     return d
 
@@ -46,18 +51,39 @@ def _check_resume(config: SynthConfig) -> None:
     path.write_text(json.dumps(_config_json(config), indent=1))
 
 
-def run_catalog(config: SynthConfig, progress: Callable | None = None) -> Catalog:
-    """The run's catalog: the one saved in its state folder (resume), else freshly checked."""
+def run_catalog(config: SynthConfig, progress: Callable | None = None,
+                note: Callable[[str], None] | None = None) -> tuple[Catalog, str]:
+    """The run's catalog and where it came from: the one saved in its state folder (a resume keeps
+    its catalog, whatever made it), else `config.seeds` when it was made for this device, torch,
+    transformers and families, else the crawl (cached). The run's copy is `seeds.json` in its
+    state folder, the file to carry to the next machine."""
+    note = note or (lambda text: None)
     path = config.state_dir / "seeds.json"
     if path.exists():
-        return load_catalog(path)
+        why = mismatch(path, config.device, config.hf_families)
+        if why:
+            note(f"this run's catalog {path} was made elsewhere ({why}); a run keeps its catalog: "
+                 "seeds that do not run here are rejected as candidates")
+        return load_catalog(path), f"the run's own, {path}"
+    if config.seeds is not None:
+        if not config.seeds.exists():
+            raise SynthError(f"--seeds {config.seeds}: no such file; give a catalog a run saved (its seeds.json), "
+                             "or leave --seeds out to crawl")
+        why = mismatch(config.seeds, config.device, config.hf_families)
+        if why is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(config.seeds, path)
+            return load_catalog(path), str(config.seeds)
+        note(f"--seeds {config.seeds} was made for another setting ({why}); its transformers blocks may be "
+             f"missing or behave otherwise here, so the catalog is crawled again, into {path}")
     from cuda_agent.home import subdir
 
-    catalog = build_catalog(config.device, config.state_dir / "work" / "seeds",
-                            cache=subdir("synth") / f"seeds-{config.device}.json", progress=progress,
-                            families=config.hf_families)
+    cache = subdir("synth") / f"seeds-{config.device}.json"
+    cached = cache.exists() and mismatch(cache, config.device, config.hf_families) is None
+    catalog = build_catalog(config.device, config.state_dir / "work" / "seeds", cache=cache, progress=progress,
+                            families=config.hf_families, log=config.state_dir / "crawl.log", note=note)
     save_catalog(catalog, path, config.device, config.hf_families)
-    return catalog
+    return catalog, f"the cache {cache}" if cached else "the crawl"
 
 
 def make_composer(config: SynthConfig, catalog: Catalog, llm=None):
@@ -101,18 +127,36 @@ def write_dataset(rows: list[dict], out: Path, jsonl: bool = False) -> list[Path
 
 
 def synthesize(config: SynthConfig, llm=None, on_record: Callable[[dict], None] | None = None,
-               on_seed: Callable | None = None, service=None) -> tuple[list[dict], list[Path], Run]:
-    """Run (or resume) until `count` tasks are accepted; write the dataset and return its rows.
-    The candidates run on `service` (an EvalService), else on one started for the run."""
+               on_seed: Callable | None = None, service=None,
+               note: Callable[[str], None] | None = None) -> tuple[list[dict], list[Path], Run]:
+    """Run (or resume) until `count` tasks are accepted, or `config.max_seconds` (counted from
+    this call, the catalog included) have passed; write the dataset and return its rows. The
+    candidates run on `service` (an EvalService), else on one started for the run. `note` hears of
+    each phase as it ends; `run.phases` has their times."""
+    t0 = time.time()
+    note = note or (lambda text: None)
+    deadline = t0 + config.max_seconds if config.max_seconds is not None else None
     _check_resume(config)
-    catalog = run_catalog(config, on_seed)
+    catalog, source = run_catalog(config, on_seed, note)
+    catalog_s = time.time() - t0
+    note(f"seed catalog: {len(catalog.usable())} usable seeds of {len(catalog.seeds)}, from {source}, "
+         f"in {catalog_s:.0f} s")
     composer = make_composer(config, catalog, llm)
-    run = Run(config, composer, on_record)
+    run = Run(config, composer, on_record, deadline, note)
+    run.phases.catalog_s, run.phases.catalog_from = catalog_s, source
     try:
         rows = run.run(service)
     finally:
         run.journal.close()
-    return rows, write_dataset(rows, config.out, config.jsonl), run
+    if run.first_claim_at is not None:
+        run.phases.first_candidate_s = run.first_claim_at - t0
+    t = time.time()
+    files = write_dataset(rows, config.out, config.jsonl)
+    run.phases.write_s = time.time() - t
+    if run.stopped_at_limit:
+        note(f"stopped at the time limit: {len(rows)} tasks in the dataset, {len(run.cancelled)} candidates "
+             "cut short (a resume runs them again: the same command with the same --out)")
+    return rows, files, run
 
 
 def default_window(device: str, text: str | None) -> Window:

@@ -9,6 +9,10 @@ statically here, and executed as jobs on the evaluation service's evaluators (`w
 per GPU, or on the CPU), each keeping its own warm child process. With a mix (mix.py), each
 candidate is composed for a task class that the accepted set still lacks, and the run ends when
 every class has its quota.
+
+A run can be bounded in time (`max_seconds`, for a device call with a limit): no candidate starts
+after the deadline, those in flight get `grace_s` to finish, and any still running then is cancelled
+(its child killed; no line, so a resume redoes it). The run then ends as usual, with its dataset.
 """
 
 from __future__ import annotations
@@ -25,9 +29,8 @@ from cuda_agent.service import PRIORITY_SYNTH, EvalService, JobContext, ServiceS
 from cuda_agent.journal import Journal, read_rows
 from cuda_agent.synth.categories import task_class
 from cuda_agent.synth.compose import Candidate, ComposeError
-from cuda_agent.synth.execute import Executor, Limits
-from cuda_agent.synth.filters import (ACCEPTED, FILTER_VERSIONS, Outcome, Window, check_format,
-                                      check_stochastic_source, scaled_batch)
+from cuda_agent.synth.execute import CANCELLED, ExecutionFilters, Executor, Limits, add_seconds, memory_share
+from cuda_agent.synth.filters import FILTER_VERSIONS, Outcome, Window, check_format, check_stochastic_source
 from cuda_agent.synth.mix import Mix, Plan
 from cuda_agent.synth.similarity import ReferenceIndex, fingerprint
 
@@ -55,6 +58,9 @@ class SynthConfig:
     jsonl: bool = False                # also (or, for a .jsonl OUT, only) write JSONL
     mix: Mix | None = field(default_factory=Mix)  # target share per task class; None: draw any seed
     hf_families: tuple[str, ...] | None = None    # transformers model types to crawl blocks from; None: all
+    seeds: Path | None = None          # a saved catalog to start from (a run's seeds.json); None: crawl (cached)
+    max_seconds: float | None = None   # no candidate starts this long after synthesize() began; None: no limit
+    grace_s: float = 30.0              # then candidates in flight get this long before they are cancelled
 
     @property
     def state_dir(self) -> Path:
@@ -62,6 +68,18 @@ class SynthConfig:
 
     def resolved_window(self) -> Window:
         return self.window or Window.for_device(self.device)
+
+
+@dataclass
+class Phases:
+    """Where a synthesize() call's wall time went, in seconds (the run fills in its own phases)."""
+    catalog_s: float = 0.0                   # the seed catalog: crawled and checked, or read
+    catalog_from: str = ""                   # what it was read from, or "the crawl"
+    service_s: float = 0.0                   # starting the evaluation service (its Ray, its evaluators)
+    first_candidate_s: float | None = None   # the first candidate's start, from the call's start
+    candidates_s: float = 0.0                # from the first candidate's start to the last one's end
+    close_s: float = 0.0                     # closing the service
+    write_s: float = 0.0                     # writing the dataset
 
 
 class Candidates:
@@ -90,9 +108,11 @@ class Candidates:
 
 class Run:
     """One synth run; `run()` returns when `count` tasks are accepted (with a mix: every class's
-    quota of them) or candidates run out."""
+    quota of them), candidates run out, or the `deadline` (epoch seconds) has passed and the
+    candidates in flight have finished or been cancelled. `note` hears of the run's milestones."""
 
-    def __init__(self, config: SynthConfig, composer, on_record: Callable[[dict], None] | None = None):
+    def __init__(self, config: SynthConfig, composer, on_record: Callable[[dict], None] | None = None,
+                 deadline: float | None = None, note: Callable[[str], None] | None = None):
         self.config = config
         self.composer = composer
         self.window = config.resolved_window()
@@ -105,6 +125,14 @@ class Run:
         self.stop = threading.Event()
         self.plan = self._plan()
         self.wants: dict[int, str] = {}
+        self.deadline = deadline
+        self.hard_stop = deadline + config.grace_s if deadline is not None else None
+        self.note = note or (lambda text: None)
+        self.stopped_at_limit = False      # the deadline came before the run was done
+        self._deadline_seen, self._deadline_lock = False, threading.Lock()
+        self.cancelled: list[int] = []     # candidates cut short at the hard stop
+        self.first_claim_at: float | None = None  # epoch seconds
+        self.phases = Phases()
 
     def _plan(self) -> Plan | None:
         """The mix's plan, when the composer can aim at a class (the program composer can): classes
@@ -117,14 +145,28 @@ class Run:
             plan.record(_class_of(rec), rec["filter"] == "accepted")
         return plan
 
-    def _claim(self) -> int | None:
+    def _work_left(self) -> bool:
+        """Whether candidates remain to be run (the caller holds the lock)."""
         cfg = self.config
         limit = cfg.max_candidates if cfg.max_candidates is not None else 50 * cfg.count
+        while self.next_index in self.journal.records:
+            self.next_index += 1
+        enough = self.plan.done if self.plan else len(self.journal.accepted()) >= cfg.count
+        return not (self.stop.is_set() or enough or self.next_index >= limit)
+
+    def _past_deadline(self) -> bool:
+        """Whether the deadline has passed (the first to see it says so)."""
+        if self.deadline is None or time.time() < self.deadline:
+            return False
+        with self._deadline_lock:
+            if not self._deadline_seen:
+                self._deadline_seen = True
+                self.note(f"time limit: no new candidates; those in flight get {self.config.grace_s:.0f} s to finish")
+        return True
+
+    def _claim(self) -> int | None:
         with self.lock:
-            while self.next_index in self.journal.records:
-                self.next_index += 1
-            enough = self.plan.done if self.plan else len(self.journal.accepted()) >= cfg.count
-            if self.stop.is_set() or enough or self.next_index >= limit:
+            if not self._work_left() or self._past_deadline():
                 return None
             index = self.next_index
             if self.plan is not None:
@@ -133,6 +175,9 @@ class Run:
                     return None
                 self.wants[index] = want
             self.next_index += 1
+            if self.first_claim_at is None:
+                self.first_claim_at = time.time()
+                self.note(f"first candidate started (index {index})")
             return index
 
     def _finish(self, rec: dict) -> None:
@@ -140,10 +185,29 @@ class Run:
             if self.plan is not None:
                 self.plan.finish(rec["index"], _class_of(rec), rec["filter"] == "accepted")
 
+    def _stopped(self) -> None:
+        """Sets `stopped_at_limit`: the deadline ended the run before it was done (candidates were
+        cut short, or more were left to run)."""
+        with self.lock:
+            self.stopped_at_limit = self._deadline_seen and (bool(self.cancelled) or self._work_left())
+
+    def _cancel(self, index: int) -> None:
+        """A candidate the hard stop cut short: no journal line and no class counted."""
+        with self.lock:
+            if self.plan is not None:
+                self.plan.finish(index, None, False)
+            self.cancelled.append(index)
+
     def run(self, service: EvalService | None = None) -> list[dict]:
         """Claim, compose, check and execute candidates until `count` are accepted or candidates
-        run out; the executions run on `service` (else on one started for this run)."""
+        run out (or the deadline passes); the executions run on `service` (else on one started for
+        this run)."""
+        if self._past_deadline():  # spent on the catalog: no service
+            self._stopped()
+            return self.rows()
+        started = time.time()
         with using(service, _settings(self.config)) as svc:
+            self.phases.service_s = time.time() - started
             width = svc.evaluators
             sharing = svc.settings.evaluators_per_device
             errors: list[BaseException] = []
@@ -152,6 +216,9 @@ class Run:
                 try:
                     while (index := self._claim()) is not None:
                         rec = self.evaluate(index, svc, sharing)
+                        if rec["filter"] == CANCELLED.filter:
+                            self._cancel(index)
+                            continue
                         self.journal.append(rec)
                         self._finish(rec)
                         self.on_record(rec)
@@ -166,9 +233,14 @@ class Run:
                 for t in threads:
                     while t.is_alive():
                         t.join(0.5)
+                        self._past_deadline()
             except KeyboardInterrupt:
                 self.stop.set()
                 raise
+            done = time.time()
+            self.phases.candidates_s = done - self.first_claim_at if self.first_claim_at else 0.0
+        self.phases.close_s = time.time() - done
+        self._stopped()
         if errors:
             raise errors[0]
         return self.rows()
@@ -198,10 +270,11 @@ class Run:
                    structure=cand.structure, **cand.extra)
         outcome, fp = self._static(cand, rec)
         if outcome is None:
-            outcome, part, cand = svc.call(execute_job, self.config, sharing, cand, priority=PRIORITY_SYNTH).result()
+            outcome, part, cand = svc.call(execute_job, self.config, sharing, cand, self.hard_stop,
+                                           priority=PRIORITY_SYNTH).result()
             seconds = rec["seconds"]
             rec.update({k: v for k, v in part.items() if k != "seconds"})
-            _add(seconds, part["seconds"])
+            add_seconds(seconds, part["seconds"])
             with self.lock:
                 if outcome.accepted and fp in self.fingerprints:
                     outcome = Outcome("duplicate", "the same program was accepted meanwhile")
@@ -230,18 +303,19 @@ class Run:
         return None, fp
 
 
-def execute_job(ctx: JobContext, config: SynthConfig, sharing: int, cand: Candidate) -> tuple[Outcome, dict, Candidate]:
+def execute_job(ctx: JobContext, config: SynthConfig, sharing: int, cand: Candidate,
+                stop_at: float | None = None) -> tuple[Outcome, dict, Candidate]:
     """A candidate's execution filters on an evaluator of the service (eager runs, determinism,
     RNG use, degenerate outputs, the size search, torch.compile and the baselines), in the warm
-    child process this evaluator keeps for the run: the outcome, the record's new fields and the
-    candidate as resized."""
+    child process this evaluator keeps for the run: the outcome (CANCELLED when `stop_at`, epoch
+    seconds, came first), the record's new fields and the candidate as resized."""
     key = f"synth:{config.state_dir}"
     executor = ctx.state.get(key)
     if executor is None:
         executor = Executor(config.state_dir / "work" / f"w{os.getpid()}", None, config.limits)
         ctx.state[key] = executor
         ctx.on_close(executor.close)
-    filters = _Filters(config, _memory_share(config, sharing))
+    filters = ExecutionFilters(config, memory_share(config, sharing), stop_at)
     rec: dict = {"seconds": {}}
     try:
         outcome = filters.execute(cand, rec, executor)
@@ -250,106 +324,11 @@ def execute_job(ctx: JobContext, config: SynthConfig, sharing: int, cand: Candid
     return outcome, rec, cand
 
 
-class _Filters:
-    """The execution filters of one candidate, with the run's window and memory budget."""
-
-    def __init__(self, config: SynthConfig, memory_budget: int):
-        self.config, self.window, self.memory_budget = config, config.resolved_window(), memory_budget
-
-    def execute(self, cand: Candidate, rec: dict, executor: Executor) -> Outcome:
-        cfg = self.config
-        seconds = rec["seconds"]
-        started = executor.start_seconds
-        rec["rescales"] = 0
-        while True:
-            reply = executor.request({"op": "eager", "code": cand.code, "device": cfg.device,
-                                      "plan": cfg.timing.to_dict()}, cfg.limits.eager_s)
-            _add(seconds, reply.get("seconds", {}))
-            if not reply.get("ok"):
-                smaller = self._after_out_of_memory(cand, reply, rec["rescales"])
-                if smaller is not None:  # too big for its share of a GPU: not the task's fault
-                    executor.close()  # a CUDA out-of-memory error can leave the child's context unusable
-                    cand.program, cand.code = smaller, smaller.source()
-                    rec["rescales"] += 1
-                    continue
-                seconds["start"] = executor.start_seconds - started
-                return Outcome(reply.get("filter", "eager"), str(reply.get("reason", ""))[:300])
-            ms = reply["eager_ms"]
-            rec["eager_ms"] = ms
-            if self.window.contains(ms):
-                break
-            resized = self._resized(cand, ms)
-            if resized is None or rec["rescales"] >= cfg.max_rescales:
-                seconds["start"] = executor.start_seconds - started
-                return Outcome("window", f"eager {ms:.3g} ms outside [{self.window.low_ms:g}, {self.window.high_ms:g}]")
-            cand.program = resized
-            cand.code = resized.source()
-            rec["rescales"] += 1
-        rec["batch"] = cand.program.batch if cand.program else None
-        reply = executor.request({"op": "compile", "plan": cfg.timing.to_dict(), "atol": cfg.atol, "rtol": cfg.rtol},
-                                 cfg.limits.compile_s)
-        _add(seconds, reply.get("seconds", {}))
-        seconds["start"] = executor.start_seconds - started
-        if not reply.get("ok"):
-            return Outcome("compile", str(reply.get("reason", ""))[:300])
-        # The dataset's figures are the baselines as the harness takes them (one function for
-        # both); the size search's eager time only chose the size.
-        rec["probe_eager_ms"], rec["eager_ms"], rec["compile_ms"] = rec["eager_ms"], reply["eager_ms"], reply["compile_ms"]
-        rec["compile_speedup"] = round(rec["eager_ms"] / max(reply["compile_ms"], 1e-9), 4)
-        if not self.window.contains(rec["eager_ms"]):
-            return Outcome("window", f"eager {rec['eager_ms']:.3g} ms, timed again with torch.compile, is outside "
-                                     f"[{self.window.low_ms:g}, {self.window.high_ms:g}]")
-        return ACCEPTED
-
-    def _after_out_of_memory(self, cand: Candidate, reply: dict, rescales: int):
-        """A quarter of the batch when the eager run ran out of memory (workers share a GPU's
-        memory), or None."""
-        p = cand.program
-        oom = "out of memory" in str(reply.get("reason", "")).lower()
-        if not oom or p is None or p.batch <= 1 or rescales >= self.config.max_rescales:
-            return None
-        return p.with_batch(max(1, p.batch // 4))
-
-    def _resized(self, cand: Candidate, ms: float):
-        """The program at the size that should land in the window (time ~ batch x spatial size):
-        the batch first, the spatial sizes for what the batch cannot do; None when nothing moves."""
-        p = cand.program
-        if p is None:
-            return None
-        per_sample = max(p.elems_per_sample, 1) * 4
-        max_batch = max(2, min(1 << 16, self.memory_budget // per_sample))
-        batch = scaled_batch(p.batch, ms, self.window, max_batch) or p.batch
-        left = self.window.target_ms / max(ms, 1e-6) * p.batch / batch
-        q = p.with_batch(batch)
-        if not 0.7 < left < 1.4:
-            q = q.with_spatial(left)
-            if q.elems_per_sample * 4 * batch > self.memory_budget:
-                q = p.with_batch(batch)
-        return None if q.dims == p.dims else q
-
-
-
 def _class_of(rec: dict) -> str | None:
     """A record's task class: the one it was composed for, else the one of its categories."""
     if rec.get("want"):
         return rec["want"]
     return task_class(rec["categories"]) if rec.get("categories") else None
-
-
-def _add(total: dict, part: dict) -> None:
-    for k, v in part.items():
-        total[k] = total.get(k, 0.0) + v
-
-
-def _memory_share(config: SynthConfig, sharing: int) -> int:
-    """The size search's memory budget per evaluator: the configured one, but no more than half of
-    a GPU's memory split between the evaluators that share it."""
-    if config.device != "cuda":
-        return config.memory_budget_bytes
-    import torch
-
-    total = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
-    return min(config.memory_budget_bytes, total // 2 // max(1, sharing)) if total else config.memory_budget_bytes
 
 
 def _settings(config: SynthConfig) -> ServiceSettings:

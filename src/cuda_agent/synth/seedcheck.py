@@ -1,11 +1,19 @@
 """Checking the seed catalog: each seed runs once, alone, on small inputs, in the worker child (a
 seed that crashes the process is contained and marked failed). Seeds for `any` layout must keep the
-shape, because the composer treats them as shape-preserving."""
+shape, because the composer treats them as shape-preserving.
+
+A checked catalog is saved as JSON with what it depends on: the device it was checked on, torch's
+and transformers' versions and the transformers families crawled. One saved with other values is
+not reused (`mismatch` says how it differs): the blocks it names may be missing or behave otherwise
+under another transformers, and a catalog is cheap to make again next to a device call's limit
+(imports, crawl and check took about two minutes on the H100 machine, judging by the log's clocks).
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
@@ -88,19 +96,37 @@ def load_catalog(path: Path) -> Catalog:
     return Catalog([Seed.from_dict(d) for d in data["seeds"]], data.get("dropped", []))
 
 
+def mismatch(path: Path, device: str, families: tuple[str, ...] | None = None) -> str | None:
+    """How the catalog saved at `path` differs from one made here for `device` and `families`
+    ("transformers 5.10.4, here 5.17.0; ..."), or None when it does not."""
+    data = json.loads(path.read_text())
+    here = {**_versions(families), "device": device}
+    diffs = [f"{k} {data.get(k)}, here {v}" for k, v in here.items() if data.get(k) != v]
+    return "; ".join(diffs) or None
+
+
 def build_catalog(device: str, workdir: Path, cache: Path | None = None, check: bool = True,
                   progress: Callable[[Seed, bool], None] | None = None,
-                  families: tuple[str, ...] | None = None) -> Catalog:
+                  families: tuple[str, ...] | None = None, log: Path | None = None,
+                  note: Callable[[str], None] | None = None) -> Catalog:
     """The crawled catalog (transformers blocks from `families`, all when None), checked on
     `device`; read from `cache` when it was made there with these versions and families (delete the
-    file to re-check)."""
+    file to re-check). The crawled libraries' warnings go to `log`; `note` hears what happened."""
+    note = note or (lambda text: None)
     if cache is not None and cache.exists():
-        data = json.loads(cache.read_text())
-        if data.get("device") == device and all(data.get(k) == v for k, v in _versions(families).items()):
+        why = mismatch(cache, device, families)
+        if why is None:
             return load_catalog(cache)
-    catalog = crawl_catalog(families)
+        note(f"the cached catalog {cache} does not fit ({why}): crawling again")
+    t, counts = time.time(), Counter()
+    catalog = crawl_catalog(families, log, counts)
+    note(f"crawled {len(catalog.seeds)} seeds in {time.time() - t:.0f} s; transformers' {counts['transformers']} "
+         f"log messages ({counts['transformers_errors']} at ERROR, about the crawl's small configs) and "
+         f"{counts['warnings']} warnings went to {log or 'nowhere'}")
     if check:
+        t = time.time()
         catalog = check_catalog(catalog, device, workdir, progress)
+        note(f"checked them on {device} in {time.time() - t:.0f} s: {len(catalog.usable())} usable")
     if cache is not None:
         save_catalog(catalog, cache, device, families)
     return catalog

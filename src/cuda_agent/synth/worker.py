@@ -2,21 +2,30 @@
 rejects the candidate). It speaks JSON lines through harness.sandbox:
 
   {"op": "probe", "code", "device"}            -> build and run once (seed checks): output shapes
-  {"op": "eager", "code", "device", "plan"}     -> eager, deterministic, stochastic, degenerate, time
-                                                   eager (for the size search)
-  {"op": "compile", "plan", "atol", "rtol"}     -> torch.compile the last eager model, compare, and
-                                                   time eager and torch.compile as the harness does
+  {"op": "eager", "code", "device", "plan",     -> eager, deterministic, stochastic, degenerate, time
+   "alone"}                                        eager (for the size search)
+  {"op": "compile", "plan", "atol", "rtol",     -> torch.compile the last eager model, compare, and
+   "alone"}                                        time eager and torch.compile as the harness does
                                                    (harness.time_baselines)
   {"op": "quit"}
 
-Every reply carries `seconds` per stage, so the benchmark can say where the time goes.
+Every reply carries `seconds` per stage, so the benchmark can say where the time goes, and on a GPU
+`peak_mb`, the most memory the request allocated (to measure the size search's estimate against).
+
+Several workers share a GPU. Their runs hold the device lock shared and timing holds it alone
+(harness.device_lock); a request with `alone` runs alone as well (the retry after an out-of-memory
+error, which another worker's memory may have caused). Each worker keeps on the GPU only what its
+current candidate needs: the previous candidate is dropped before the next is built, and the
+allocator's cache is handed back to the device when a section ends, for the others to use.
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 
 MODEL_SEED = 1234
 INPUT_SEED = 42
@@ -67,23 +76,35 @@ class Worker:
     def eager(self, msg: dict) -> dict:
         torch = self.torch
         device = torch.device(msg["device"])
+        self.state = {}  # the previous candidate's model, inputs and outputs leave the GPU first
+        _hand_back(device, collect=True)
+        self._start_peak(device)
         seconds: dict[str, float] = {}
         t = time.perf_counter()
-        with _lock(device, shared=True):  # off the GPU while another worker times on it
+        with _section(device, shared=not msg.get("alone")):  # off the GPU while another worker times on it
             failed, checked = self._eager_checks(msg, device, seconds, t)
         if failed is not None:
-            return failed
+            return self._with_peak(failed, device)
         module, model, inputs, first = checked
         t = time.perf_counter()
         from cuda_agent.harness import TimingPlan, time_callable, timing_draw
 
         draw = timing_draw(module, INPUT_SEED, device)
-        with _lock(device):
+        with _section(device):
             stats = time_callable(model, draw, device, TimingPlan.from_dict(msg["plan"])).stats
         seconds["eager_timing"] = time.perf_counter() - t
         self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "draw": draw}
-        return {"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
-                "seconds": seconds}
+        return self._with_peak({"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
+                                "seconds": seconds}, device)
+
+    def _start_peak(self, device) -> None:
+        if device.type == "cuda":
+            self.torch.cuda.reset_peak_memory_stats(device)
+
+    def _with_peak(self, reply: dict, device) -> dict:
+        if device.type == "cuda":
+            reply["peak_mb"] = round(self.torch.cuda.max_memory_allocated(device) / 2**20, 1)
+        return reply
 
     def _eager_checks(self, msg: dict, device, seconds: dict, t: float) -> tuple[dict | None, tuple]:
         """Runs, determinism, RNG use and degenerate outputs: (a failed reply, ()) or
@@ -102,12 +123,14 @@ class Worker:
         if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(first, second)):
             return {"ok": False, "filter": "deterministic", "reason": "two runs from the same seed differ",
                     "seconds": seconds}, ()
+        del second  # equal to `first`, bit for bit: one set of outputs less on the GPU
         # Stochastic ops: the same model and inputs under another global RNG state.
         torch.manual_seed(987654321)
         third = self._run(model2, inputs2)
-        if any(not torch.equal(a, b) for a, b in zip(second, third)):
+        if any(not torch.equal(a, b) for a, b in zip(first, third)):
             return {"ok": False, "filter": "stochastic", "reason": "output depends on the global RNG state",
                     "seconds": seconds}, ()
+        del third, model2, inputs2
         from cuda_agent.synth.filters import degenerate_reason
 
         why = degenerate_reason([_stats(o) for o in first])
@@ -116,39 +139,71 @@ class Worker:
         return None, (module, model, inputs, first)
 
     def compile(self, msg: dict) -> dict:
-        torch = self.torch
+        """torch.compile the model of the last `eager`, compare and time. The candidate is dropped
+        afterwards, except after an out-of-memory error, which the parent may retry `alone`."""
         st = self.state
+        self._start_peak(st["device"])
+        reply = self._compile(msg, st)
+        if "out of memory" not in str(reply.get("reason", "")).lower():
+            self.state = {}
+        _hand_back(st["device"])  # what the compiled model and its outputs held
+        return self._with_peak(reply, st["device"])
+
+    def _compile(self, msg: dict, st: dict) -> dict:
+        torch = self.torch
         seconds: dict[str, float] = {}
         t = time.perf_counter()
-        try:
-            torch._dynamo.reset()
-            compiled = torch.compile(st["model"])
-            got = self._run(compiled, st["inputs"])
-            self._sync(st["device"])
-        except Exception as e:
-            return {"ok": False, "filter": "compile", "reason": _short(e), "seconds": seconds}
-        seconds["compile"] = time.perf_counter() - t
-        for i, (e, a) in enumerate(zip(st["expected"], got)):
-            if e.shape != a.shape or not torch.allclose(e.float(), a.float(), atol=msg["atol"], rtol=msg["rtol"]):
-                err = (e.float() - a.float()).abs().max().item() if e.shape == a.shape else float("nan")
-                return {"ok": False, "filter": "compile", "seconds": seconds,
-                        "reason": f"output {i} differs from eager under torch.compile (max abs error {err:.3g})"}
+        with _section(st["device"], shared=not msg.get("alone")):
+            try:
+                torch._dynamo.reset()
+                compiled = torch.compile(st["model"])
+                got = self._run(compiled, st["inputs"])
+                self._sync(st["device"])
+            except Exception as e:
+                return {"ok": False, "filter": "compile", "reason": _short(e), "seconds": seconds}
+            seconds["compile"] = time.perf_counter() - t
+            for i, (e, a) in enumerate(zip(st["expected"], got)):
+                if e.shape != a.shape or not torch.allclose(e.float(), a.float(), atol=msg["atol"], rtol=msg["rtol"]):
+                    err = (e.float() - a.float()).abs().max().item() if e.shape == a.shape else float("nan")
+                    return {"ok": False, "filter": "compile", "seconds": seconds,
+                            "reason": f"output {i} differs from eager under torch.compile (max abs error {err:.3g})"}
+            del got
         t = time.perf_counter()
         from cuda_agent.harness import TimingPlan, time_baselines
 
+        # time_baselines takes the device's lock alone itself: outside the section above
         eager, compiled_stats = time_baselines(st["model"], st["draw"], st["device"], TimingPlan.from_dict(msg["plan"]),
                                                compiled=compiled)
         seconds["baselines_timing"] = time.perf_counter() - t
         return {"ok": True, "eager_ms": eager.median_ms, "compile_ms": compiled_stats.median_ms, "seconds": seconds}
 
 
-def _lock(device, shared: bool = False):
-    """The device's lock, as the harness takes it: several workers share a GPU for the CPU-bound
-    work; their runs hold it shared, and timing holds it alone."""
+@contextmanager
+def _section(device, shared: bool = False):
+    """A stretch of GPU work under the device's lock, as the harness takes it (several workers
+    share a GPU for the CPU-bound work: their runs hold it shared, timing and retries alone). On
+    the way out, before the lock is released, the memory this worker freed leaves PyTorch's cache
+    for the device, where the workers sharing it can allocate it; without that, each worker's cache
+    keeps the peak of every candidate it ran, and the others run out of memory."""
     from cuda_agent.devices import lock_name
     from cuda_agent.harness import device_lock
 
-    return device_lock(lock_name(device.type), shared=shared)
+    with device_lock(lock_name(device.type), shared=shared):
+        try:
+            yield
+        finally:
+            _hand_back(device)
+
+
+def _hand_back(device, collect: bool = False) -> None:
+    """The memory this worker freed goes from PyTorch's cache back to the device (`collect`: after
+    a collection, for tensors that only reference cycles still held)."""
+    if device.type == "cuda":
+        import torch
+
+        if collect:
+            gc.collect()
+        torch.cuda.empty_cache()
 
 
 def _stats(t) -> dict:

@@ -1,0 +1,115 @@
+"""The execution filters' handling of a shared GPU's memory and of the run's hard stop, against a
+scripted worker child: it stands in for the child and the GPU behind it (the CPU cannot run out of
+GPU memory), replying from a script and recording what it was asked."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cuda_agent.synth.compose import ProgramComposer
+from cuda_agent.synth.execute import CANCELLED, ExecutionFilters, _footprint
+
+OOM = {"ok": False, "filter": "eager", "reason": "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}
+CUDA_OOM = {"ok": False, "filter": "compile", "reason": "AcceleratorError: CUDA error: out of memory"}
+
+
+def eager(ms: float) -> dict:
+    return {"ok": True, "eager_ms": ms, "shapes": [[8, 8]], "seconds": {"eager_run": 0.1}}
+
+
+COMPILED = {"ok": True, "eager_ms": 0.6, "compile_ms": 0.5, "seconds": {"compile": 1.0}}
+IN_WINDOW = 0.6   # ms: inside the CPU test window [0.02, 20]
+TOO_FAST = 0.001  # ms: below it, so the size search grows the task
+
+
+class ScriptedChild:
+    """The worker child's side of `Executor`: replies from `script`, in order."""
+
+    def __init__(self, script: list[dict], delay_s: float = 0.0):
+        self.script, self.delay_s = list(script), delay_s
+        self.requests: list[tuple[dict, float]] = []
+        self.start_seconds, self.closed, self.alive = 0.0, 0, False
+
+    def request(self, message: dict, timeout_s: float) -> dict:
+        self.requests.append((message, timeout_s))
+        self.alive = True
+        time.sleep(self.delay_s)
+        return dict(self.script.pop(0))
+
+    def close(self) -> None:
+        self.closed += 1
+        self.alive = False
+
+    def sent(self, key: str) -> list:
+        return [m.get(key) for m, _ in self.requests]
+
+
+@pytest.fixture
+def candidate(catalog, cpu_config):
+    composer = ProgramComposer(catalog.usable())
+    return next(c for c in (composer.compose(i) for i in range(40))
+                if c.program and c.program.batch >= 8 and c.program.elems_per_sample)
+
+
+def run(cpu_config, cand, script, stop_at=None, delay_s=0.0):
+    child = ScriptedChild(script, delay_s)
+    rec: dict = {"seconds": {}}
+    outcome = ExecutionFilters(cpu_config, cpu_config.memory_budget_bytes, stop_at).execute(cand, rec, child)
+    return outcome, rec, child
+
+
+def test_out_of_memory_is_retried_alone_at_the_same_size_before_anything_shrinks(cpu_config, candidate):
+    """Ten workers share a GPU: the first out-of-memory error is blamed on the others, so the same
+    candidate runs again alone on the GPU, in a fresh child, before it is made smaller."""
+    outcome, rec, child = run(cpu_config, candidate, [OOM, eager(IN_WINDOW), COMPILED])
+    assert outcome.accepted and rec["oom"] == 1 and "oom_shrinks" not in rec
+    assert child.sent("alone") == [False, True, True]  # compile stays alone: it needs more memory still
+    first, again = child.requests[0][0], child.requests[1][0]
+    assert again["code"] == first["code"] and child.closed == 1
+
+
+def test_out_of_memory_alone_shrinks_the_batch_and_keeps_the_size_search_below_what_failed(cpu_config, candidate):
+    failed = _footprint(candidate.program)
+    batch = candidate.program.batch
+    outcome, rec, child = run(cpu_config, candidate, [OOM, OOM, eager(TOO_FAST), eager(IN_WINDOW), COMPILED])
+    assert outcome.accepted and rec["oom"] == 2 and rec["oom_shrinks"] == 1
+    assert child.sent("alone") == [False, True, False, False, False]  # a smaller task shares the GPU again
+    assert f"batch_size = {max(1, batch // 4)}\n" in child.requests[2][0]["code"]
+    assert _footprint(candidate.program) <= failed // 2  # grown again for the window, but not back into trouble
+
+
+def test_out_of_memory_after_the_window_search_used_its_rescales_is_still_retried(cpu_config, candidate):
+    """The 2026-11-25 H100 run lost 20 of 159 candidates this way: grown twice for the window, the
+    task ran out of memory and was rejected at once, its retry budget spent by the window."""
+    script = [eager(TOO_FAST), eager(TOO_FAST), OOM, eager(IN_WINDOW), COMPILED]
+    outcome, rec, child = run(cpu_config, candidate, script)
+    assert rec["rescales"] == cpu_config.max_rescales and outcome.accepted and rec["oom"] == 1
+
+
+def test_a_task_that_does_not_fit_even_alone_is_rejected_after_its_shrinks(cpu_config, candidate):
+    outcome, rec, child = run(cpu_config, candidate, [OOM] * 6)
+    assert outcome.filter == "eager" and outcome.reason.startswith("out of memory alone on the GPU: OutOfMemoryError")
+    assert rec["oom"] == 6 and rec["oom_shrinks"] == cpu_config.max_rescales and not child.script
+
+
+def test_compile_out_of_memory_is_retried_alone_in_the_same_child(cpu_config, candidate):
+    outcome, rec, child = run(cpu_config, candidate, [eager(IN_WINDOW), CUDA_OOM, COMPILED])
+    assert outcome.accepted and rec["oom"] == 1 and child.closed == 0  # the child keeps the candidate
+    assert child.sent("op") == ["eager", "compile", "compile"] and child.sent("alone") == [False, False, True]
+
+
+def test_other_failures_are_rejections_without_retry(cpu_config, candidate):
+    crash = {"ok": False, "filter": "eager", "reason": "RuntimeError: shape mismatch"}
+    outcome, rec, child = run(cpu_config, candidate, [crash])
+    assert outcome.filter == "eager" and "oom" not in rec and len(child.requests) == 1
+
+
+def test_a_candidate_at_the_hard_stop_is_cancelled_not_judged(cpu_config, candidate):
+    outcome, rec, child = run(cpu_config, candidate, [], stop_at=time.time() - 1)
+    assert outcome == CANCELLED and not child.requests
+    # In flight when the stop comes: the child gets only the time left (it is killed then), and
+    # what comes back is no verdict.
+    killed = {"ok": False, "reason": "worker timed out after 0s (infinite loop or far too slow?)", "crashed": True}
+    outcome, rec, child = run(cpu_config, candidate, [killed], stop_at=time.time() + 0.2, delay_s=0.3)
+    assert outcome == CANCELLED and child.requests[0][1] <= 0.2

@@ -1,0 +1,65 @@
+"""The synth worker (the child's side), run in this process on the CPU: what it keeps between
+candidates, and how it shares the device with the workers beside it."""
+from __future__ import annotations
+
+import threading
+import weakref
+
+import pytest
+
+from cuda_agent.devices import lock_name
+from cuda_agent.harness import device_lock
+from cuda_agent.synth.worker import Worker
+
+from .conftest import FAST_TIMING
+from .test_filters import task
+
+ZEROS = task("return self.linear(x) * 0.0")  # fails the degenerate filter, before any timing
+
+
+@pytest.fixture
+def worker(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_HOME", str(tmp_path))  # locks of its own: no other test's timing in the way
+    return Worker()
+
+
+def eager(worker: Worker, code: str, alone: bool = False) -> dict:
+    return worker.eager({"op": "eager", "code": code, "device": "cpu", "plan": FAST_TIMING, "alone": alone})
+
+
+def test_a_worker_lets_go_of_the_previous_candidate_before_building_the_next(worker):
+    """On a GPU shared by ten workers, the last candidate's model, inputs and outputs kept while
+    the next one runs are memory the others lack."""
+    assert eager(worker, task("return torch.tanh(self.linear(x))"))["ok"]
+    previous = weakref.ref(worker.state["model"])
+    failed = eager(worker, task("return self.linear(x[:, :3])"))  # fails in its first run
+    assert not failed["ok"] and failed["filter"] == "eager"
+    assert previous() is None and worker.state == {}
+
+
+def test_a_retry_alone_waits_for_the_workers_running_beside_it(worker):
+    """The retry after an out-of-memory error holds the device lock alone: no other worker runs
+    on the GPU meanwhile. A plain run shares it (and is not held up by a run beside it)."""
+    done: dict[str, dict] = {}
+
+    def go(alone: bool) -> threading.Thread:
+        t = threading.Thread(target=lambda: done.__setitem__(alone, eager(worker, ZEROS, alone)), daemon=True)
+        t.start()
+        return t
+
+    with device_lock(lock_name("cpu"), shared=True):  # another worker's run on the device
+        go(alone=False).join(30)
+        assert done[False]["filter"] == "degenerate"
+        retry = go(alone=True)
+        retry.join(1.0)
+        assert retry.is_alive(), "the retry alone ran while another worker held the device"
+    retry.join(30)
+    assert done[True]["filter"] == "degenerate"
+
+
+@pytest.mark.slow  # the first torch.compile of the process imports dynamo (5 s)
+def test_compile_drops_the_candidate_unless_out_of_memory_may_bring_a_retry(worker):
+    assert eager(worker, task("return torch.relu(self.linear(x))"))["ok"]
+    worker.state["model"] = None  # makes torch.compile fail, as an error other than out of memory
+    reply = worker.compile({"op": "compile", "plan": FAST_TIMING, "atol": 1e-2, "rtol": 1e-2})
+    assert not reply["ok"] and worker.state == {}
