@@ -1,5 +1,5 @@
 """Timing (harness/timing.py): fresh inputs for every timed call, kept outputs, the loop's limits,
-side-stream work, tiny kernels, repeatability, CPU work under the spin, and the device lock."""
+side-stream work, tiny kernels, repeatability and CPU work under the spin (the device lock: test_lock.py)."""
 
 import pytest
 import torch
@@ -7,7 +7,8 @@ import torch
 from cuda_agent.devices import lock_name
 from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.result import TimingStats
-from cuda_agent.harness.timing import call_seed, cycle, device_lock, time_callable
+from cuda_agent.harness.lock import device_lock
+from cuda_agent.harness.timing import call_seed, cycle, time_callable
 
 
 @pytest.fixture
@@ -150,34 +151,3 @@ def test_cpu_work_hidden_under_the_spin_is_charged(gpu_alone):
     busy = time_callable(with_cpu_work, cycle([[x]]), dev, plan).stats
     assert busy.median_ms > plain.median_ms + 0.12, (plain, busy)
 
-
-def test_a_waiting_timer_goes_before_later_shared_users(tmp_path):
-    """Evaluations hold the device lock shared; a timer waiting for it alone is not starved by
-    evaluations that arrive after it."""
-    import threading
-    import time
-
-    order = []
-    first_shared = threading.Event()
-
-    def shared_user(name, hold):
-        with device_lock("cuda0", shared=True, lock_dir=tmp_path):
-            first_shared.set()
-            order.append(name)
-            time.sleep(hold)
-
-    def timer():
-        with device_lock("cuda0", lock_dir=tmp_path):
-            order.append("timer")
-
-    a = threading.Thread(target=shared_user, args=("a", 0.5))
-    a.start()
-    first_shared.wait()
-    t = threading.Thread(target=timer)
-    t.start()
-    time.sleep(0.1)  # the timer is now waiting for `a`
-    b = threading.Thread(target=shared_user, args=("b", 0))
-    b.start()
-    for th in (a, t, b):
-        th.join(5)
-    assert order == ["a", "timer", "b"]

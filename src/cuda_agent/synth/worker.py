@@ -123,8 +123,9 @@ class Worker:
         try:
             torch._dynamo.reset()
             compiled = torch.compile(st["model"])
-            got = self._run(compiled, st["inputs"])
-            self._sync(st["device"])
+            with _lock(st["device"], shared=True):  # compiling: CPU work, never beside another worker's timing
+                got = self._run(compiled, st["inputs"])
+                self._sync(st["device"])
         except Exception as e:
             return {"ok": False, "filter": "compile", "reason": _short(e), "seconds": seconds}
         seconds["compile"] = time.perf_counter() - t
