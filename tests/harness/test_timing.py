@@ -1,6 +1,8 @@
 """Timing (harness/timing.py): fresh inputs for every timed call, kept outputs, the loop's limits,
 side-stream work, tiny kernels, repeatability and CPU work under the spin (the device lock: test_lock.py)."""
 
+import os
+
 import pytest
 import torch
 
@@ -8,7 +10,7 @@ from cuda_agent.devices import lock_name
 from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.result import TimingStats
 from cuda_agent.harness.lock import device_lock
-from cuda_agent.harness.timing import call_seed, cycle, time_callable
+from cuda_agent.harness.timing import at_normal_priority, call_seed, cycle, time_callable
 
 
 @pytest.fixture
@@ -151,3 +153,22 @@ def test_cpu_work_hidden_under_the_spin_is_charged(gpu_alone):
     busy = time_callable(with_cpu_work, cycle([[x]]), dev, plan).stats
     assert busy.median_ms > plain.median_ms + 0.12, (plain, busy)
 
+
+def _priorities(out) -> None:
+    os.nice(5)  # as a niced worker (Ray runs its workers at nice 15)
+    with at_normal_priority():
+        inside = os.getpriority(os.PRIO_PROCESS, 0)
+    out.put((inside, os.getpriority(os.PRIO_PROCESS, 0)))
+
+
+def test_a_niced_worker_times_at_normal_priority_where_it_may_and_goes_back_after():
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    p = ctx.Process(target=_priorities, args=(out,))
+    p.start()
+    inside, after = out.get(timeout=20)
+    p.join(10)
+    assert after == 5
+    assert inside == (0 if os.geteuid() == 0 else 5)  # raising one's priority needs root

@@ -19,7 +19,7 @@ from cuda_agent.devices import device_name, lock_name
 from cuda_agent.harness.config import EvalConfig, TimingPlan
 from cuda_agent.harness.result import TimingStats
 from cuda_agent.harness.lock import beside_timing, device_lock
-from cuda_agent.harness.timing import compile_for_timing, time_callable
+from cuda_agent.harness.timing import at_normal_priority, compile_for_timing, time_callable
 from cuda_agent.home import subdir
 
 # Bumped whenever timing.py measures differently, so that no figure taken the old way is reused:
@@ -36,11 +36,11 @@ def time_baselines(model: torch.nn.Module, draw: Callable[[int], list], device: 
     """Eager and torch.compile timings of trusted `model`, each call on inputs `draw` gives it.
     torch.compile runs first (CPU work, seconds; the device's lock held shared, so that no timer
     runs beside it) unless `compiled` is given; then both are timed holding the device alone
-    (`lock=False` where the caller holds it already)."""
+    (`lock=False` where the caller holds it already), at normal priority (at_normal_priority)."""
     if compiled is None:
         with beside_timing(device.type, quiet=lock):
             compiled = compile_for_timing(model, draw(0))
-    with device_lock(lock_name(device.type)) if lock else nullcontext():
+    with device_lock(lock_name(device.type)) if lock else nullcontext(), at_normal_priority():
         return time_callable(model, draw, device, plan).stats, time_callable(compiled, draw, device, plan).stats
 
 
