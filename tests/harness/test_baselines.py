@@ -63,3 +63,14 @@ def test_time_baselines_compiles_holding_the_lock_shared_unless_the_caller_holds
     seen["timing"].clear()
     baselines.time_baselines(model, lambda i: [torch.randn(8, 8)], cpu, PLAN, lock=False)  # the reference worker's
     assert seen == {"compile": [False], "timing": [False, False]}
+
+
+def test_a_loud_host_compiles_beside_timing_and_caches_nothing(monkeypatch):
+    """quiet_host=False (to compare with the old way): no shared hold, and its figures stay out of
+    the cache that evaluations read."""
+    seen = _spies(monkeypatch)
+    config = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False, quiet_host=False)
+    key = baselines.cache_key(RELU + "# loud\n", "cpu", PLAN)
+    baselines.task_baselines(RELU + "# loud\n", "relu_loud", config)
+    assert seen == {"compile": [False], "timing": [True, True]}
+    assert baselines.load(key) is None

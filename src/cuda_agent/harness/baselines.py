@@ -87,7 +87,7 @@ def task_baselines(task_code: str, task_name: str, config: EvalConfig) -> tuple[
     if device == "cpu":
         torch.set_num_threads(1)  # as an evaluation's processes time on the CPU (spares.py)
     try:
-        with beside_timing(device):  # the model built and compiled (CPU work) while no timer runs
+        with beside_timing(device, config.quiet_host):  # built and compiled (CPU work) while no timer runs
             module = module_from_source(task_code, "reference", f"{task_name}.py")
             model = make_model(module.Model, module, random.getrandbits(31), dev)
             draw = timing_draw(module, random.getrandbits(62), dev)
@@ -97,5 +97,6 @@ def task_baselines(task_code: str, task_name: str, config: EvalConfig) -> tuple[
         torch.set_num_threads(threads)
         torch._dynamo.reset()
         release(dev)
-    store(key, eager, compiled, {"task": task_name, "device_name": device_name(device)})
+    if config.quiet_host:  # figures taken beside compiles are not for others to reuse
+        store(key, eager, compiled, {"task": task_name, "device_name": device_name(device)})
     return eager, compiled
