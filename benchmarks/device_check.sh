@@ -3,13 +3,14 @@
 # the KernelBench bench and the synth benchmark, each under its own time limit. Logs and results
 # go to $OUT/results.tgz (the device tool's output folder, which takes few files; ./device_out
 # here), with runs/ (resumable results) inside it.
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb synth service
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb synth service repeat
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
-# for those steps, the last of a repeated flag wins). runs/ (resumable results) stays on a warm
-# machine and comes back in results.tgz; the kb step starts from $KB_FROM (default
-# benchmarks/kernelbench_h100/: its bench/ and baselines_level*.jsonl; `none`: afresh) when there is
-# no runs/kb, so commit what comes back there to go on later.
+# for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
+# an earlier run's JSON to compare with, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`).
+# runs/ (resumable results) stays on a warm machine and comes back in results.tgz; the kb step starts
+# from $KB_FROM (default benchmarks/kernelbench_h100/: its bench/ and baselines_level*.jsonl; `none`:
+# afresh) when there is no runs/kb, so commit what comes back there to go on later.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -54,9 +55,12 @@ for arg in "$@"; do
                             cp "$from"/baselines_level*.jsonl runs/kb/ 2>/dev/null; }; }  # go on from the last run
         step kb "$limit" $py benchmarks/bench_kernelbench.py --out runs/kb --kernelbench "$KB/kernelbench.jsonl" \
           --published "$KB/h100_modal_eager.json" --max-seconds $((limit - 60)) ${KB_ARGS:-} ;;
+    repeat) step "repeat_${REPEAT_TAG:-run}" "$limit" $py benchmarks/repeat_bench.py --kernelbench "$KB/kernelbench.jsonl" \
+              --max-seconds $((limit - 120)) --json "$LOGS/repeat_${REPEAT_TAG:-run}.json" \
+              ${REPEAT_COMPARE:+--compare "$REPEAT_COMPARE"} ${REPEAT_ARGS:---level 3 --tasks 10 --workers 6} ;;
     synth) step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out runs/synth/ops.parquet \
              --kernelbench "$KB/kernelbench.jsonl" ${SYNTH_ARGS:-} ;;
-    *) echo "unknown step $name (tests build harness demo timing kb synth service)"; exit 2 ;;
+    *) echo "unknown step $name (tests build harness demo timing kb synth service repeat)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"
