@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -204,10 +205,15 @@ def main(argv: list[str] | None = None) -> int:
     runs = {k: v for k, v in (("min_runs", args.min_runs), ("max_runs", args.max_runs)) if v is not None}
     plan = TimingPlan(budget_s=args.budget, **runs)
     tasks = pick(load_tasks(args.kernelbench).tasks, args.level, args.tasks, args.names)
-    if not args.keep_inductor_cache:  # the service's workers inherit it
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="repeat_bench_inductor_")
+    inductor = None if args.keep_inductor_cache else tempfile.mkdtemp(prefix="repeat_bench_inductor_")
+    if inductor:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor  # the service's workers inherit it
     t0 = time.perf_counter()
-    rows = time_run(tasks, device, args.workers, plan, quiet=not args.loud, max_seconds=args.max_seconds)
+    try:
+        rows = time_run(tasks, device, args.workers, plan, quiet=not args.loud, max_seconds=args.max_seconds)
+    finally:
+        if inductor:
+            shutil.rmtree(inductor, ignore_errors=True)
     run = {"meta": meta(args, device, plan, time.perf_counter() - t0), "rows": rows}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
