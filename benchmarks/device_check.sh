@@ -3,10 +3,11 @@
 # the KernelBench bench, the agreement with KernelBench's own harness and the synth benchmark, each
 # under its own time limit. Logs and results go to $OUT/results.tgz (the device tool's output folder,
 # which takes few files; ./device_out here), with runs/ (resumable results) inside it.
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
-# for those steps, the last of a repeated flag wins). runs/ (resumable results) stays on a warm
+# for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
+# an earlier run's JSON to compare with, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`). runs/ (resumable results) stays on a warm
 # machine and comes back in results.tgz; the kb step starts from $KB_FROM (default
 # benchmarks/kernelbench_h100/: its bench/ and baselines_level*.jsonl; `none`: afresh) when there is
 # no runs/kb, so commit what comes back there to go on later. kbagree (benchmarks/kb_agreement.py) needs
@@ -65,6 +66,9 @@ for arg in "$@"; do
     kbagree) step kbagree "$limit" $py benchmarks/kb_agreement.py --kernelbench .kb/KernelBench --wheels .kb/wheels \
                --tasks .kb/kernelbench.jsonl --out runs/kb_agree --kb-adversarial --hand-written \
                --cuda-l1 .kb/cuda_l1/h100.json --limit "${KBAGREE_LIMIT:-4}" --max-seconds $((limit - 120)) ${KBAGREE_ARGS:-} ;;
+    repeat) step "repeat_${REPEAT_TAG:-run}" "$limit" $py benchmarks/repeat_bench.py --kernelbench "$KB/kernelbench.jsonl" \
+              --max-seconds $((limit - 120)) --json "$LOGS/repeat_${REPEAT_TAG:-run}.json" \
+              ${REPEAT_COMPARE:+--compare "$REPEAT_COMPARE"} ${REPEAT_ARGS:---level 3 --tasks 10 --workers 6} ;;
     synth) out=${SYNTH_OUT:-runs/synth/ops.parquet}; state=${out%.*}.synth
            if [ -f "$state/candidates.jsonl.gz" ] && [ ! -f "$state/candidates.jsonl" ]; then
              gunzip -k "$state/candidates.jsonl.gz"; fi  # a journal brought back and committed: resume it
@@ -74,7 +78,7 @@ for arg in "$@"; do
            for f in bench.json summary.md seeds.json config.json; do cp "$state/$f" "$OUT/synth/" 2>/dev/null; done
            cp "$out" "$OUT/synth/" 2>/dev/null; cp "$state/crawl.log" "$LOGS/synth_crawl.log" 2>/dev/null
            [ -f "$state/candidates.jsonl" ] && gzip -c "$state/candidates.jsonl" >"$OUT/synth/candidates.jsonl.gz" ;;
-    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service)"; exit 2 ;;
+    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"

@@ -5,7 +5,8 @@ kernel's medians idle and with 8 builds beside, 20 new solutions at once against
 with faulty candidates and an evaluator killed mid-run.
 
     python benchmarks/service_bench.py --device cuda --evals 40 --soak 100 --json out.json
-Prints a table last; --json keeps every figure.
+Prints a table last; --json keeps every figure. `--loud`: the builders build beside timing
+(ServiceSettings.quiet_builds=False), as before 2026-11-25, to measure what waiting for it costs.
 """
 
 from __future__ import annotations
@@ -237,6 +238,8 @@ def main() -> None:
     ap.add_argument("--per-device", type=int, default=1, help="evaluators sharing the device (cpu: evaluators)")
     ap.add_argument("--spares", type=int, default=None, help="processes started ahead per evaluator")
     ap.add_argument("--unpinned", action="store_true", help="also measure the spread without CPU pinning")
+    ap.add_argument("--burst-only", action="store_true", help="only the throughput (--evals) and the burst")
+    ap.add_argument("--loud", action="store_true", help="builders build beside timing (quiet_builds=False)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "src"))
@@ -245,14 +248,28 @@ def main() -> None:
 
     device = args.device or default_device()
     settings = ServiceSettings(device=device, evaluators_per_device=args.per_device, cpu_evaluators=args.per_device,
-                               spares=args.spares)
-    out: dict = {"device": device, "date": time.strftime("%Y-%m-%d %H:%M"), "goals": GOALS}
+                               spares=args.spares, quiet_builds=not args.loud)
+    out: dict = {"device": device, "date": time.strftime("%Y-%m-%d %H:%M"), "goals": GOALS,
+                 "quiet_builds": settings.quiet_builds}
     tmp = Path(tempfile.mkdtemp(prefix="service_bench_"))
     if args.direct:
         out["direct"] = direct(device, args.direct)
         print("direct", json.dumps({k: v for k, v in out["direct"].items() if k != "medians_ms"}), flush=True)
     if args.soak_only:
         soak_only(settings, device, args.soak, out)
+        return
+    if args.burst_only:
+        with EvalService(settings) as svc:
+            out["throughput"] = throughput(svc, device, args.evals)
+            out["burst"] = burst(svc, device, args.burst, out["throughput"]["eval_s"], tmp)
+        t, b = out["throughput"], out["burst"]
+        print(json.dumps({"throughput": {k: v for k, v in t.items() if k != "medians_ms"}, "burst": b}))
+        print(f"\n| service ({device}, quiet builds {settings.quiet_builds}) | value |\n|---|---|\n"
+              f"| evaluations per hour, builds cached | {t['evals_per_hour']:.0f} |\n"
+              f"| {b['solutions']} new solutions at once, wall / serial | {b['ratio']:.2f}x ({b['wall_s']:.1f} s vs "
+              f"{b['serial_s']:.1f} s) |")
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=1, default=str))
         return
     if args.stability_only:
         from cuda_agent.harness import EvalConfig

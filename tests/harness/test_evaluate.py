@@ -1,5 +1,6 @@
 """evaluate() itself, on the CPU backend: the files it judged are the ones it keeps, the timing plan
-is the one it was given, and the baseline cache is keyed by that plan."""
+is the one it was given, the baseline cache is keyed by that plan, and the baselines' compile holds
+the device's lock."""
 
 from __future__ import annotations
 
@@ -59,6 +60,27 @@ def test_the_timing_plan_given_is_the_one_followed_and_keys_the_baseline_cache(t
     other = TimingPlan(min_runs=3, max_runs=6, budget_s=0.02, warmup_s=0.0, min_warmup=1)
     assert cache_key(task.code, "cpu", other) != cache_key(task.code, "cpu", PLAN)
     assert cache_key(task.code, "cpu", TimingPlan(**PLAN.to_dict())) == cache_key(task.code, "cpu", PLAN)
+
+
+def test_the_reference_compiles_while_no_timer_can_take_the_device(task, solution, monkeypatch):
+    """torch.compile of the baselines is CPU work: the evaluation holds the device's lock shared
+    while its reference worker compiles, and alone while it times."""
+    from cuda_agent.harness.evaluation import _Session
+
+    from .lockprobe import timer_would_wait
+
+    seen: dict[str, bool] = {}
+    ask = _Session._ref
+
+    def spy(self, message, *args, **kwargs):
+        seen.setdefault(message.get("op"), timer_would_wait())
+        return ask(self, message, *args, **kwargs)
+
+    monkeypatch.setattr(_Session, "_ref", spy)
+    r = evaluate(task, solution, EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False))
+    assert r.correct and r.milestone != "failed", r.reason
+    assert seen["compile"] and seen["baselines"]
+    assert not timer_would_wait()
 
 
 def test_a_plan_that_cannot_be_followed_is_refused_with_what_to_do():

@@ -1,5 +1,7 @@
 """Timing (harness/timing.py): fresh inputs for every timed call, kept outputs, the loop's limits,
-side-stream work, tiny kernels, repeatability, CPU work under the spin, and the device lock."""
+side-stream work, tiny kernels, repeatability and CPU work under the spin (the device lock: test_lock.py)."""
+
+import os
 
 import pytest
 import torch
@@ -7,7 +9,8 @@ import torch
 from cuda_agent.devices import lock_name
 from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.result import TimingStats
-from cuda_agent.harness.timing import call_seed, cycle, device_lock, time_callable
+from cuda_agent.harness.lock import device_lock
+from cuda_agent.harness.timing import at_normal_priority, call_seed, cycle, time_callable
 
 
 @pytest.fixture
@@ -151,33 +154,21 @@ def test_cpu_work_hidden_under_the_spin_is_charged(gpu_alone):
     assert busy.median_ms > plain.median_ms + 0.12, (plain, busy)
 
 
-def test_a_waiting_timer_goes_before_later_shared_users(tmp_path):
-    """Evaluations hold the device lock shared; a timer waiting for it alone is not starved by
-    evaluations that arrive after it."""
-    import threading
-    import time
+def _priorities(out) -> None:
+    os.nice(5)  # as a niced worker (Ray runs its workers at nice 15)
+    with at_normal_priority():
+        inside = os.getpriority(os.PRIO_PROCESS, 0)
+    out.put((inside, os.getpriority(os.PRIO_PROCESS, 0)))
 
-    order = []
-    first_shared = threading.Event()
 
-    def shared_user(name, hold):
-        with device_lock("cuda0", shared=True, lock_dir=tmp_path):
-            first_shared.set()
-            order.append(name)
-            time.sleep(hold)
+def test_a_niced_worker_times_at_normal_priority_where_it_may_and_goes_back_after():
+    import multiprocessing as mp
 
-    def timer():
-        with device_lock("cuda0", lock_dir=tmp_path):
-            order.append("timer")
-
-    a = threading.Thread(target=shared_user, args=("a", 0.5))
-    a.start()
-    first_shared.wait()
-    t = threading.Thread(target=timer)
-    t.start()
-    time.sleep(0.1)  # the timer is now waiting for `a`
-    b = threading.Thread(target=shared_user, args=("b", 0))
-    b.start()
-    for th in (a, t, b):
-        th.join(5)
-    assert order == ["a", "timer", "b"]
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    p = ctx.Process(target=_priorities, args=(out,))
+    p.start()
+    inside, after = out.get(timeout=20)
+    p.join(10)
+    assert after == 5
+    assert inside == (0 if os.geteuid() == 0 else 5)  # raising one's priority needs root

@@ -229,3 +229,33 @@ def test_the_baseline_cache_survives_a_restart_of_the_service(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "[False, True]", out.stdout
+
+
+def test_builders_wait_while_the_device_times_unless_quiet_builds_is_off(tmp_path):
+    """A builder (called here in-process, as its Ray actor would) compiles only once timing on its
+    device ends; ServiceSettings(quiet_builds=False) gives it builders that do not wait."""
+    from cuda_agent.devices import lock_name
+    from cuda_agent.harness import Backend, device_lock
+    from cuda_agent.service.evaluator import Builder
+
+    broken = {**files("honest_fused", tmp_path), "kernels/sbr.cpp": "int sbr_launch( {\n"}  # fails at once
+    held, done = threading.Event(), threading.Event()
+
+    def timer() -> None:
+        with device_lock(lock_name("cpu")):
+            held.set()
+            done.wait(3)
+
+    waited = {}
+    for quiet in (False, True):
+        done.clear()
+        held.clear()
+        t = threading.Thread(target=timer)
+        t.start()
+        held.wait(10)
+        verdict = Builder(None, quiet).build(TASK, broken, QUICK, Backend("cpu"))
+        done.set()
+        t.join(10)
+        assert verdict is not None and verdict.stage == "build" and verdict.build is not None, verdict
+        waited[quiet] = verdict.build.waited_s
+    assert waited[False] < 0.05 and waited[True] >= 2.0, waited

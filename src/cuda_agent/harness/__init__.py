@@ -4,7 +4,8 @@ reward. This module is its one door; code outside the harness imports only from 
 Wings: `static/` reads a solution without running it; `build/` compiles it (toolchain, ninja,
 object cache, precompiled headers, compiler messages); `workers/` runs it (the sandboxed solution
 child, the reference worker, output transfer, spare processes, isolation). At the root: `timing`,
-`baselines`, `reward`, `evaluate` (the entry point) and the config and result types.
+`lock` (the device lock), `baselines`, `reward`, `evaluate` (the entry point) and the config and
+result types.
 """
 
 from cuda_agent.harness.backend import Backend, resolve_backend
@@ -17,7 +18,8 @@ from cuda_agent.harness.result import BuildResult, EvalResult, Finding, StaticRe
 from cuda_agent.harness.reward import Milestone, RewardSchedule, beats, milestone
 from cuda_agent.harness.solution import SolutionError, snapshot
 from cuda_agent.harness.static import POLICIES, check_solution
-from cuda_agent.harness.timing import device_lock, time_callable
+from cuda_agent.harness.lock import beside_timing, device_lock
+from cuda_agent.harness.timing import time_callable
 from cuda_agent.harness.workers.commands import (CommandResult, CommandRunner, claim_tool_user, prepare_workspace,
                                                  shared_workspace_dir)
 from cuda_agent.harness.workers.process import ChildChannel, ChildFailed, Process
@@ -27,8 +29,8 @@ from cuda_agent.harness.workers.spares import keep_warm
 __all__ = [
     "POLICIES", "Backend", "BuildResult", "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner",
     "EvalConfig", "EvalResult", "Finding", "Milestone", "Process", "RewardSchedule", "SolutionError",
-    "StaticReport", "TimingPlan", "TimingStats", "beats", "check_solution", "claim_tool_user", "compile_solution",
-    "device_lock", "evaluate", "evaluate_workspace", "keep_warm", "make_inputs", "make_model", "milestone",
+    "StaticReport", "TimingPlan", "TimingStats", "beats", "beside_timing", "check_solution", "claim_tool_user",
+    "compile_solution", "device_lock", "evaluate", "evaluate_workspace", "keep_warm", "make_inputs", "make_model", "milestone",
     "module_from_source", "prebuild", "prepare_workspace", "read_solution", "reachable_by_others", "resolve_backend", "shared_workspace_dir",
     "snapshot", "task_baselines", "time_baselines", "time_callable", "timing_draw", "workspace_task",
 ]

@@ -28,7 +28,8 @@ from cuda_agent.harness.workers.sandbox import sandbox_user
 from cuda_agent.harness.workers.spares import take_pair
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
 from cuda_agent.harness.modules import MOVED
-from cuda_agent.harness.timing import call_seed, device_lock
+from cuda_agent.harness.lock import beside_timing, device_lock
+from cuda_agent.harness.timing import call_seed
 from cuda_agent.home import subdir
 from cuda_agent.tasks import Task
 
@@ -136,7 +137,7 @@ def _check_and_build(task: Task, path: Path, backend: Backend, config: EvalConfi
         raise Stop("static", f"rule broken: {report.reason}")
     result.stage = "build"
     with _timed(result, "build"):
-        build, finding = build_solution(sol, backend, config.build_timeout_s, config.policy)
+        build, finding = build_solution(sol, backend, config.build_timeout_s, config.policy, config.quiet_host)
     result.build = build
     if finding is not None:
         result.findings.append(finding)
@@ -374,8 +375,8 @@ class _Session:
         key = baselines.cache_key(task.code, backend.device, self.config.timing)
         use_cache = self.config.use_baseline_cache
         cached = baselines.load(key) if use_cache else None
-        if cached is None:  # compile before taking the device: CPU work
-            with _timed(result, "compile"):
+        if cached is None:  # compile before taking the device: CPU work, while no timer runs
+            with _timed(result, "compile"), beside_timing(backend.device, self.config.quiet_host):
                 self._ref({"op": "compile", "seed": _seed()})
         with device_lock(lock_name(backend.device)):
             cached = baselines.load(key) if use_cache else None  # another evaluation may have timed them
@@ -383,7 +384,8 @@ class _Session:
                 with _timed(result, "baselines"):
                     reply = self._ref({"op": "baselines", "seed": _seed(), "plan": self.config.timing.to_dict()})
                 cached = TimingStats(**reply["eager"]), TimingStats(**reply["compile"])
-                baselines.store(key, *cached, {"task": task.name, "device_name": reply["device_name"]})
+                if self.config.quiet_host:  # figures taken beside compiles are not for others to reuse
+                    baselines.store(key, *cached, {"task": task.name, "device_name": reply["device_name"]})
             else:
                 result.flags.append("baseline_cached")
             result.eager, result.compile = cached
@@ -417,7 +419,8 @@ def compile_solution(solution: str | Path, config: EvalConfig | None = None) -> 
         report = check_solution(sol.files, config.policy)  # type: ignore[arg-type]
         if not report.ok:
             return BuildResult(ok=False, errors="\n".join(str(f) for f in report.findings))
-        build, finding = build_solution(sol, resolve_backend(config.device), config.build_timeout_s, config.policy)
+        build, finding = build_solution(sol, resolve_backend(config.device), config.build_timeout_s, config.policy,
+                                        config.quiet_host)
         return BuildResult(ok=False, errors=str(finding)) if finding else build
     except SolutionError as e:
         return BuildResult(ok=False, errors=str(e))

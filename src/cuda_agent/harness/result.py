@@ -44,6 +44,7 @@ class BuildResult:
     module_path: str | None = None   # the built .so, loadable as `module_name`
     module_name: str = "cuda_extension"
     seconds: float = 0.0
+    waited_s: float = 0.0            # before compiling: waiting for timing on the device to end (not in `seconds`)
     compiled: int = 0                # objects compiled in this build (0 on a full cache hit)
     cached: int = 0                  # objects taken from the cache
     errors: str = ""                 # short, readable compiler errors (first errors, file:line, context)

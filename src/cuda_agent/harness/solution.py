@@ -65,17 +65,19 @@ def snapshot(path: str | Path, dest: Path) -> Solution:
     return Solution(kind=kind, root=dest, origin=src, files=files)
 
 
-def build_solution(sol: Solution, backend: Backend, timeout_s: float,
-                   policy: str = "strict") -> tuple[BuildResult, Finding | None]:
+def build_solution(sol: Solution, backend: Backend, timeout_s: float, policy: str = "strict",
+                   quiet: bool = True) -> tuple[BuildResult, Finding | None]:
     """Build the snapshot: a workspace's kernels/ into `cuda_extension`, or each load_inline
     module into the module it names. Relaxed (KernelBench's rules): a module that does not build
     fails only where the solution calls load_inline for it, as torch's load_inline would raise
-    there (a solution may catch that and fall back): the result is ok, with `module_errors`."""
+    there (a solution may catch that and fall back): the result is ok, with `module_errors`.
+    `quiet`: the compilers wait while the device times, and a timer waits for them (build.build)."""
     from cuda_agent.harness.build.extension import build, inline_sources, workspace_sources
     from cuda_agent.harness.static import extract_inlines
 
     if sol.kind == "workspace":
-        return build(workspace_sources(sol.root, backend), backend, "cuda_extension", timeout_s=timeout_s), None
+        return build(workspace_sources(sol.root, backend), backend, "cuda_extension", timeout_s=timeout_s,
+                     quiet=quiet), None
     specs = extract_inlines(sol.model_new, policy)
     if isinstance(specs, Finding) or not specs:
         finding = specs if isinstance(specs, Finding) else None
@@ -84,13 +86,13 @@ def build_solution(sol: Solution, backend: Backend, timeout_s: float,
                                     extra_cflags=tuple(spec.extra_cflags),
                                     extra_cuda_cflags=tuple(spec.extra_cuda_cflags),
                                     extra_ldflags=tuple(spec.extra_ldflags)),
-                     backend, spec.name, timeout_s=timeout_s) for spec in specs]
+                     backend, spec.name, timeout_s=timeout_s, quiet=quiet) for spec in specs]
     if policy == "strict":
         return results[0], None
     built = [r for r in results if r.ok]
     main = built[0] if built else replace(results[0], module_path=None)
     return replace(main, ok=True, compiled=sum(r.compiled for r in results), cached=sum(r.cached for r in results),
-                   seconds=sum(r.seconds for r in results),
+                   seconds=sum(r.seconds for r in results), waited_s=sum(r.waited_s for r in results),
                    modules={r.module_name: r.module_path for r in built if r.module_path},
                    module_errors={r.module_name: r.errors.strip().splitlines()[0] if r.errors.strip() else "see the log"
                                   for r in results if not r.ok}), None

@@ -20,18 +20,16 @@ CPU: the same loop with a monotonic clock and a cache-sized flush.
 
 from __future__ import annotations
 
-import fcntl
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 import torch
 
 from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.result import TimingStats
-from cuda_agent.home import subdir
 
 _CPU_FLUSH_BYTES = 64 << 20
 # Bound at import, before any solution code runs in the child: replacing time.perf_counter_ns or
@@ -214,7 +212,8 @@ def time_callable(fn: Callable[..., object], draw: Callable[[int], list], device
 
 def compile_for_timing(model: torch.nn.Module, inputs: list) -> Callable[..., object]:
     """`torch.compile(model)`, compiled now by one call (under no_grad, as it will be timed), so
-    that the compilation (CPU work, seconds) happens before the device is taken for timing."""
+    that the compilation (CPU work, seconds) happens before the device is taken for timing. The
+    caller holds the device's lock shared meanwhile (lock.beside_timing), so no timer runs beside it."""
     compiled = torch.compile(model)
     with torch.no_grad():
         compiled(*inputs)
@@ -222,23 +221,23 @@ def compile_for_timing(model: torch.nn.Module, inputs: list) -> Callable[..., ob
 
 
 @contextmanager
-def device_lock(key: str, shared: bool = False, lock_dir: Path | None = None) -> Iterator[None]:
-    """One device (`key`, e.g. "cuda0") across processes: evaluations running in parallel hold it
-    shared while they run on the device, and timing holds it alone, so nothing else runs on the
-    GPU while a figure is taken (work of other evaluations would otherwise slow it). A timer waiting
-    for it goes first: newcomers queue behind it at a turnstile, so a busy GPU never starves timing."""
-    lock_dir = lock_dir or subdir("locks")
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"{key}.turnstile", "a") as gate, open(lock_dir / f"{key}.lock", "a") as f:
-        if shared:
-            fcntl.flock(gate, fcntl.LOCK_SH)  # passes at once unless a timer is waiting
-            fcntl.flock(gate, fcntl.LOCK_UN)
-            fcntl.flock(f, fcntl.LOCK_SH)
-        else:
-            fcntl.flock(gate, fcntl.LOCK_EX)
-            fcntl.flock(f, fcntl.LOCK_EX)
-            fcntl.flock(gate, fcntl.LOCK_UN)
+def at_normal_priority() -> Iterator[None]:
+    """A niced thread at nice 0 for the block, where it may raise its priority (root), then back.
+
+    Ray runs its workers at nice 15, and a baseline timed in one (bench's tables, as a job of the
+    service) would otherwise give the CPU to any process of normal priority: a host-bound model's
+    time would grow with the machine's load, as the harness's children's did before they were
+    started at nice 0 (sandbox.py)."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)  # on Linux, of this thread
+    raised = False
+    if before > 0:
         try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+            raised = True
+        except OSError:  # raising it needs root: the time is taken at the priority the thread has
+            pass
+    try:
+        yield
+    finally:
+        if raised:
+            os.setpriority(os.PRIO_PROCESS, 0, before)  # lowering one's own priority is always allowed

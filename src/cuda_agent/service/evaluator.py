@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -100,13 +101,16 @@ class Builder:
     """A CPU-only build worker (a Ray actor): the static checks and the build of a solution, for
     the evaluator that takes it next to find its objects in the cache."""
 
-    def __init__(self, cores: list[int] | None):
+    def __init__(self, cores: list[int] | None, quiet: bool = True):
         if cores:
             os.sched_setaffinity(0, set(cores))  # the compilers it starts inherit these cores
         self.scratch = Path(tempfile.mkdtemp(prefix="cuda_agent_build_"))
+        self.quiet = quiet  # False: build beside timing, whatever the request's config says
 
     def build(self, task: Task, files: dict[str, str], config: EvalConfig, backend: Backend) -> EvalResult | None:
         folder = Path(tempfile.mkdtemp(dir=self.scratch))
+        if not self.quiet:
+            config = replace(config, quiet_host=False)  # a prebuild only builds: the baselines keep theirs
         try:
             return prebuild(task, write_files(files, folder / "solution"), config, backend)
         finally:

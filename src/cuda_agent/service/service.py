@@ -236,7 +236,7 @@ class EvalService:
         free = int(ray.available_resources().get("CPU", 0))
         wanted = s.build_workers if s.build_workers is not None else max(1, min(MAX_BUILDERS, cores - 2 * count - 1))
         builder = ray.remote(Builder).options(num_cpus=1)
-        self._builders = [builder.remote(background) for _ in range(min(wanted, free))]
+        self._builders = [builder.remote(background, s.quiet_builds) for _ in range(min(wanted, free))]
         self._free_builders = list(self._builders)
 
     def _new_evaluator(self, foreground: list[int] | None, background: list[int] | None, spares: int) -> Any:
@@ -503,7 +503,8 @@ class EvalService:
         self._builders.remove(dead)
         if dead in self._free_builders:
             self._free_builders.remove(dead)
-        fresh = ray.remote(Builder).options(num_cpus=1).remote(self._core_plan(len(self._slots))[1])
+        fresh = ray.remote(Builder).options(num_cpus=1).remote(self._core_plan(len(self._slots))[1],
+                                                                self.settings.quiet_builds)
         self._builders.append(fresh)
         self._free_builders.append(fresh)
 

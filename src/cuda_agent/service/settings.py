@@ -29,6 +29,9 @@ class ServiceSettings:
     timeout_margin_s: float = 600.0      # beyond the config's own limits, before an evaluator is declared hung
     journal: Path | None = None          # requests and verdicts; a restarted driver redoes nothing that has one
     pin_cores: bool = True               # timing on cores of its own, builds and start-ups on the others
+    # Builders compile only while no evaluator of the device times (EvalConfig.quiet_host, for builds):
+    # False lets them build beside timing, faster where builds are the bottleneck (RESULTS.md, 2026-11-25 evening).
+    quiet_builds: bool = True
     ray_init: dict | None = None         # more ray.init() arguments for a local Ray
 
     def resolved_address(self) -> str | None:

@@ -8,18 +8,23 @@ import fcntl
 import os
 import shutil
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import torch
 
+from cuda_agent.devices import lock_name
 from cuda_agent.harness.backend import Backend, resolve_backend
 from cuda_agent.harness.build.extension import (SourceBundle, build, choose_pch, inline_sources, job_count, load_module,
                                       make_plan, start_pch_builds, workspace_sources)
 from cuda_agent.harness.build.errors import summarize_errors
 from cuda_agent.harness.build.toolchain import (FlagError, arch_flags, check_cuda_cflags, cuda_home, make_toolchain,
                                           split_flags)
+from cuda_agent.harness.lock import device_lock
 from cuda_agent.workspace import TEMPLATES
 
 CPU = Backend("cpu")
@@ -255,6 +260,48 @@ def test_loading_a_failed_build_raises(tmp_path):
     result = build(SourceBundle({"kernels/k.cpp": "int k( {\n"}), CPU, cache_dir=tmp_path)
     with pytest.raises(RuntimeError, match="did not build"):
         load_module(result)
+
+
+@contextmanager
+def device_timed_for(seconds: float) -> Iterator[None]:
+    """Another thread times on the CPU backend's device (holds its lock alone) for `seconds`."""
+    held, done = threading.Event(), threading.Event()
+
+    def timer() -> None:
+        with device_lock(lock_name("cpu")):
+            held.set()
+            done.wait(seconds)
+
+    t = threading.Thread(target=timer)
+    t.start()
+    held.wait(10)
+    try:
+        yield
+    finally:
+        done.set()
+        t.join(10)
+
+
+def test_a_build_waits_while_the_device_times_and_the_wait_is_not_build_time(tmp_path):
+    """Compilers beside timing slow a host-bound model's figure: the build starts once timing ends."""
+    t0 = time.perf_counter()
+    with device_timed_for(1.5):
+        result = build(SourceBundle({"kernels/k.cpp": "int k( {\n"}), CPU, cache_dir=tmp_path)
+    wall = time.perf_counter() - t0
+    assert not result.ok and "k.cpp" in result.errors
+    assert result.waited_s >= 1.2, result
+    assert result.seconds <= wall - result.waited_s + 0.05
+
+
+def test_a_build_with_quiet_off_or_a_full_cache_hit_does_not_wait(example, tmp_path):
+    ws, cache, _ = example
+    with device_timed_for(30):
+        t0 = time.perf_counter()
+        loud = build(SourceBundle({"kernels/k.cpp": "int k( {\n"}), CPU, cache_dir=tmp_path, quiet=False)
+        hit = build(workspace_sources(ws, CPU), CPU, cache_dir=cache)  # no compiler runs: nothing to wait for
+        assert time.perf_counter() - t0 < 20
+    assert not loud.ok and loud.waited_s < 0.05
+    assert hit.ok and hit.compiled == 0 and hit.waited_s == 0.0
 
 
 def test_jobs_are_bounded_by_work_and_overridable(monkeypatch):

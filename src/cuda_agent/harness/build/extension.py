@@ -35,6 +35,7 @@ from cuda_agent.harness.build.errors import summarize_errors
 from cuda_agent.harness.build.pch import PCH_FAILURE, Pch, finish_pch_builds, pch_headers, start_pch_builds
 from cuda_agent.harness.result import BuildResult
 from cuda_agent.harness.build.toolchain import FlagError, Toolchain, find_ninja, make_toolchain
+from cuda_agent.harness.lock import beside_timing
 from cuda_agent.workspace import HARNESS_FILES, TEMPLATES
 
 SOURCE_SUFFIXES = (".cpp", ".cu")
@@ -167,8 +168,11 @@ class BuildPlan:
 
 
 def build(bundle: SourceBundle, backend: Backend, module_name: str = "cuda_extension", *,
-          timeout_s: float = 300, jobs: int | None = None, cache_dir: Path | None = None) -> BuildResult:
+          timeout_s: float = 300, jobs: int | None = None, cache_dir: Path | None = None,
+          quiet: bool = True) -> BuildResult:
     """Compile what the cache lacks and link the module; a full hit returns without starting ninja.
+    The compilers run holding the device's lock shared (`quiet=False`: not), so that no timing on
+    it runs beside them; the wait for a timer is `waited_s`, outside `seconds` and the time limit.
 
     A solution's failures (compiler errors, refused flags, timeout) come back as ok=False with short
     `errors`; a missing compiler or ninja raises, since no solution can fix that."""
@@ -189,7 +193,11 @@ def build(bundle: SourceBundle, backend: Backend, module_name: str = "cuda_exten
     if plan.module_path.exists():
         log = plan.log_path if plan.log_path.exists() else None
         return finish(result, start, ok=True, module_path=str(plan.module_path), log_path=str(log) if log else None)
-    return run_build(bundle, plan, result, start, timeout_s, job_count(jobs, len(plan.missing)))
+    asked = time.perf_counter()
+    with beside_timing(backend.device, quiet):
+        waited = time.perf_counter() - asked
+        result = replace(result, waited_s=waited)
+        return run_build(bundle, plan, result, start + waited, timeout_s, job_count(jobs, len(plan.missing)))
 
 
 def bundle_problem(bundle: SourceBundle, backend: Backend) -> str:
@@ -423,8 +431,8 @@ def pch_notes(plan: BuildPlan) -> list[str]:
 
 def warm_pch(backend: Backend, cache_dir: Path | None = None, timeout_s: float = 600) -> list[str]:
     """Build the precompiled headers that the workspace example's binding files use, where the cache
-    lacks them (for a harness's setup: a build otherwise makes them itself, beside its first compile).
-    Returns what was done, one line per header."""
+    lacks them (for a harness's setup: a build otherwise makes them itself, beside its first compile),
+    holding the device's lock shared as a build does. Returns what was done, one line per header."""
     files = {f"kernels/{f.name}": f.read_text() for f in (TEMPLATES / f"kernels_{backend.device}").iterdir()}
     bundle = SourceBundle({**files, "binding_registry.h": (TEMPLATES / "binding_registry.h").read_text()})
     toolchain = make_toolchain(backend, "cuda_extension")
@@ -434,7 +442,8 @@ def warm_pch(backend: Backend, cache_dir: Path | None = None, timeout_s: float =
     scratch = Path(tempfile.mkdtemp(prefix="pch-", dir=cache / "scratch"))
     try:
         missing = [p for p in pchs if not p.gch.exists()]
-        notes = finish_pch_builds(start_pch_builds(missing, toolchain, scratch), time.perf_counter() + timeout_s)
+        with beside_timing(backend.device, quiet=bool(missing)):
+            notes = finish_pch_builds(start_pch_builds(missing, toolchain, scratch), time.perf_counter() + timeout_s)
         return notes + [f"# precompiled header {p.key[:16]}: cached" for p in pchs if p not in missing]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

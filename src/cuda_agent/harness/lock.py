@@ -1,0 +1,92 @@
+"""The device lock: what keeps the GPU, and the host, quiet while a figure is taken.
+
+Evaluations running in parallel hold a device's lock shared while they run on it; CPU-heavy work
+that runs beside timing on the same machine (a kernel build, the torch.compile of a baseline) holds
+it shared too; timing holds it alone. So a timer waits until the builds and compiles in flight end,
+and new ones wait while it times: a model whose time is the host's (Python and launch overhead,
+KernelBench level 3) is not timed against compilers for the CPU (H100, 2026-11-24: level-3 eager
+medians moved 0.66-2.18x between two runs while other workers compiled beside the timed one).
+
+A timer waiting for the lock goes first: newcomers queue behind it at a turnstile, so a busy device
+never starves timing. The lock is re-entrant within a thread: a block that holds it (shared or
+alone) may enter a shared block again at once, where a second flock would queue behind a waiting
+timer that itself waits for the first: a deadlock. Asking for it alone while holding it shared is
+the program's bug (it would wait for itself) and raises. Threads and processes are separate
+holders. flock's locks go with the process: one killed while holding the lock releases it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ContextManager, Iterator
+
+from cuda_agent.devices import lock_name
+from cuda_agent.home import subdir
+
+
+class LockOrderError(RuntimeError):
+    """A thread holding a device's lock shared asked for it alone (it would wait for itself)."""
+
+
+@dataclass
+class _Hold:
+    shared: bool
+    depth: int = 1
+
+
+_local = threading.local()
+
+
+def _holds() -> dict[Path, _Hold]:
+    """This thread's holds, by lock file. A process forked by a holder starts with none: the flock
+    it inherited is its parent's, released whenever the parent releases it."""
+    if getattr(_local, "pid", None) != os.getpid():
+        _local.pid, _local.holds = os.getpid(), {}
+    return _local.holds
+
+
+@contextmanager
+def device_lock(key: str, shared: bool = False, lock_dir: Path | None = None) -> Iterator[None]:
+    """One device (`key`, e.g. "cuda0") across processes: shared for work on the device or beside
+    its timing (runs, builds, compiles), alone (`shared=False`) to time."""
+    lock_dir = lock_dir or subdir("locks")
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    path = (lock_dir / f"{key}.lock").resolve()
+    holds = _holds()
+    hold = holds.get(path)
+    if hold is not None:
+        if hold.shared and not shared:
+            raise LockOrderError(f"this thread holds the lock of {key} shared and asks for it alone, which would "
+                                 "wait for itself forever: end the shared block before the one that times")
+        hold.depth += 1  # held already, in a mode that covers this one
+        try:
+            yield
+        finally:
+            hold.depth -= 1
+        return
+    with open(lock_dir / f"{key}.turnstile", "a") as gate, open(path, "a") as f:
+        if shared:
+            fcntl.flock(gate, fcntl.LOCK_SH)  # passes at once unless a timer is waiting
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            fcntl.flock(f, fcntl.LOCK_SH)
+        else:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(f, fcntl.LOCK_EX)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        holds[path] = _Hold(shared)
+        try:
+            yield
+        finally:
+            del holds[path]
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def beside_timing(device: str, quiet: bool = True) -> ContextManager[None]:
+    """The hold of CPU-heavy work that runs beside timing (a build, a torch.compile) for `device`
+    ("cuda" or "cpu"): its lock shared, so that no timer on it runs meanwhile; `quiet=False`: none."""
+    return device_lock(lock_name(device), shared=True) if quiet else nullcontext()

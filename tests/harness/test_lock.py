@@ -1,0 +1,250 @@
+"""The device lock (harness/lock.py), with real processes: a timer waits for the compiles and builds
+holding it shared and they wait while it times; a waiting timer is not starved; nested holds in one
+thread do not deadlock behind a waiting timer; a holder killed mid-way releases it."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from cuda_agent.harness.lock import LockOrderError, device_lock
+
+CTX = mp.get_context("fork")  # the children start at once, with this process's imports
+KEY = "cpu0"
+
+
+def _hold(lock_dir, shared: bool, held, release, stamps, name: str) -> None:
+    with device_lock(KEY, shared=shared, lock_dir=lock_dir):
+        stamps.put((name, "got", time.monotonic()))
+        held.set()
+        release.wait(20)
+        stamps.put((name, "released", time.monotonic()))
+
+
+class Holder:
+    """A process of its own that takes the lock (shared or alone) and holds it until released."""
+
+    def __init__(self, lock_dir, shared: bool, name: str, stamps):
+        self.held, self.release = CTX.Event(), CTX.Event()
+        self.proc = CTX.Process(target=_hold, args=(lock_dir, shared, self.held, self.release, stamps, name))
+        self.proc.start()
+
+    def end(self) -> None:
+        self.release.set()
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.join(10)
+
+
+@pytest.fixture
+def stamps():
+    return CTX.Queue()
+
+
+def _events(stamps) -> dict[tuple[str, str], float]:
+    out = {}
+    while not stamps.empty():
+        name, what, t = stamps.get(timeout=1)
+        out[(name, what)] = t
+    return out
+
+
+def _waits(holder: Holder, seconds: float = 0.4) -> bool:
+    """True when `holder` has not got the lock within `seconds`."""
+    return not holder.held.wait(seconds)
+
+
+def test_a_timer_waits_for_a_compile_holding_the_lock_shared(tmp_path, stamps):
+    compile_ = Holder(tmp_path, True, "compile", stamps)
+    assert compile_.held.wait(10)
+    timer = Holder(tmp_path, False, "timer", stamps)
+    try:
+        assert _waits(timer), "the timer got the device while a compile held it shared"
+        compile_.end()
+        assert timer.held.wait(10)
+    finally:
+        timer.end()
+        compile_.end()
+    e = _events(stamps)
+    assert e[("compile", "released")] <= e[("timer", "got")]
+
+
+def test_a_compile_started_while_timing_waits_until_timing_ends(tmp_path, stamps):
+    timer = Holder(tmp_path, False, "timer", stamps)
+    assert timer.held.wait(10)
+    build = Holder(tmp_path, True, "build", stamps)
+    try:
+        assert _waits(build), "a build started while the device was being timed"
+        timer.end()
+        assert build.held.wait(10)
+    finally:
+        build.end()
+        timer.end()
+    e = _events(stamps)
+    assert e[("timer", "released")] <= e[("build", "got")]
+
+
+def test_compiles_and_builds_share_the_lock_with_each_other(tmp_path, stamps):
+    a = Holder(tmp_path, True, "compile", stamps)
+    b = Holder(tmp_path, True, "build", stamps)
+    try:
+        assert a.held.wait(10) and b.held.wait(10)
+    finally:
+        a.end()
+        b.end()
+
+
+def _nested(lock_dir, outer_held, go_inner, inner_done) -> None:
+    with device_lock(KEY, shared=True, lock_dir=lock_dir):  # an evaluation's shared block
+        outer_held.set()
+        go_inner.wait(20)
+        with device_lock(KEY, shared=True, lock_dir=lock_dir):  # ... that builds, holding it shared again
+            inner_done.set()
+
+
+def test_a_nested_shared_hold_does_not_deadlock_behind_a_waiting_timer(tmp_path, stamps):
+    """A second flock of the process would queue behind the timer at the turnstile, and the timer
+    waits for the first: the nested hold must pass at once."""
+    outer_held, go_inner, inner_done = CTX.Event(), CTX.Event(), CTX.Event()
+    nested = CTX.Process(target=_nested, args=(tmp_path, outer_held, go_inner, inner_done))
+    nested.start()
+    timer = None
+    try:
+        assert outer_held.wait(10)
+        timer = Holder(tmp_path, False, "timer", stamps)
+        assert _waits(timer)  # the timer now waits at the turnstile
+        go_inner.set()
+        assert inner_done.wait(5), "deadlock: the nested shared hold waited behind the timer"
+        nested.join(10)
+        assert timer.held.wait(10)
+    finally:
+        if timer is not None:
+            timer.end()
+        if nested.is_alive():
+            nested.kill()
+
+
+def test_nesting_in_one_thread_keeps_the_outer_hold(tmp_path, stamps):
+    with device_lock(KEY, lock_dir=tmp_path):  # timing alone ...
+        with device_lock(KEY, shared=True, lock_dir=tmp_path):  # ... and a nested shared block inside
+            pass
+        other = Holder(tmp_path, True, "other", stamps)
+        try:
+            assert _waits(other), "the nested block released the outer hold"
+        finally:
+            other.release.set()
+    assert other.held.wait(10)
+    other.end()
+
+
+def test_asking_for_the_lock_alone_while_holding_it_shared_raises(tmp_path, stamps):
+    with device_lock(KEY, shared=True, lock_dir=tmp_path):
+        with pytest.raises(LockOrderError, match="end the shared block"):
+            with device_lock(KEY, lock_dir=tmp_path):
+                pass
+        timer = Holder(tmp_path, False, "timer", stamps)
+        assert _waits(timer)  # still held shared
+    assert timer.held.wait(10)
+    timer.end()
+
+
+def test_threads_are_holders_of_their_own(tmp_path):
+    """A thread asking for the lock alone while another thread of the process holds it shared
+    waits for it (no LockOrderError: the rule is per thread)."""
+    got = threading.Event()
+    release = threading.Event()
+
+    def timer():
+        with device_lock(KEY, lock_dir=tmp_path):
+            got.set()
+
+    with device_lock(KEY, shared=True, lock_dir=tmp_path):
+        t = threading.Thread(target=timer)
+        t.start()
+        assert not got.wait(0.3)
+        release.set()
+    t.join(10)
+    assert got.is_set()
+
+
+def _fork_asks_alone(lock_dir, got) -> None:
+    with device_lock(KEY, lock_dir=lock_dir):  # not the parent's hold: waits for it, never raises
+        got.set()
+
+
+def test_a_process_forked_by_a_holder_is_a_holder_of_its_own(tmp_path):
+    got = CTX.Event()
+    with device_lock(KEY, shared=True, lock_dir=tmp_path):
+        child = CTX.Process(target=_fork_asks_alone, args=(tmp_path, got))
+        child.start()
+        assert not got.wait(0.4)
+    child.join(10)
+    assert got.is_set() and child.exitcode == 0
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_holder_killed_mid_way_releases_the_lock(tmp_path, stamps, shared):
+    holder = Holder(tmp_path, shared, "holder", stamps)
+    assert holder.held.wait(10)
+    timer = Holder(tmp_path, False, "timer", stamps)
+    try:
+        assert _waits(timer)
+        holder.kill()
+        assert timer.held.wait(10), "the lock stayed taken after its holder was killed"
+    finally:
+        timer.end()
+
+
+def test_a_timer_killed_while_waiting_does_not_block_newcomers(tmp_path, stamps):
+    """The waiting timer holds the turnstile: killed there, it must not keep shared users out."""
+    first = Holder(tmp_path, True, "first", stamps)
+    assert first.held.wait(10)
+    timer = Holder(tmp_path, False, "timer", stamps)
+    later = None
+    try:
+        assert _waits(timer)
+        timer.kill()
+        later = Holder(tmp_path, True, "later", stamps)
+        assert later.held.wait(10)
+    finally:
+        first.end()
+        if later is not None:
+            later.end()
+
+
+def test_a_waiting_timer_goes_before_later_shared_users(tmp_path):
+    """Evaluations hold the device lock shared; a timer waiting for it alone is not starved by
+    evaluations that arrive after it."""
+    order = []
+    first_shared = threading.Event()
+
+    def shared_user(name, hold):
+        with device_lock("cuda0", shared=True, lock_dir=tmp_path):
+            first_shared.set()
+            order.append(name)
+            time.sleep(hold)
+
+    def timer():
+        with device_lock("cuda0", lock_dir=tmp_path):
+            order.append("timer")
+
+    a = threading.Thread(target=shared_user, args=("a", 0.5))
+    a.start()
+    first_shared.wait()
+    t = threading.Thread(target=timer)
+    t.start()
+    time.sleep(0.1)  # the timer is now waiting for `a`
+    b = threading.Thread(target=shared_user, args=("b", 0))
+    b.start()
+    for th in (a, t, b):
+        th.join(5)
+    assert order == ["a", "timer", "b"]
