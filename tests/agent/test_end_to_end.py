@@ -32,6 +32,7 @@ def test_the_demo_command_ends_verified_on_cpu_and_prints_json(tmp_path):
     assert actions == ["compile", "verify", "profile"]
 
 
+@pytest.mark.long   # 22-50 s on 2 cores: `pytest -m long` (CI stays under 20 minutes)
 def test_a_replay_killed_mid_way_resumes_to_a_verified_solution(tmp_path):
     out = tmp_path / "run"
     policy = f"replay:{DEMO_TRAJECTORIES / 'scale_bias_relu.cpu.jsonl'}"

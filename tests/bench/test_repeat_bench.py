@@ -63,7 +63,7 @@ def get_init_inputs():
 """
 
 
-@pytest.mark.slow
+@pytest.mark.long   # 22-50 s on 2 cores: `pytest -m long` (CI stays under 20 minutes)
 def test_one_command_times_two_tiny_tasks_on_the_cpu_and_compares_runs(tmp_path):
     """The script end to end (its own service, two workers sharing the CPU device), then its
     comparison of that run with a copy whose medians are moved by known factors."""

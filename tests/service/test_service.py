@@ -82,6 +82,7 @@ def _die(ctx) -> None:
     os._exit(3)  # the evaluator's own process dies (a fault below the harness)
 
 
+@pytest.mark.long   # 22-50 s on 2 cores: `pytest -m long` (CI stays under 20 minutes)
 def test_an_evaluator_killed_mid_run_is_replaced_and_its_request_run_once_more(tmp_path):
     with EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=1, spares=1)) as svc:
         import ray

@@ -36,7 +36,7 @@ def test_resume_skips_done_candidates(catalog, cpu_config):
     assert [run._claim() for _ in range(3)] == [1, 3, 4]
 
 
-@pytest.mark.slow
+@pytest.mark.long   # 22-50 s on 2 cores: `pytest -m long` (CI stays under 20 minutes)
 def test_small_dataset_end_to_end_then_resumed_without_loss_or_duplicates(catalog, cpu_config, tmp_path):
     out = cpu_config.out
     cmd = typer.main.get_command(synth_app)
