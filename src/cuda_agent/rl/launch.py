@@ -280,10 +280,11 @@ def stop_leftover(folder: Path, log: Path) -> None:
     SIGKILL, or its machine's tool ended only the run's own process) is stopped now, and the log says so."""
     pid_file = folder / PID_FILE
     try:
-        pgid = int(pid_file.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+        pgid, *names = pid_file.read_text().split()
+        pgid = int(pgid)
+    except (OSError, ValueError):
         return
-    if _group_alive(pgid) and _leader_is(pgid, pid_file.read_text().split()[1:]):
+    if _group_alive(pgid) and _leader_is(pgid, names):
         with log.open("a") as f:
             f.write(f"\n# an earlier run's verl (process group {pgid}) was still running: stopping it\n")
         _stop_group(pgid, None)
@@ -343,15 +344,11 @@ def _stop_group(pgid: int, proc: subprocess.Popen | None,
     for sig, wait in signals:
         try:
             os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        except PermissionError:
+        except (ProcessLookupError, PermissionError):   # gone, or someone else's group now
             return
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if proc is not None and proc.poll() is not None and not _group_alive(pgid):
-                return
-            if proc is None and not _group_alive(pgid):
+            if (proc is None or proc.poll() is not None) and not _group_alive(pgid):
                 return
             time.sleep(0.1)
 
