@@ -1,5 +1,6 @@
 """The one way to list and name devices: which GPUs this process may use, the device a command
-runs on by default, the name a device's lock file has, and the name its figures are cached under."""
+runs on by default, the name a device's lock file has, the name its figures are cached under, and
+the CPU cores set aside for timing on it."""
 
 from __future__ import annotations
 
@@ -36,6 +37,21 @@ def visible_gpus(limit: int | None = None) -> list[str]:
 
         ids = [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     return ids[:limit] if limit else ids
+
+
+# The cores a process times on, where the machine sets some aside (the evaluation service gives each
+# evaluator two, on which nothing starts, builds or compiles), e.g. "4,5"; processes the harness
+# starts inherit it.
+TIMING_CORES_ENV = "CUDA_AGENT_TIMING_CORES"
+
+
+def timing_cores() -> set[int] | None:
+    """This process's timing cores (TIMING_CORES_ENV), or None where none are set aside."""
+    raw = os.environ.get(TIMING_CORES_ENV, "").strip()
+    try:
+        return {int(c) for c in raw.split(",") if c.strip()} or None
+    except ValueError:
+        return None
 
 
 def lock_name(device: str) -> str:

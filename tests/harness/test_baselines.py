@@ -27,11 +27,12 @@ PLAN = TimingPlan(min_runs=3, max_runs=5, budget_s=0.02, warmup_s=0.0, min_warmu
 def _spies(monkeypatch) -> dict[str, list[bool]]:
     """Whether a timer could have taken the device during each compile, and whether anyone else
     could have during each timing (eager stands in for the compiled model: the test is the lock)."""
-    seen: dict[str, list[bool]] = {"compile": [], "timing": []}
+    seen: dict[str, list] = {"compile": [], "timing": []}
     time_callable = baselines.time_callable
 
-    def compile_for_timing(model, inputs):
+    def compile_for_timing(model, inputs, alone=None, lock_dir=None):
         seen["compile"].append(timer_would_wait())
+        seen.setdefault("autotune_alone", []).append(alone)
         return model
 
     def timed(*args, **kwargs):
@@ -48,7 +49,7 @@ def test_a_task_is_compiled_while_no_timer_can_take_the_device_and_timed_alone(m
     eager, compiled = baselines.task_baselines(RELU, "relu_lock", EvalConfig(device="cpu", timing=PLAN,
                                                                              use_baseline_cache=False))
     assert eager.runs >= 3 and compiled.runs >= 3
-    assert seen == {"compile": [True], "timing": [True, True]}
+    assert seen == {"compile": [True], "timing": [True, True], "autotune_alone": ["cpu0"]}
     assert not timer_would_wait()  # both released
 
 
@@ -58,11 +59,11 @@ def test_time_baselines_compiles_holding_the_lock_shared_unless_the_caller_holds
     seen = _spies(monkeypatch)
     model, cpu = torch.nn.ReLU(), torch.device("cpu")
     baselines.time_baselines(model, lambda i: [torch.randn(8, 8)], cpu, PLAN)
-    assert seen == {"compile": [True], "timing": [True, True]}
-    seen["compile"].clear()
-    seen["timing"].clear()
+    assert seen == {"compile": [True], "timing": [True, True], "autotune_alone": ["cpu0"]}
+    for v in seen.values():
+        v.clear()
     baselines.time_baselines(model, lambda i: [torch.randn(8, 8)], cpu, PLAN, lock=False)  # the reference worker's
-    assert seen == {"compile": [False], "timing": [False, False]}
+    assert seen == {"compile": [False], "timing": [False, False], "autotune_alone": [None]}
 
 
 def test_a_loud_host_compiles_beside_timing_and_caches_nothing(monkeypatch):
@@ -72,5 +73,5 @@ def test_a_loud_host_compiles_beside_timing_and_caches_nothing(monkeypatch):
     config = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False, quiet_host=False)
     key = baselines.cache_key(RELU + "# loud\n", "cpu", PLAN)
     baselines.task_baselines(RELU + "# loud\n", "relu_loud", config)
-    assert seen == {"compile": [False], "timing": [True, True]}
+    assert seen == {"compile": [False], "timing": [True, True], "autotune_alone": [None]}
     assert baselines.load(key) is None

@@ -5,6 +5,7 @@ the device's lock."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -63,8 +64,11 @@ def test_the_timing_plan_given_is_the_one_followed_and_keys_the_baseline_cache(t
 
 
 def test_the_reference_compiles_while_no_timer_can_take_the_device(task, solution, monkeypatch):
-    """torch.compile of the baselines is CPU work: the evaluation holds the device's lock shared
-    while its reference worker compiles, and alone while it times."""
+    """torch.compile of the baselines is CPU work: the reference worker holds the device's lock
+    shared while it compiles (itself, so that Inductor's autotuning can hold it alone), and the
+    evaluation holds it alone while the reference times."""
+    import threading
+
     from cuda_agent.harness.evaluation import _Session
 
     from .lockprobe import timer_would_wait
@@ -73,8 +77,24 @@ def test_the_reference_compiles_while_no_timer_can_take_the_device(task, solutio
     ask = _Session._ref
 
     def spy(self, message, *args, **kwargs):
-        seen.setdefault(message.get("op"), timer_would_wait())
-        return ask(self, message, *args, **kwargs)
+        if message.get("op") != "compile":
+            seen.setdefault(message.get("op"), timer_would_wait())
+            return ask(self, message, *args, **kwargs)
+        done, held = threading.Event(), []
+
+        def poll():  # the hold is the reference worker's, taken when the message arrives
+            while not done.is_set() and not held:
+                held.extend([True] if timer_would_wait() else [])
+                time.sleep(0.005)
+
+        poller = threading.Thread(target=poll)
+        poller.start()
+        try:
+            return ask(self, message, *args, **kwargs)
+        finally:
+            done.set()
+            poller.join()
+            seen["compile"] = bool(held)
 
     monkeypatch.setattr(_Session, "_ref", spy)
     r = evaluate(task, solution, EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False))

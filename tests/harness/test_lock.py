@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cuda_agent.harness.lock import LockOrderError, device_lock
+from cuda_agent.harness.lock import LockOrderError, alone_within, device_lock
 
 CTX = mp.get_context("fork")  # the children start at once, with this process's imports
 KEY = "cpu0"
@@ -248,3 +248,97 @@ def test_a_waiting_timer_goes_before_later_shared_users(tmp_path):
     for th in (a, t, b):
         th.join(5)
     assert order == ["a", "timer", "b"]
+
+
+def _compile_that_benchmarks(lock_dir, shared_held, go, alone_got, alone_end, back, stamps, name) -> None:
+    """A compile (the lock shared) whose first call benchmarks kernels on the device (alone_within)."""
+    with device_lock(KEY, shared=True, lock_dir=lock_dir):
+        shared_held.set()
+        go.wait(20)
+        with alone_within(KEY, lock_dir=lock_dir):
+            stamps.put((name, "alone", time.monotonic()))
+            alone_got.set()
+            alone_end.wait(20)
+            stamps.put((name, "alone ends", time.monotonic()))
+        back.set()  # shared again
+        go.wait(20)
+
+
+class Compiler:
+    def __init__(self, lock_dir, name: str, stamps):
+        self.shared_held, self.go, self.alone_got = CTX.Event(), CTX.Event(), CTX.Event()
+        self.alone_end, self.back = CTX.Event(), CTX.Event()
+        self.proc = CTX.Process(target=_compile_that_benchmarks,
+                                args=(lock_dir, self.shared_held, self.go, self.alone_got, self.alone_end, self.back,
+                                      stamps, name))
+        self.proc.start()
+
+    def end(self) -> None:
+        for e in (self.go, self.alone_end):
+            e.set()
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+def test_a_benchmark_inside_a_compile_waits_for_other_compiles_and_keeps_them_out(tmp_path, stamps):
+    """Inductor's autotuning inside a shared hold: it has the device to itself (others' compiles
+    end first, new shared users wait), then holds it shared again, as the compile goes on."""
+    other = Holder(tmp_path, True, "other", stamps)
+    compiler = Compiler(tmp_path, "compiler", stamps)
+    late = None
+    try:
+        assert other.held.wait(10) and compiler.shared_held.wait(10)
+        compiler.go.set()
+        assert not compiler.alone_got.wait(0.4), "benchmarked beside another process's shared hold"
+        other.end()
+        assert compiler.alone_got.wait(10)
+        late = Holder(tmp_path, True, "late", stamps)
+        assert _waits(late), "a shared user got the device while the benchmark held it alone"
+        compiler.alone_end.set()
+        assert compiler.back.wait(10) and late.held.wait(10)  # shared again: beside `late`
+        timer = Holder(tmp_path, False, "timer", stamps)
+        assert _waits(timer), "the compile's shared hold was not taken back after the benchmark"
+        compiler.end()
+        late.end()
+        assert timer.held.wait(10)
+        timer.end()
+    finally:
+        other.end()
+        compiler.end()
+        if late is not None:
+            late.end()
+    e = _events(stamps)
+    assert e[("other", "released")] <= e[("compiler", "alone")]
+    assert e[("compiler", "alone ends")] <= e[("late", "got")]
+
+
+def test_two_compiles_benchmarking_at_once_take_turns_without_deadlock(tmp_path, stamps):
+    """Each lets its shared hold go before it asks for the device alone: were it kept, each would
+    wait for the other's forever."""
+    a, b = Compiler(tmp_path, "a", stamps), Compiler(tmp_path, "b", stamps)
+    try:
+        assert a.shared_held.wait(10) and b.shared_held.wait(10)
+        a.go.set()
+        b.go.set()
+        first, second = (a, b) if a.alone_got.wait(10) else (b, a)
+        assert first.alone_got.is_set(), "neither compile got the device alone: deadlock"
+        assert not second.alone_got.wait(0.3)
+        first.alone_end.set()
+        assert second.alone_got.wait(10), "the second benchmark never got the device"
+        second.alone_end.set()
+        assert first.back.wait(10) and second.back.wait(10)
+    finally:
+        a.end()
+        b.end()
+
+
+def test_alone_within_without_a_hold_is_the_lock_alone_and_nests_in_one(tmp_path, stamps):
+    with alone_within(KEY, lock_dir=tmp_path):
+        other = Holder(tmp_path, True, "other", stamps)
+        assert _waits(other)
+    assert other.held.wait(10)
+    other.end()
+    with device_lock(KEY, lock_dir=tmp_path):  # held alone already: passes at once
+        with alone_within(KEY, lock_dir=tmp_path):
+            pass

@@ -10,7 +10,8 @@ from cuda_agent.devices import lock_name
 from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.result import TimingStats
 from cuda_agent.harness.lock import device_lock
-from cuda_agent.harness.timing import at_normal_priority, call_seed, cycle, time_callable
+from cuda_agent.devices import TIMING_CORES_ENV
+from cuda_agent.harness.timing import as_timer, autotune_alone, call_seed, cycle, time_callable
 
 
 @pytest.fixture
@@ -156,7 +157,7 @@ def test_cpu_work_hidden_under_the_spin_is_charged(gpu_alone):
 
 def _priorities(out) -> None:
     os.nice(5)  # as a niced worker (Ray runs its workers at nice 15)
-    with at_normal_priority():
+    with as_timer():
         inside = os.getpriority(os.PRIO_PROCESS, 0)
     out.put((inside, os.getpriority(os.PRIO_PROCESS, 0)))
 
@@ -172,3 +173,86 @@ def test_a_niced_worker_times_at_normal_priority_where_it_may_and_goes_back_afte
     p.join(10)
     assert after == 5
     assert inside == (0 if os.geteuid() == 0 else 5)  # raising one's priority needs root
+
+
+def _affinities(out, cores: str) -> None:
+    os.environ[TIMING_CORES_ENV] = cores
+    before = os.sched_getaffinity(0)
+    with as_timer():
+        inside = os.sched_getaffinity(0)
+    out.put((before, inside, os.sched_getaffinity(0)))
+
+
+def test_a_timer_moves_to_the_timing_cores_set_aside_and_back_after():
+    """The service's evaluators and their reference workers live on the cores where spares start
+    and compilers run; they time baselines on the cores set aside for timing, as solutions are."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    allowed = sorted(os.sched_getaffinity(0))
+    p = ctx.Process(target=_affinities, args=(out, str(allowed[-1])))
+    p.start()
+    before, inside, after = out.get(timeout=20)
+    p.join(10)
+    assert inside == {allowed[-1]} and after == before == set(allowed)
+
+
+def test_timing_cores_that_cannot_be_had_leave_the_timer_where_it_runs(monkeypatch):
+    monkeypatch.setenv(TIMING_CORES_ENV, "100000")  # no such core
+    before = os.sched_getaffinity(0)
+    with as_timer():
+        assert os.sched_getaffinity(0) == before
+    monkeypatch.setenv(TIMING_CORES_ENV, "not,cores")
+    with as_timer():
+        assert os.sched_getaffinity(0) == before
+
+
+class _Autotuner:
+    """Stands in for Inductor's CachingAutotuner: benchmark_all_configs times a kernel's configurations."""
+
+    def __init__(self, probe):
+        self.probe = probe
+
+    def benchmark_all_configs(self, *args, **kwargs):
+        return {"held": self.probe()}
+
+
+def test_autotuning_inside_autotune_alone_holds_the_device_alone(tmp_path, monkeypatch):
+    """A compile holds the lock shared; the configurations its first call benchmarks on the GPU are
+    timed holding it alone (another process could not take it even shared), and as before outside
+    the block."""
+    import fcntl
+
+    from cuda_agent.harness import timing
+
+    def others_kept_out() -> bool:
+        with open(tmp_path / "cpu0.lock", "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return False
+
+    timing._guard_autotuner(_Autotuner)
+    timing._guard_autotuner(_Autotuner)  # once only
+    tuner = _Autotuner(others_kept_out)
+    with device_lock("cpu0", shared=True, lock_dir=tmp_path):
+        assert tuner.benchmark_all_configs() == {"held": False}  # outside the block: shared only
+        with autotune_alone("cpu0", lock_dir=tmp_path):
+            assert not others_kept_out()  # compiling: shared until the first benchmark
+            assert tuner.benchmark_all_configs() == {"held": True}
+            assert others_kept_out()  # ... then alone to the end of the first call
+            assert tuner.benchmark_all_configs() == {"held": True}
+        assert not others_kept_out() and tuner.benchmark_all_configs() == {"held": False}
+    with autotune_alone(None):
+        assert tuner.benchmark_all_configs() == {"held": False}
+
+
+def test_inductors_autotuner_is_the_one_guarded():
+    """The class whose method autotune_alone wraps is Inductor's, in the torch installed here."""
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    with autotune_alone("cpu0"):
+        assert getattr(CachingAutotuner.benchmark_all_configs, "_cuda_agent_guard", False)

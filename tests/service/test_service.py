@@ -260,3 +260,30 @@ def test_builders_wait_while_the_device_times_unless_quiet_builds_is_off(tmp_pat
         assert verdict is not None and verdict.stage == "build" and verdict.build is not None, verdict
         waited[quiet] = verdict.build.waited_s
     assert waited[False] < 0.05 and waited[True] >= 2.0, waited
+
+
+def _evaluator_env(out) -> None:
+    from cuda_agent.devices import TIMING_CORES_ENV
+    from cuda_agent.service.evaluator import Evaluator
+
+    cores = sorted(os.sched_getaffinity(0))
+    evaluator = Evaluator("cpu", 0, [cores[-1]], [cores[0]])
+    try:
+        out.put((os.environ.get(TIMING_CORES_ENV), str(cores[-1])))
+    finally:
+        evaluator.stop()
+
+
+def test_an_evaluator_with_cores_of_its_own_times_baselines_on_them():
+    """Baseline jobs run in the evaluator's process, which lives on the background cores: its
+    foreground cores (its solution child's) are named as its timing cores, for harness.as_timer
+    and for the reference workers it starts."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    p = ctx.Process(target=_evaluator_env, args=(out,))
+    p.start()
+    named, expected = out.get(timeout=60)
+    p.join(20)
+    assert named == expected

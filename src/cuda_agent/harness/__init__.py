@@ -19,7 +19,7 @@ from cuda_agent.harness.reward import Milestone, RewardSchedule, beats, mileston
 from cuda_agent.harness.solution import SolutionError, snapshot
 from cuda_agent.harness.static import POLICIES, check_solution
 from cuda_agent.harness.lock import beside_timing, device_lock
-from cuda_agent.harness.timing import time_callable
+from cuda_agent.harness.timing import autotune_alone, time_callable
 from cuda_agent.harness.workers.commands import (CommandResult, CommandRunner, claim_tool_user, prepare_workspace,
                                                  shared_workspace_dir)
 from cuda_agent.harness.workers.process import ChildChannel, ChildFailed, Process
@@ -29,7 +29,7 @@ from cuda_agent.harness.workers.spares import keep_warm
 __all__ = [
     "POLICIES", "Backend", "BuildResult", "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner",
     "EvalConfig", "EvalResult", "Finding", "Milestone", "Process", "RewardSchedule", "SolutionError",
-    "StaticReport", "TimingPlan", "TimingStats", "beats", "beside_timing", "check_solution", "claim_tool_user",
+    "StaticReport", "TimingPlan", "TimingStats", "autotune_alone", "beats", "beside_timing", "check_solution", "claim_tool_user",
     "compile_solution", "device_lock", "evaluate", "evaluate_workspace", "keep_warm", "make_inputs", "make_model", "milestone",
     "module_from_source", "prebuild", "prepare_workspace", "read_solution", "reachable_by_others", "resolve_backend", "shared_workspace_dir",
     "snapshot", "task_baselines", "time_baselines", "time_callable", "timing_draw", "workspace_task",

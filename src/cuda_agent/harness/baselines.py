@@ -19,15 +19,16 @@ from cuda_agent.devices import device_name, lock_name
 from cuda_agent.harness.config import EvalConfig, TimingPlan
 from cuda_agent.harness.result import TimingStats
 from cuda_agent.harness.lock import beside_timing, device_lock
-from cuda_agent.harness.timing import at_normal_priority, compile_for_timing, time_callable
+from cuda_agent.harness.timing import as_timer, compile_for_timing, time_callable
 from cuda_agent.home import subdir
 
 # Bumped whenever timing.py measures differently, so that no figure taken the old way is reused:
 # 2 = inputs drawn for every call, L2 emptied by reading, side-stream work charged above noise;
 # 3 = and that noise bound is 5% of the call as well as 5 us; 4 = the key holds the whole plan;
 # 5 = the CPU backend's processes time with one thread; 6 = no compile or build runs on the host
-# while baselines are timed (lock.beside_timing).
-TIMING_METHOD = 6
+# while baselines are timed (lock.beside_timing); 7 = baselines timed on the timing cores where the
+# machine sets some aside (timing.as_timer), and Inductor's autotuning benchmarks with the device alone.
+TIMING_METHOD = 7
 
 
 def time_baselines(model: torch.nn.Module, draw: Callable[[int], list], device: torch.device, plan: TimingPlan,
@@ -35,12 +36,13 @@ def time_baselines(model: torch.nn.Module, draw: Callable[[int], list], device: 
                    lock: bool = True) -> tuple[TimingStats, TimingStats]:
     """Eager and torch.compile timings of trusted `model`, each call on inputs `draw` gives it.
     torch.compile runs first (CPU work, seconds; the device's lock held shared, so that no timer
-    runs beside it) unless `compiled` is given; then both are timed holding the device alone
-    (`lock=False` where the caller holds it already), at normal priority (at_normal_priority)."""
+    runs beside it; its autotuning with the device alone) unless `compiled` is given; then both are
+    timed holding the device alone (`lock=False` where the caller holds it already), as a timer
+    (timing.as_timer: normal priority, the timing cores)."""
     if compiled is None:
         with beside_timing(device.type, quiet=lock):
-            compiled = compile_for_timing(model, draw(0))
-    with device_lock(lock_name(device.type)) if lock else nullcontext(), at_normal_priority():
+            compiled = compile_for_timing(model, draw(0), alone=lock_name(device.type) if lock else None)
+    with device_lock(lock_name(device.type)) if lock else nullcontext(), as_timer():
         return time_callable(model, draw, device, plan).stats, time_callable(compiled, draw, device, plan).stats
 
 
@@ -91,7 +93,7 @@ def task_baselines(task_code: str, task_name: str, config: EvalConfig) -> tuple[
             module = module_from_source(task_code, "reference", f"{task_name}.py")
             model = make_model(module.Model, module, random.getrandbits(31), dev)
             draw = timing_draw(module, random.getrandbits(62), dev)
-            fn = compile_for_timing(model, draw(0))
+            fn = compile_for_timing(model, draw(0), alone=lock_name(device) if config.quiet_host else None)
         eager, compiled = time_baselines(model, draw, dev, config.timing, compiled=fn)
     finally:  # free this task's memory and compiled graphs before the next one
         torch.set_num_threads(threads)

@@ -28,7 +28,7 @@ from cuda_agent.harness.workers.sandbox import sandbox_user
 from cuda_agent.harness.workers.spares import take_pair
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
 from cuda_agent.harness.modules import MOVED
-from cuda_agent.harness.lock import beside_timing, device_lock
+from cuda_agent.harness.lock import device_lock
 from cuda_agent.harness.timing import call_seed
 from cuda_agent.home import subdir
 from cuda_agent.tasks import Task
@@ -375,9 +375,11 @@ class _Session:
         key = baselines.cache_key(task.code, backend.device, self.config.timing)
         use_cache = self.config.use_baseline_cache
         cached = baselines.load(key) if use_cache else None
-        if cached is None:  # compile before taking the device: CPU work, while no timer runs
-            with _timed(result, "compile"), beside_timing(backend.device, self.config.quiet_host):
-                self._ref({"op": "compile", "seed": _seed()})
+        if cached is None:  # compile before taking the device: CPU work, while no timer runs (the
+            # reference worker holds the lock shared itself: see workers/reference._compile)
+            with _timed(result, "compile"):
+                self._ref({"op": "compile", "seed": _seed(), "quiet": self.config.quiet_host,
+                           "lock": lock_name(backend.device), "lock_dir": str(subdir("locks"))})
         with device_lock(lock_name(backend.device)):
             cached = baselines.load(key) if use_cache else None  # another evaluation may have timed them
             if cached is None:

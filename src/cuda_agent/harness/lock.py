@@ -11,7 +11,8 @@ A timer waiting for the lock goes first: newcomers queue behind it at a turnstil
 never starves timing. The lock is re-entrant within a thread: a block that holds it (shared or
 alone) may enter a shared block again at once, where a second flock would queue behind a waiting
 timer that itself waits for the first: a deadlock. Asking for it alone while holding it shared is
-the program's bug (it would wait for itself) and raises. Threads and processes are separate
+the program's bug (it would wait for itself) and raises; `alone_within` is the way to hold it alone
+for a moment inside a shared hold (GPU benchmarks inside a compile). Threads and processes are separate
 holders. flock's locks go with the process: one killed while holding the lock releases it.
 """
 
@@ -23,7 +24,7 @@ import threading
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ContextManager, Iterator
+from typing import IO, ContextManager, Iterator
 
 from cuda_agent.devices import lock_name
 from cuda_agent.home import subdir
@@ -36,6 +37,8 @@ class LockOrderError(RuntimeError):
 @dataclass
 class _Hold:
     shared: bool
+    file: IO[str]   # the open lock file whose flock this thread holds
+    gate: Path      # the turnstile beside it
     depth: int = 1
 
 
@@ -69,21 +72,54 @@ def device_lock(key: str, shared: bool = False, lock_dir: Path | None = None) ->
         finally:
             hold.depth -= 1
         return
-    with open(lock_dir / f"{key}.turnstile", "a") as gate, open(path, "a") as f:
+    gate = lock_dir / f"{key}.turnstile"
+    with open(path, "a") as f:
+        _take(f, gate, shared)
+        holds[path] = _Hold(shared, f, gate)
+        try:
+            yield
+        finally:
+            del holds[path]
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _take(f: IO[str], gate_path: Path, shared: bool) -> None:
+    """flock `f` shared or alone, through the turnstile: a shared taker passes it at once unless a
+    timer waits there; a timer holds it until it has the lock, so newcomers queue behind it."""
+    with open(gate_path, "a") as gate:
         if shared:
-            fcntl.flock(gate, fcntl.LOCK_SH)  # passes at once unless a timer is waiting
+            fcntl.flock(gate, fcntl.LOCK_SH)
             fcntl.flock(gate, fcntl.LOCK_UN)
             fcntl.flock(f, fcntl.LOCK_SH)
         else:
             fcntl.flock(gate, fcntl.LOCK_EX)
             fcntl.flock(f, fcntl.LOCK_EX)
             fcntl.flock(gate, fcntl.LOCK_UN)
-        holds[path] = _Hold(shared)
-        try:
+
+
+@contextmanager
+def alone_within(key: str, lock_dir: Path | None = None) -> Iterator[None]:
+    """The device alone for a short block inside a shared hold of this thread (a compile whose
+    first call benchmarks kernels on the GPU, as Inductor's autotuner does): the shared hold is let
+    go, the lock taken alone like a timer takes it, and the shared hold taken back after. Letting
+    go first is what keeps two such blocks from waiting for each other's shared holds forever;
+    meanwhile a timer or another such block may go first. Without a hold: the lock alone."""
+    lock_dir = lock_dir or subdir("locks")
+    path = (lock_dir / f"{key}.lock").resolve()
+    hold = _holds().get(path)
+    if hold is None or not hold.shared:
+        with device_lock(key, shared=False, lock_dir=lock_dir):
             yield
-        finally:
-            del holds[path]
-            fcntl.flock(f, fcntl.LOCK_UN)
+        return
+    fcntl.flock(hold.file, fcntl.LOCK_UN)
+    try:
+        _take(hold.file, hold.gate, shared=False)
+        hold.shared = False
+        yield
+    finally:
+        fcntl.flock(hold.file, fcntl.LOCK_UN)
+        hold.shared = True
+        _take(hold.file, hold.gate, shared=True)
 
 
 def beside_timing(device: str, quiet: bool = True) -> ContextManager[None]:

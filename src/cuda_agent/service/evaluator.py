@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+from cuda_agent.devices import TIMING_CORES_ENV
 from cuda_agent.harness import Backend, EvalConfig, EvalResult, keep_warm, prebuild
 from cuda_agent.tasks import Task
 
@@ -61,6 +62,8 @@ class Evaluator:
         gpus = [shared_gpu] if shared_gpu is not None else ray.get_gpu_ids() if device == "cuda" else []
         self.gpu = str(gpus[0]) if gpus else None
         self.device = device
+        if foreground:  # its timing cores: baseline jobs here and the reference workers it starts time on them
+            os.environ[TIMING_CORES_ENV] = ",".join(map(str, sorted(foreground)))
         self.stack = ExitStack()
         self.stack.enter_context(keep_warm(spares, set(foreground) if foreground else None,
                                            set(background) if background else None))

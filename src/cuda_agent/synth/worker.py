@@ -153,11 +153,15 @@ class Worker:
         torch = self.torch
         seconds: dict[str, float] = {}
         t = time.perf_counter()
+        from cuda_agent.devices import lock_name
+        from cuda_agent.harness import autotune_alone
+
         with _section(st["device"], shared=not msg.get("alone")):
             try:
                 torch._dynamo.reset()
                 compiled = torch.compile(st["model"])
-                got = self._run(compiled, st["inputs"])
+                with autotune_alone(lock_name(st["device"].type)):  # its kernels' configurations timed alone
+                    got = self._run(compiled, st["inputs"])
                 self._sync(st["device"])
             except Exception as e:
                 return {"ok": False, "filter": "compile", "reason": _short(e), "seconds": seconds}

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from cuda_agent.devices import TIMING_CORES_ENV
 from cuda_agent.harness.workers.sandbox import PACKAGE_ROOT, Confinement, SandboxUser, kill_group
 
 MAX_MESSAGE = 1 << 20
@@ -70,7 +71,8 @@ class Process:
             "TRITON_CACHE_DIR": str(cwd / "triton"),
             "TORCHINDUCTOR_CACHE_DIR": str(cwd / "inductor"),
         }
-        for k in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_AGENT_HOME"):
+        for k in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_AGENT_HOME",
+                  TIMING_CORES_ENV):
             if k in os.environ:
                 child_env[k] = os.environ[k]
         child_env.update(env or {})

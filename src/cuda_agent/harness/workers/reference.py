@@ -30,7 +30,6 @@ def serve(channel) -> None:
     from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release, timing_draw
     from cuda_agent.harness.baselines import time_baselines
     from cuda_agent.harness.config import TimingPlan
-    from cuda_agent.harness.timing import compile_for_timing
     from cuda_agent.harness.workers.transfer import open_outputs
 
     warm = os.environ.get(WARM_ENV, "")
@@ -61,7 +60,7 @@ def serve(channel) -> None:
                 opened.close()
             channel.send({"ok": ok, "reason": opened if isinstance(opened, str) else ""})
         elif op == "compile":  # CPU work, done before the harness takes the device for timing
-            compiled = compile_for_timing(model, make_inputs(task, msg["seed"], device))
+            compiled = _compile(model, make_inputs(task, msg["seed"], device), msg)
             channel.send({"ok": True})
         elif op == "baselines":
             draw = timing_draw(task, int(msg["seed"]), device)
@@ -72,6 +71,23 @@ def serve(channel) -> None:
                           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
         elif op == "quit":
             return
+
+
+def _compile(model, inputs: list, msg: dict):
+    """torch.compile of the reference, holding the device lock `msg["lock"]` shared (in
+    `msg["lock_dir"]`) where the harness keeps the host quiet for timing (`msg["quiet"]`): held
+    here, not by the harness, so that Inductor's autotuning can hold it alone for its benchmarks
+    (timing.compile_for_timing) without waiting for the harness's shared hold."""
+    from contextlib import nullcontext
+    from pathlib import Path
+
+    from cuda_agent.harness.lock import device_lock
+    from cuda_agent.harness.timing import compile_for_timing
+
+    key = msg.get("lock") if msg.get("quiet") else None
+    lock_dir = Path(msg["lock_dir"]) if msg.get("lock_dir") else None
+    with device_lock(key, shared=True, lock_dir=lock_dir) if key else nullcontext():
+        return compile_for_timing(model, inputs, alone=key, lock_dir=lock_dir)
 
 
 def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None], device) -> dict:
