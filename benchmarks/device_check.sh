@@ -11,8 +11,9 @@
 # machine and comes back in results.tgz; the kb step starts from $KB_FROM (default
 # benchmarks/kernelbench_h100/: its bench/ and baselines_level*.jsonl; `none`: afresh) when there is
 # no runs/kb, so commit what comes back there to go on later. kbagree (benchmarks/kb_agreement.py) needs
-# .kb/ carried (scripts/carry_kernelbench.sh) and resumes from runs/kb_agree (KBAGREE_LIMIT: CUDA-L1 rows
-# per level, default 4; KBAGREE_ARGS: more flags).
+# .kb/ carried (scripts/carry_kernelbench.sh) and resumes from runs/kb_agree, on a fresh machine from the
+# rows committed in benchmarks/kb_agreement_h100/results.jsonl (KBAGREE_LIMIT: CUDA-L1 rows per level,
+# default 4; KBAGREE_ARGS: more flags).
 # The synth step writes its dataset to $SYNTH_OUT (default runs/synth/ops.parquet; set it, not --out
 # in SYNTH_ARGS), stops starting candidates 90 s before its limit (--max-seconds; half of a limit
 # under 3 minutes), which leaves the 30 s of --grace-seconds and the report inside it, and brings back
@@ -63,7 +64,9 @@ for arg in "$@"; do
                             cp "$from"/baselines_level*.jsonl runs/kb/ 2>/dev/null; }; }  # go on from the last run
         step kb "$limit" $py benchmarks/bench_kernelbench.py --out runs/kb --kernelbench "$KB/kernelbench.jsonl" \
           --published "$KB/h100_modal_eager.json" --max-seconds $((limit - 60)) ${KB_ARGS:-} ;;
-    kbagree) step kbagree "$limit" $py benchmarks/kb_agreement.py --kernelbench .kb/KernelBench --wheels .kb/wheels \
+    kbagree) [ -d runs/kb_agree ] || { mkdir -p runs/kb_agree  # go on from the rows committed last time
+               cp benchmarks/kb_agreement_h100/results.jsonl runs/kb_agree/ 2>/dev/null; }
+             step kbagree "$limit" $py benchmarks/kb_agreement.py --kernelbench .kb/KernelBench --wheels .kb/wheels \
                --tasks .kb/kernelbench.jsonl --out runs/kb_agree --kb-adversarial --hand-written \
                --cuda-l1 .kb/cuda_l1/h100.json --limit "${KBAGREE_LIMIT:-4}" --max-seconds $((limit - 120)) ${KBAGREE_ARGS:-} ;;
     repeat) step "repeat_${REPEAT_TAG:-run}" "$limit" $py benchmarks/repeat_bench.py --kernelbench "$KB/kernelbench.jsonl" \
