@@ -1,8 +1,8 @@
 """Why host-bound (KernelBench level-3) baselines move between runs: each cause timed apart.
 
-    python benchmarks/level3_diag.py [--tasks A,B,C] [--repeats 3] [--runs 60] [--json OUT]
+    python benchmarks/level3_diag.py [--tasks A,B,C] [--repeats 3] [--runs 60] [--modes quiet,quiet,loaded] [--json OUT]
 
-Runs three fresh processes one after the other, nothing else on the machine (no service, no
+Runs fresh processes one after the other (`--modes`: by default three), nothing else on the machine (no service, no
 other workers), each with an inductor cache of its own:
 - `quiet 1`, `quiet 2`: per task, eager timed `--repeats` times in a row, once more with Python's
   garbage collector off, then torch.compile (its first call, where Inductor benchmarks the configs
@@ -129,6 +129,8 @@ def main() -> None:
     ap.add_argument("--tasks", default=TASKS)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--runs", type=int, default=60)
+    ap.add_argument("--modes", default="quiet,quiet,loaded",
+                    help="the processes to run, in order: quiet (alone) or loaded (a GPU load beside each compile)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--busy", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child", choices=["quiet", "loaded"], default=None, help=argparse.SUPPRESS)
@@ -140,8 +142,12 @@ def main() -> None:
         rows = one_process(tasks, args.repeats, args.runs, args.child == "loaded")
         print("ROWS " + json.dumps(rows))
         return None
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in ("quiet", "loaded") for m in modes):
+        raise SystemExit(f"--modes {args.modes!r}: give quiet and/or loaded, comma-separated")
     results: dict[str, list[dict]] = {}
-    for proc, mode in (("quiet 1", "quiet"), ("quiet 2", "quiet"), ("loaded", "loaded")):
+    for n, mode in enumerate(modes, 1):
+        proc = f"{mode} {n}"
         with tempfile.TemporaryDirectory(prefix="inductor_") as cache:
             env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1"}
             out = subprocess.run([sys.executable, __file__, "--child", mode, "--tasks", args.tasks,

@@ -220,9 +220,10 @@ def compile_for_timing(model: torch.nn.Module, inputs: list, alone: str | None =
     that the compilation (CPU work, seconds) happens before the device is taken for timing. The
     caller holds the device's lock shared meanwhile (lock.beside_timing), so no timer runs beside it.
     `alone`: that lock's key; Inductor's autotuner then benchmarks its kernels' configurations (on
-    the first call) holding the device alone, as a timer does: picked beside other processes' GPU
-    work, a slower configuration can win and stay (H100, 2026-11-26: 30_SwinTransformerV2 compiled
-    to 4.7 ms alone, 7.3 ms beside five workers)."""
+    the first call) holding the device alone, as a timer does, since timed beside other processes'
+    GPU work a slower configuration can win and stay. (It did not cure the one case measured: in a
+    6-worker bench on the H100, 30_SwinTransformerV2 compiles to 4.7 or 7.0 ms, alone always 4.7:
+    benchmarks/RESULTS.md, 2026-11-26.)"""
     compiled = torch.compile(model)
     with torch.no_grad(), autotune_alone(alone, lock_dir):
         compiled(*inputs)
