@@ -36,3 +36,11 @@ def test_summary_puts_the_set_beside_kernelbench_with_the_same_categorizer(tmp_p
     assert "| | this set | KernelBench L1-3 | target |" in text
     assert "| class: gemm | 100% (2) |" in text and "| core (attention, conv or gemm) | 100% (2) |" in text
     assert "(cpu vs H100)" in text and "| ops (from code): 2 | 100% (2) |" in text
+
+
+def test_a_resumed_run_reports_the_rate_of_its_own_accepted_tasks(tmp_path):
+    """On a resume, `accepted` holds the earlier run's tasks too: the rate counts this run's alone."""
+    recs = records()
+    accepted = [r for r in recs if r["filter"] == "accepted"]
+    text = write_report(recs, accepted, tmp_path / "summary.md", wall_s=60, accepted_in_run=1).read_text()
+    assert "(1 accepted in this run, which resumed an earlier one): 60 accepted tasks per hour" in text

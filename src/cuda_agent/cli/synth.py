@@ -139,7 +139,8 @@ def synth_command(
     records = sorted(run.journal.records.values(), key=lambda r: r["index"])
     report = write_report(records, rows, config.state_dir / "summary.md",
                           title=f"synth {out_path.name} ({composer}, {dev})", wall_s=time.time() - start,
-                          kernelbench=kb, target=target.normalized if target else None, device=dev)
+                          kernelbench=kb, target=target.normalized if target else None, device=dev,
+                          accepted_in_run=tried["ok"] if done0 else None)
     summary = {"accepted": len(rows), "candidates": len(records), "files": [str(f) for f in files],
                "summary": str(report), "filters": {f: n for f, n, _ in funnel(records)},
                "stopped_at_limit": run.stopped_at_limit, "cancelled": len(run.cancelled)}

@@ -49,7 +49,9 @@ def beside_kernelbench(accepted: list[dict], kernelbench: Path, target: dict[str
 
 def summary_markdown(records: list[dict], accepted: list[dict], title: str, wall_s: float | None = None,
                      plots: list[str] = (), kernelbench: Path | None = None, target: dict[str, float] | None = None,
-                     device: str = "") -> str:
+                     device: str = "", accepted_in_run: int | None = None) -> str:
+    """The run's summary; `wall_s` and `accepted_in_run` (this run's accepted candidates, where it
+    resumed an earlier one: `accepted` holds both runs') give its rate."""
     eager = [r["eager_ms"] for r in accepted]
     speed = [r["compile_speedup"] for r in accepted if r.get("compile_speedup")]
     lines = [f"# {title}", "", f"{len(records)} candidates, {len(accepted)} accepted "
@@ -90,8 +92,10 @@ def summary_markdown(records: list[dict], accepted: list[dict], title: str, wall
         lines += ["", "## Where the time goes (summed over workers)", "", "| stage | s | share |", "|---|---:|---:|"]
         lines += [f"| {k} | {v:.1f} | {100 * v / total:.0f}% |" for k, v in tb.items()]
     if wall_s:
-        rate = len(accepted) / (wall_s / 3600)
-        lines += ["", f"Wall time {wall_s:.0f} s: {rate:.0f} accepted tasks per hour."]
+        new = len(accepted) if accepted_in_run is None else accepted_in_run
+        earlier = "" if accepted_in_run is None else f" ({new} accepted in this run, which resumed an earlier one)"
+        rate = new / (wall_s / 3600)
+        lines += ["", f"Wall time {wall_s:.0f} s{earlier}: {rate:.0f} accepted tasks per hour."]
     lines += [""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
 
@@ -141,9 +145,10 @@ def plot(accepted: list[dict], records: list[dict], folder: Path) -> list[str]:
 
 def write_report(records: list[dict], accepted: list[dict], path: Path, title: str = "Synthetic task run",
                  wall_s: float | None = None, kernelbench: Path | None = None,
-                 target: dict[str, float] | None = None, device: str = "") -> Path:
+                 target: dict[str, float] | None = None, device: str = "", accepted_in_run: int | None = None) -> Path:
     """summary.md and its plots; with `kernelbench` (the JSONL), the set beside KernelBench's, and
     `target` (the mix's shares) in a third column."""
     plots = plot(accepted, records, path.parent)
-    path.write_text(summary_markdown(records, accepted, title, wall_s, plots, kernelbench, target, device))
+    path.write_text(summary_markdown(records, accepted, title, wall_s, plots, kernelbench, target, device,
+                                     accepted_in_run))
     return path
