@@ -123,6 +123,7 @@ with EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=1
 """
 
 
+@pytest.mark.long   # 28 s on 2 cores: `pytest -m long` (CI stays under 20 minutes)
 def test_a_killed_driver_resumes_from_the_journal_without_redoing_finished_evaluations(service, tmp_path):
     import ray
 
