@@ -28,6 +28,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture
+def in_fork():
+    """`run(target, *args)`: `target(queue, *args)` in a forked process (for what changes a process's
+    own state: priority, affinity, environment), and the value it puts on the queue."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+
+    def run(target, *args, timeout: float = 60):
+        out = ctx.Queue()
+        p = ctx.Process(target=target, args=(out, *args))
+        p.start()
+        try:
+            return out.get(timeout=timeout)
+        finally:
+            p.join(20)
+            if p.is_alive():
+                p.kill()
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def kernelbench_jsonl() -> Path:
     if not KERNELBENCH_JSONL.exists():

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import fcntl
+from pathlib import Path
 
 from cuda_agent.devices import lock_name
 from cuda_agent.home import subdir
 
 
-def timer_would_wait(device: str = "cpu") -> bool:
-    """True when someone holds `device`'s lock (shared or alone): a timer asking now would wait."""
-    path = subdir("locks") / f"{lock_name(device)}.lock"
+def would_wait(path: Path, shared: bool = False) -> bool:
+    """True when the lock file `path` is held so that asking for it now (`shared` or alone) would wait."""
     with open(path, "a") as f:
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             return True
         fcntl.flock(f, fcntl.LOCK_UN)
         return False
+
+
+def timer_would_wait(device: str = "cpu") -> bool:
+    """True when someone holds `device`'s lock (shared or alone): a timer asking now would wait."""
+    return would_wait(subdir("locks") / f"{lock_name(device)}.lock")

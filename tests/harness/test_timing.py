@@ -162,15 +162,8 @@ def _priorities(out) -> None:
     out.put((inside, os.getpriority(os.PRIO_PROCESS, 0)))
 
 
-def test_a_niced_worker_times_at_normal_priority_where_it_may_and_goes_back_after():
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    p = ctx.Process(target=_priorities, args=(out,))
-    p.start()
-    inside, after = out.get(timeout=20)
-    p.join(10)
+def test_a_niced_worker_times_at_normal_priority_where_it_may_and_goes_back_after(in_fork):
+    inside, after = in_fork(_priorities)
     assert after == 5
     assert inside == (0 if os.geteuid() == 0 else 5)  # raising one's priority needs root
 
@@ -183,18 +176,11 @@ def _affinities(out, cores: str) -> None:
     out.put((before, inside, os.sched_getaffinity(0)))
 
 
-def test_a_timer_moves_to_the_timing_cores_set_aside_and_back_after():
+def test_a_timer_moves_to_the_timing_cores_set_aside_and_back_after(in_fork):
     """The service's evaluators and their reference workers live on the cores where spares start
     and compilers run; they time baselines on the cores set aside for timing, as solutions are."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
     allowed = sorted(os.sched_getaffinity(0))
-    p = ctx.Process(target=_affinities, args=(out, str(allowed[-1])))
-    p.start()
-    before, inside, after = out.get(timeout=20)
-    p.join(10)
+    before, inside, after = in_fork(_affinities, str(allowed[-1]))
     assert inside == {allowed[-1]} and after == before == set(allowed)
 
 
@@ -222,18 +208,12 @@ def test_autotuning_inside_autotune_alone_holds_the_device_alone(tmp_path, monke
     """A compile holds the lock shared; the configurations its first call benchmarks on the GPU are
     timed holding it alone (another process could not take it even shared), and as before outside
     the block."""
-    import fcntl
-
     from cuda_agent.harness import timing
 
+    from .lockprobe import would_wait
+
     def others_kept_out() -> bool:
-        with open(tmp_path / "cpu0.lock", "a") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(f, fcntl.LOCK_UN)
-            return False
+        return would_wait(tmp_path / "cpu0.lock", shared=True)
 
     timing._guard_autotuner(_Autotuner)
     timing._guard_autotuner(_Autotuner)  # once only

@@ -275,16 +275,9 @@ def _evaluator_env(out) -> None:
         evaluator.stop()
 
 
-def test_an_evaluator_with_cores_of_its_own_times_baselines_on_them():
+def test_an_evaluator_with_cores_of_its_own_times_baselines_on_them(in_fork):
     """Baseline jobs run in the evaluator's process, which lives on the background cores: its
     foreground cores (its solution child's) are named as its timing cores, for harness.as_timer
     and for the reference workers it starts."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    p = ctx.Process(target=_evaluator_env, args=(out,))
-    p.start()
-    named, expected = out.get(timeout=60)
-    p.join(20)
+    named, expected = in_fork(_evaluator_env)
     assert named == expected
