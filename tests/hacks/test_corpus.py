@@ -124,8 +124,16 @@ def run_case(folder: Path, device: str, tmp_path: Path, e: dict | None = None) -
     task = load(spec["task"])
     untouched = spec.get("untouched", [])
     before = files_state(untouched)
+    want = e or spec
     result = evaluate(task, solution_path(folder, spec, task, device, tmp_path), config_for(spec, device))
-    check(result, e or spec)
+    if device == "cpu" and result.correct and result.reward < want.get("reward_at_least", -1):
+        # An honest solution short only of a speed milestone: on a shared 2-core CPU the fused
+        # kernel's speed-up over eager moves 0.85-2.8x between evaluations (2026-11-26, before and
+        # after timing method 7). One more measurement; the expectation is the same.
+        again = tmp_path / "again"
+        again.mkdir()
+        result = evaluate(task, solution_path(folder, spec, task, device, again), config_for(spec, device))
+    check(result, want)
     after = files_state(untouched)  # files the harness adds itself (new cache entries) are fine
     changed = [f for f, st in before.items() if after.get(f) != st]
     assert not changed, f"the solution changed files it must not reach: {changed[:3]}"
