@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -128,11 +129,13 @@ def run_case(folder: Path, device: str, tmp_path: Path, e: dict | None = None) -
     result = evaluate(task, solution_path(folder, spec, task, device, tmp_path), config_for(spec, device))
     if device == "cpu" and result.correct and result.reward < want.get("reward_at_least", -1):
         # An honest solution short only of a speed milestone: on a shared 2-core CPU the fused
-        # kernel's speed-up over eager moves 0.85-2.8x between evaluations (2026-11-26, before and
-        # after timing method 7). One more measurement; the expectation is the same.
+        # kernel's speed-up over eager moved 0.49-3.7x between evaluations (2026-11-26, before and
+        # after timing method 7 alike). One more measurement of both sides, the baselines not taken
+        # from the cache (they may have been timed in a quick moment); the expectation is the same.
         again = tmp_path / "again"
         again.mkdir()
-        result = evaluate(task, solution_path(folder, spec, task, device, again), config_for(spec, device))
+        fresh = replace(config_for(spec, device), use_baseline_cache=False)
+        result = evaluate(task, solution_path(folder, spec, task, device, again), fresh)
     check(result, want)
     after = files_state(untouched)  # files the harness adds itself (new cache entries) are fine
     changed = [f for f, st in before.items() if after.get(f) != st]
