@@ -54,7 +54,7 @@ def verdict(source: str) -> dict:
 
 STREAM = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
           "        super().__init__()\n        self.side = torch.cuda.Stream()\n\n    def forward(self, x):\n"
-          "        with torch.cuda.stream(self.side):\n            return torch.tanh(x)\n")
+          "        torch.cuda.set_stream(self.side)\n        return torch.tanh(x)\n")
 CPP_STREAM = ('import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n'
               'src = """#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) {\n  cudaStream_t s;\n'
               '  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);\n  return x;\n}\n"""\n'
@@ -63,9 +63,9 @@ CPP_STREAM = ('import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extensi
 PATCH = ("import torch\nimport torch.nn as nn\n\ntorch.allclose = lambda *a, **k: True\n\n\n"
          "class ModelNew(nn.Module):\n"
          "    def forward(self, x):\n        return x\n")
-GRAPH = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
-         "        super().__init__()\n        self.g = torch.cuda.CUDAGraph()\n\n    def forward(self, x):\n"
-         "        return torch.tanh(x)\n")
+COMPILED = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.f = torch.compile(torch.tanh)\n\n    def forward(self, x):\n"
+            "        return self.f(x)\n")
 
 
 @pytest.mark.parametrize("source, hack", [(STREAM, ag.SIDE_STREAM_NAME), (CPP_STREAM, ag.SIDE_STREAM_NAME),
@@ -75,7 +75,7 @@ def test_side_streams_and_monkey_patching_refused_statically_are_named_hacks(sou
 
 
 def test_a_construct_we_refuse_but_cannot_call_a_hack_is_a_policy_disagreement():
-    assert ag.classify(row(verdict(GRAPH), side("pass"))) == (ag.DISAGREE, "policy")
+    assert ag.classify(row(verdict(COMPILED), side("pass"))) == (ag.DISAGREE, "policy")
 
 
 def _joined_literals(text: str) -> str:

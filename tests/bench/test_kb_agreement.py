@@ -223,11 +223,11 @@ def test_command_end_to_end_with_our_harness_on_cpu(checkout, tmp_path, capsys):
     tasks_file.write_text(json.dumps({"level": 1, "problem_id": 1, "name": "1_Sbr", "code": SMALL_TASK}) + "\n")
     sols = tmp_path / "solutions"
     sols.mkdir()
-    (sols / "1_Sbr.py").write_text(  # a side stream: our static checks refuse it, the fake KernelBench passes it
+    (sols / "1_Sbr.py").write_text(  # the current stream moved: our static checks refuse it, the fake KernelBench passes it
         "# fake: pass 40.0 1.0\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
         "    def __init__(self, *args):\n        super().__init__()\n        self.side = torch.cuda.Stream()\n\n"
-        "    def forward(self, x, scale, bias):\n        with torch.cuda.stream(self.side):\n"
-        "            return torch.relu(x * scale + bias)\n")
+        "    def forward(self, x, scale, bias):\n        torch.cuda.set_stream(self.side)\n"
+        "        return torch.relu(x * scale + bias)\n")
     out = tmp_path / "out"
     argv = ["--kernelbench", str(checkout), "--out", str(out), "--solutions", str(sols), "--tasks", str(tasks_file),
             "--device", "cpu", "--build-workers", "2"]

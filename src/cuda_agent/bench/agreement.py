@@ -33,7 +33,7 @@ WITHIN = 0.10
 # Our verdict reasons that name a hack: (name, phrases of the harness's reason). Each phrase is one
 # the harness writes when it stops that attack (tests/hacks holds one solution per attack).
 NAMED_HACKS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("work deferred to a later call", ("changed after forward returned",)),
+    ("work deferred to a later call, or one output buffer reused by every call", ("changed after forward returned",)),
     ("results replayed for near-duplicate inputs", ("results replayed for inputs that look like ones seen before",)),
     ("timed calls skip the work (results cached across calls, call-count behaviour)",
      ("cached across calls", "changes with the number of calls")),
@@ -47,7 +47,8 @@ NAMED_HACKS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # Static findings that name a hack: (name, rule or None for any, pattern of the finding's message).
 SIDE_STREAM_NAME = "work on a side stream the timer does not wait for"
 STATIC_HACKS: tuple[tuple[str, str | None, str], ...] = (
-    (SIDE_STREAM_NAME, None, r"^(torch\.cuda\.(Stream|stream|set_stream|ExternalStream)|cudaStreamCreate\w*)\b"),
+    # relaxed leaves torch.cuda.Stream and stream() to the runtime, which charges their work; these stay refused
+    (SIDE_STREAM_NAME, None, r"^(torch\.cuda\.(set_stream|ExternalStream)|cudaStreamCreate\w*)\b"),
     ("monkey-patching", "monkey-patch", ""),
     ("reuses the reference model", "reference-import", ""),
     ("reuses the reference model", "reference-model", ""),

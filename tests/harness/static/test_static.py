@@ -646,9 +646,6 @@ def test_forward_calling_get_inputs_is_caught():
     ("return torch.nn.functional.torch.ops.aten.relu(x)", "torch-forbidden"),
     ("return torch.library.Library('aten', 'IMPL')", "torch-forbidden"),
     ("return torch.utils.cpp_extension.load('x', ['x.cu'])", "torch-forbidden"),
-    ("s = torch.cuda.Stream()\nreturn cuda_extension.f(x, s.cuda_stream)", "torch-forbidden"),
-    ("e = torch.cuda.Event(enable_timing=True)\nreturn cuda_extension.f(x)", "torch-forbidden"),
-    ("g = torch.cuda.CUDAGraph()\nreturn cuda_extension.f(x)", "torch-forbidden"),
     ("torch.manual_seed(0)\nreturn cuda_extension.f(x)", "torch-forbidden"),
     ("state = torch.get_rng_state()\nreturn cuda_extension.f(x)", "torch-forbidden"),
     ("torch.random.seed()\nreturn cuda_extension.f(x)", "torch-forbidden"),
@@ -681,6 +678,9 @@ def test_interpreter_back_doors_are_caught(forward, rule, policy):
 # (relaxed leaves them to it: see test_kernelbench_constructs_pass_relaxed).
 STRICT_ONLY = [
     ("torch.cuda.synchronize()\nreturn cuda_extension.f(x)", "torch-forbidden"),
+    ("s = torch.cuda.Stream()\nreturn cuda_extension.f(x, s.cuda_stream)", "torch-forbidden"),
+    ("e = torch.cuda.Event(enable_timing=True)\nreturn cuda_extension.f(x)", "torch-forbidden"),
+    ("g = torch.cuda.CUDAGraph()\nreturn cuda_extension.f(x)", "torch-forbidden"),
     ("torch.set_float32_matmul_precision('medium')\nreturn cuda_extension.f(x)", "torch-forbidden"),
     ("torch.backends.cudnn.benchmark = True\nreturn cuda_extension.f(x)", "monkey-patch"),
     ("try:\n    return cuda_extension.f(x)\nexcept Exception:\n    return torch.relu(x)", "try-except"),
@@ -1213,8 +1213,8 @@ def second():
     ("self.T.clone = lambda t: t\nreturn x", "monkey-patch"),
     ("torch.randn = lambda *a: x\nreturn x", "monkey-patch"),
     ("torch.cuda.Event.elapsed_time = lambda *a: 1.0\nreturn x", "monkey-patch"),
-    ("s = torch.cuda.Stream()\nreturn x", "torch-forbidden"),
-    ("g = torch.cuda.CUDAGraph()\nreturn x", "torch-forbidden"),
+    ("torch.cuda.set_stream(self.s)\nreturn x", "torch-forbidden"),
+    ("return torch.cuda.make_graphed_callables(torch.relu, (x,))(x)", "torch-forbidden"),
     ("return torch.jit.fork(torch.relu, x)", "torch-forbidden"),
     ("return torch.autograd.profiler.profile()", "torch-forbidden"),
     ("torch._C._jit_set_profiling_mode(False)\nreturn x", "private-access"),
@@ -1226,6 +1226,40 @@ def second():
 ])
 def test_relaxed_still_refuses_back_doors(forward, rule):
     caught(model(forward, init="self.T = torch.Tensor"), rule, policy="relaxed")
+
+
+RELAXED_GRAPH = HEADER + '''
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.graph, self.side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        self.done = torch.cuda.Event(enable_timing=False)
+
+    def forward(self, x):
+        if self.static is None:
+            self.static = x.clone()
+            with torch.cuda.graph(self.graph, pool=torch.cuda.graph_pool_handle()):
+                self.out = torch.relu(self.static)
+        self.static.copy_(x)
+        self.graph.replay()
+        self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side):
+            y = self.out * 2
+        self.done.record(self.side)
+        torch.cuda.default_stream().wait_event(self.done)
+        return y
+'''
+
+
+def test_relaxed_leaves_streams_events_and_graphs_to_the_runtime():
+    """KernelBench accepts them; the runtime keeps them honest (tests/hacks/cuda/relaxed_graph_*,
+    relaxed_stream_deferred: fresh inputs, outputs overwritten later, work on other streams charged)."""
+    clean(check_python(RELAXED_GRAPH, policy="relaxed"))
+    report = check_python(RELAXED_GRAPH)
+    assert {f.rule for f in report.findings} >= {"torch-forbidden"}
+    stream = next(f for f in report.findings if "torch.cuda.Stream" in f.message)
+    assert "not allowed under the strict policy" in stream.message and "never" not in stream.message
 
 
 def test_relaxed_refuses_tensor_subclasses_and_the_reference():

@@ -34,7 +34,8 @@ relaxed (KernelBench's rules)
     (torch.no_grad, autocast, torch.cuda.device), global, imports inside functions (judged like any
     import), decorators (judged as the calls they are), code at module level and in module-level
     if/try/for blocks; grad modes, torch.autograd.Function and grad, TorchScript's script and trace,
-    torch.cuda.synchronize, torch.cuda.amp; torch.backends.* flags, set_float32_matmul_precision and
+    torch.cuda.synchronize, torch.cuda.amp; streams, events and CUDA graphs (torch.cuda.Stream,
+    stream, default_stream, Event, CUDAGraph, graph, graph_pool_handle); torch.backends.* flags, set_float32_matmul_precision and
     set_flush_denormal (they change the solution's own process only: the reference and the
     baselines run in another, see tests/hacks/cpu/relaxed_global_flags); setting instance state
     (self.conv.weight.data = ..., param.requires_grad = False, ctx.shape = ... in an autograd
@@ -48,19 +49,23 @@ relaxed (KernelBench's rules)
     the solution may catch it, as under torch. What this leaves to the runtime: the outputs (fresh
     inputs, replayed and near-duplicate input sets, outputs checked after timed calls, inputs
     unchanged, plain tensors on the task's device, a scale-aware bound for tiny outputs) and the
-    timing (host time charged on a GPU, work on other streams charged).
-    Still refused under relaxed, as under strict, because the runtime cannot police them: streams,
-    events and CUDA graphs (torch.cuda.Stream, Event, graph, CUDAGraph: only the GPU can show that
-    the off-stream charge and fresh inputs keep them honest, and that has not been shown yet),
-    torch.compile (compiler processes and caches outside the sandbox's folder), torch.jit.fork,
+    timing (host time charged on a GPU, work on other streams charged). For graphs and streams that
+    means: a graph replayed on the inputs it captured is wrong on the next input set, a graph's static
+    output returned as it is changes when the next call runs (both fail correctness with that
+    reason), and work on a side stream is charged to every timed call (tests/hacks/cuda/relaxed_graph_*,
+    relaxed_stream_deferred).
+    Still refused under relaxed, as under strict, because the runtime cannot police them:
+    torch.cuda.set_stream and ExternalStream (the harness's timer would follow the solution's stream),
+    make_graphed_callables, torch.compile (compiler processes and caches outside the sandbox's folder), torch.jit.fork,
     seeds and RNG state, torch.set_* other than the flags above, and every item of the list below.
 
 Both policies forbid
     os (relaxed: but the names above), sys, subprocess, threading, ctypes, importlib, inspect, time, numpy, triton and every
     other import; eval, exec, compile, __import__, getattr/setattr/delattr, globals, locals, vars,
     open, dunder attributes (x.__class__, torch.__dict__) and private ones; torch.ops, torch._C,
-    torch.library, torch.utils (but load_inline), torch.cuda streams/events/graphs, torch.testing,
-    torch.allclose, seeds and RNG state, torch.compile, storing a module in a variable (t = torch);
+    torch.library, torch.utils (but load_inline), torch.cuda streams/events/graphs (relaxed: but the
+    above), torch.testing, torch.allclose, seeds and RNG state, torch.compile, storing a module in a
+    variable (t = torch);
     async code and generators; assigning attributes of classes and modules (monkey-patching:
     torch.randn, torch.cuda.Event.elapsed_time, torch.Tensor's methods), hooks, mutable or
     computed default arguments, class decorators, classes that subclass torch.Tensor or the

@@ -160,7 +160,8 @@ class ExpressionJudge(ValueReader):
             return True
         forbidden = self.torch_forbidden(parts)
         if forbidden:
-            self.c.add("torch-forbidden", f"{shown} ({qualified}) is never allowed: {forbidden}", node)
+            never = "not allowed under the strict policy" if relaxed_torch_allowed(parts) else "never allowed"
+            self.c.add("torch-forbidden", f"{shown} ({qualified}) is {never}: {forbidden}", node)
             return False
         return self.check_torch_compute(parts, shown, node, kind or self.c.kind)
 
