@@ -16,6 +16,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
         if self.graph is None:
             captured = x.clone()
+            torch.relu(captured * self.scale + self.bias)   # warm-up: the kernels loaded before the capture
             torch.cuda.synchronize()
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
