@@ -664,7 +664,6 @@ def test_forward_calling_get_inputs_is_caught():
     ("return [x for x in (eval,)][0]('x')", "builtin-forbidden"),
     ("return __loader__", "builtin-forbidden"),
     ("return __spec__.loader", "builtin-forbidden"),
-    ("return __file__", "dunder-access"),
     ("return typing.sys.modules['os']", "torch-forbidden"),
     ("raise SystemExit(0)", "builtin-forbidden"),
 ])
@@ -678,6 +677,7 @@ def test_interpreter_back_doors_are_caught(forward, rule, policy):
 # (relaxed leaves them to it: see test_kernelbench_constructs_pass_relaxed).
 STRICT_ONLY = [
     ("torch.cuda.synchronize()\nreturn cuda_extension.f(x)", "torch-forbidden"),
+    ("return __file__", "dunder-access"),
     ("s = torch.cuda.Stream()\nreturn cuda_extension.f(x, s.cuda_stream)", "torch-forbidden"),
     ("e = torch.cuda.Event(enable_timing=True)\nreturn cuda_extension.f(x)", "torch-forbidden"),
     ("g = torch.cuda.CUDAGraph()\nreturn cuda_extension.f(x)", "torch-forbidden"),
@@ -1217,7 +1217,19 @@ def second():
     ("return torch.cuda.make_graphed_callables(torch.relu, (x,))(x)", "torch-forbidden"),
     ("return torch.jit.fork(torch.relu, x)", "torch-forbidden"),
     ("return torch.autograd.profiler.profile()", "torch-forbidden"),
-    ("torch._C._jit_set_profiling_mode(False)\nreturn x", "private-access"),
+    ("torch._C._jit_set_profiling_mode(False)\nreturn torch._C._nn.gelu(x)", "private-access"),
+    ("return x._cdata", "private-access"),
+    ("return self.T._make_subclass(x)", "private-access"),
+    ("return self.lin._parameters['weight']", "private-access"),
+    ("import operator\nreturn x", "import-forbidden"),
+    ("import time\nreturn x", "import-forbidden"),
+    ("return torch.utils.checkpoint.checkpoint_sequential(x)", "torch-forbidden"),
+    ("import collections\nreturn collections._sys", "private-access"),
+    ("del torch.relu\nreturn x", "monkey-patch"),
+    ("del self.forward\nreturn x", "monkey-patch"),
+    ("ModelNew.forward = lambda s, x: x\nreturn x", "monkey-patch"),
+    ("ModelNew.__call__ = print\nreturn x", "dunder-access"),
+    ("self.lin.register_forward_hook(print)\nreturn x", "hook"),
     ("torch.manual_seed(0)\nreturn x", "torch-forbidden"),
     ("return torch.compile(torch.relu)(x)", "torch-forbidden"),
     ("try:\n    import subprocess\nexcept ImportError:\n    pass\nreturn x", "import-forbidden"),
@@ -1262,10 +1274,88 @@ def test_relaxed_leaves_streams_events_and_graphs_to_the_runtime():
     assert "not allowed under the strict policy" in stream.message and "never" not in stream.message
 
 
+RELAXED_RELEASED = HEADER + '''
+import collections
+import collections.abc
+import itertools
+import warnings
+from itertools import product
+import torch.utils.checkpoint
+from torch.utils.checkpoint import checkpoint
+
+torch._C._jit_override_can_fuse_on_gpu(True)
+torch._C._jit_set_profiling_mode(False)
+torch._C._jit_set_profiling_executor(False)
+BUILD = __file__
+
+
+class Fused(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._kernel = None
+
+    def forward(self, x):
+        return x
+
+
+class ModelNew(nn.Module):
+    _loaded = False
+
+    def __init__(self):
+        super().__init__()
+        self.fused = Fused()
+        self.graph = None
+        self.shapes = collections.OrderedDict()
+        self.w = nn.Parameter(torch.ones(4))
+        self.w.register_hook(lambda g: g)
+
+    def train(self, mode=True):
+        self.graph = None
+        return super().train(mode)
+
+    def to(self, *args, **kwargs):
+        return super().to(*args, **kwargs)
+
+    def __del__(self):
+        self.graph = None
+
+    def __repr__(self):
+        return "ModelNew"
+
+    def forward(self, x):
+        if not ModelNew._loaded:
+            ModelNew._loaded = True
+            warnings.warn("first call")
+        if self.fused._kernel is None and x._version >= 0:
+            del self.graph
+            self.graph = None
+        for a, b in itertools.product(range(1), repeat=2):
+            x = x + a + b
+        assert isinstance(x.shape, collections.abc.Sequence)
+        return torch.utils.checkpoint.checkpoint(self.fused, x, use_reentrant=False) + checkpoint(self.fused, x)
+'''
+
+
+def test_relaxed_passes_what_released_solutions_do_beside_their_kernels():
+    """CUDA-L1's refusals that hide nothing from the runtime: TorchScript's fuser switches, own classes'
+    state, helpers' _attributes, mode and device overrides, del of own attributes, pure helper
+    modules, activation checkpointing, a tensor's autograd hook, __file__ for build folders."""
+    clean(check_python(RELAXED_RELEASED, policy="relaxed"))
+    strict = rules(check_python(RELAXED_RELEASED))
+    assert {"private-access", "override-module-method", "import-forbidden", "monkey-patch", "hook",
+            "dunder-method"} <= strict
+
+
 def test_relaxed_refuses_tensor_subclasses_and_the_reference():
     source = HEADER + "\n\nclass Lazy(torch.Tensor):\n    pass\n" + model("return x", header="")
     caught(source, "model-new-base", policy="relaxed")
     caught(HEADER + "\n\nclass ModelNew(Model):\n    pass\n", "reference-model", policy="relaxed")
+
+
+@pytest.mark.parametrize("method", ["__torch_function__", "__call__", "__getattr__", "__add__", "__new__"])
+def test_relaxed_refuses_special_methods_that_change_the_harness_calls(method):
+    source = model("return x") + f"\n    def {method}(self, *args, **kwargs):\n        return None\n"
+    caught(source, "dunder-method", policy="relaxed")
 
 
 # What released KernelBench solutions do with os (CUDA-L1: build folders, paths, the process id in a

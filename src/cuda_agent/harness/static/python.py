@@ -13,13 +13,15 @@ from __future__ import annotations
 import ast
 
 from cuda_agent.harness.result import Finding, StaticReport
-from cuda_agent.harness.static.python_expr import ExpressionJudge
+from cuda_agent.harness.static.python_expr import ExpressionJudge, shared_names
 from cuda_agent.harness.static.python_module import COMPOUND, ModuleFacts, ModuleReader
 from cuda_agent.harness.static.scope import Scope
 from cuda_agent.harness.static.rules import (
     INPUT_BUILDERS,
     POLICIES,
     RELAXED_BASES,
+    RELAXED_DUNDER_METHODS,
+    RELAXED_OVERRIDABLE,
     TYPE_ANNOTATIONS_NOT_TENSOR,
     Policy,
     module_attribute_names,
@@ -230,10 +232,12 @@ class PythonChecker(ModuleReader, ast.NodeVisitor):
 
     def check_class_statement(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.FunctionDef):
-            if stmt.name.startswith("__") and stmt.name.endswith("__") and stmt.name != "__init__":
+            if stmt.name.startswith("__") and stmt.name.endswith("__") and stmt.name != "__init__" \
+                    and (self.strict or stmt.name not in RELAXED_DUNDER_METHODS):
                 self.add("dunder-method", f"ModelNew must not define {stmt.name}: only __init__, forward and "
                          "helper methods", stmt)
-            elif stmt.name in module_attribute_names():
+            elif stmt.name in module_attribute_names() \
+                    and (self.strict or stmt.name not in RELAXED_OVERRIDABLE | RELAXED_DUNDER_METHODS):
                 self.add("override-module-method", f"ModelNew must not override nn.Module.{stmt.name}", stmt)
             self.check_function(stmt, "init" if stmt.name == "__init__" else "compute", method=True)
         elif isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
@@ -362,8 +366,9 @@ class PythonChecker(ModuleReader, ast.NodeVisitor):
 
     def visit_Delete(self, node: ast.Delete) -> None:
         for target in node.targets:
-            if isinstance(target, ast.Attribute):
-                self.add("monkey-patch", "deleting attributes is not allowed", target)
+            if isinstance(target, ast.Attribute) and not (not self.strict and self.judge.is_self(target.value)
+                                                           and target.attr not in shared_names()):
+                self.add("monkey-patch", "deleting attributes is not allowed (relaxed: but self's own)", target)
             self.visit(target)
 
     def check_store(self, target: ast.expr) -> None:

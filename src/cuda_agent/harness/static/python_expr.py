@@ -33,9 +33,11 @@ from cuda_agent.harness.static.rules import (
     METHOD_NAMES_FORBIDDEN,
     NN_FORBIDDEN,
     RELAXED_INSTANCE_ATTRIBUTES,
+    RELAXED_IMPORTABLE,
     RELAXED_PRIVATE_ALLOWED,
     RELAXED_TORCH_ALLOWED,
     RELAXED_TORCH_CUDA_ALLOWED,
+    RELAXED_TORCH_FUNCTIONS,
     RELAXED_TORCH_MEMBERS,
     TENSOR_METHODS_ALLOWED,
     TORCH_ALLOCATION,
@@ -96,6 +98,8 @@ class ExpressionJudge(ValueReader):
             if not builtin_allowed(name):
                 self.c.add("builtin-forbidden", f"{name} is not allowed (no eval/exec/compile, getattr/setattr, "
                            "globals/vars, open or other back doors): call the extension and torch by name", node)
+        elif name == "__file__" and not self.c.strict:   # the solution's own path (build folders): no file API reads it
+            return
         elif name.startswith("__") and name.endswith("__"):
             self.c.add("dunder-access", f"{name} is not allowed: it reaches the interpreter's internals", node)
         else:
@@ -122,9 +126,12 @@ class ExpressionJudge(ValueReader):
             if not (super_init or attr == "__name__"):
                 self.c.add("dunder-access", f".{attr} is not allowed: __dunder__ attributes reach the interpreter's "
                            "internals (only super().__init__() is needed)", node)
-        elif attr.startswith("_") and (not self.is_self(base) or attr in module_private_names()):
+        elif attr.startswith("_") and (not self.is_self(base) or attr in module_private_names()) \
+                and not (not self.c.strict and relaxed_private_allowed(attr)):
             self.c.add("private-access", f".{attr} is a private attribute (of nn.Module or another object); "
                        "only self's own _attributes may be used", node)
+        if attr == "register_hook" and not self.c.strict:   # a tensor's autograd hook: no gradient is taken here
+            return
         if attr in METHOD_NAMES_FORBIDDEN or (attr.startswith("register_") and "hook" in attr):
             self.c.add("hook", f".{attr} is not allowed: hooks, module registration and stream records change "
                        "how PyTorch runs modules", node)
@@ -152,7 +159,7 @@ class ExpressionJudge(ValueReader):
             self.c.add("torch-forbidden", f"{shown} reaches the module {reexported} through another module's "
                        "attributes; not allowed", node)
             return False
-        if parts[0] in ("math", "typing", "__future__"):
+        if parts[0] in ("math", "typing", "__future__") or (not self.c.strict and parts[0] in RELAXED_IMPORTABLE):
             return self.check_small_module(parts, shown, node)
         if parts[0] == "os":
             return self.check_os(qualified, shown, node)
@@ -181,8 +188,14 @@ class ExpressionJudge(ValueReader):
         return False
 
     def check_small_module(self, parts: list[str], shown: str, node: ast.AST) -> bool:
-        """math.<function>, typing.<Type>: one level deep, nothing the module itself imported."""
-        if len(parts) == 2 and (parts[0] != "typing" or parts[1][:1].isupper() or parts[1] == "cast"):
+        """math.<function>, typing.<Type> (relaxed: itertools.<name>, collections.abc.<Type>, ...): one
+        level deep, nothing the module itself imported."""
+        if len(parts) == 2 and (parts[0] != "typing" or parts[1][:1].isupper() or parts[1] == "cast") \
+                and ".".join(parts) not in RELAXED_IMPORTABLE:
+            return True
+        if len(parts) == 3 and ".".join(parts[:2]) in RELAXED_IMPORTABLE and not parts[2].startswith("_"):
+            return True
+        if ".".join(parts) in RELAXED_IMPORTABLE:   # the module itself (import collections.abc)
             return True
         self.c.add("import-forbidden", f"{shown}: only {parts[0]}.<name> may be used", node)
         return False
@@ -412,6 +425,9 @@ class ExpressionJudge(ValueReader):
         if self.is_self(root):  # self.conv.padding = ...: not through an attribute holding a class or module
             held = self.c.facts.submodules | self.c.facts.tensors
             return target.attr in RELAXED_INSTANCE_ATTRIBUTES or (chain[-1] in held and target.attr not in shared_names())
+        if root.id in self.c.facts.classes and len(chain) == 1 and not self.c.locally_bound(root.id):
+            # a class of model_new.py's own state (ModelNew._kernel = ext): never a method nn.Module or a tensor has
+            return not target.attr.startswith("__") and target.attr not in shared_names()
         return self.c.locally_bound(root.id) and target.attr in RELAXED_INSTANCE_ATTRIBUTES
 
     def check_subscript_store(self, target: ast.Subscript) -> None:
@@ -430,6 +446,10 @@ class ExpressionJudge(ValueReader):
 
 def relaxed_torch_allowed(parts: list[str]) -> bool:
     """torch.<...> names the relaxed policy allows although the strict tables refuse them."""
+    dotted = ".".join(parts)
+    if dotted in RELAXED_TORCH_FUNCTIONS or (len(parts) >= 3 and any(f.rsplit(".", 1)[0] == dotted
+                                                                      for f in RELAXED_TORCH_FUNCTIONS)):
+        return True   # the function, or the module that holds it (import torch.utils.checkpoint)
     second = parts[1]
     if second in RELAXED_TORCH_ALLOWED:
         return True
@@ -439,11 +459,21 @@ def relaxed_torch_allowed(parts: list[str]) -> bool:
 
 
 @functools.cache
-def shared_names() -> frozenset[str]:
-    """Attributes of torch.Tensor and nn.Module: replacing one on any object is refused."""
+def relaxed_private_allowed(attr: str) -> bool:
+    """Relaxed: a _private attribute of an object other than self, where it is not one of nn.Module's or
+    a tensor's internals (self.fused._kernel, ctx._shape); of a tensor's, only _version may be read."""
     import torch
 
-    return tensor_method_names() | module_attribute_names() | frozenset(dir(torch.Tensor))
+    return attr == "_version" or (attr not in module_private_names() and attr not in dir(torch.Tensor)
+                                  and attr not in ("_cdata", "_C"))
+
+
+@functools.cache
+def shared_names() -> frozenset[str]:
+    """Attributes of torch.Tensor and nn.Module (forward included): replacing one on any object is refused."""
+    import torch
+
+    return tensor_method_names() | module_attribute_names() | frozenset(dir(torch.Tensor)) | frozenset(dir(torch.nn.Module))
 
 
 def is_builtin(name: str) -> bool:

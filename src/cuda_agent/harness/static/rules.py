@@ -84,8 +84,26 @@ RELAXED_OS_ALLOWED = {
 # `os.environ[k] = v` and `del os.environ[k]` begin). Only at module level and in __init__, where they
 # run before the first call: inside functions, with os.path.exists, they would carry state across calls.
 RELAXED_OS_WRITERS = {"os.makedirs", "os.environ", "os.environ.setdefault"}
-# Private helpers of torch that copies of nn modules' reset_parameters call; pure functions.
-RELAXED_PRIVATE_ALLOWED = {"torch.nn.init._calculate_fan_in_and_fan_out", "torch.nn.init._calculate_correct_fan"}
+# Private helpers of torch that copies of nn modules' reset_parameters call (pure functions), and
+# TorchScript's fuser switches, which released solutions set at module level: like torch.backends'
+# flags they change how the solution's own process compiles scripted code, nothing beyond it.
+RELAXED_PRIVATE_ALLOWED = {"torch.nn.init._calculate_fan_in_and_fan_out", "torch.nn.init._calculate_correct_fan",
+                           "torch._C._jit_override_can_fuse_on_gpu", "torch._C._jit_override_can_fuse_on_cpu",
+                           "torch._C._jit_set_profiling_mode", "torch._C._jit_set_profiling_executor",
+                           "torch._C._jit_set_texpr_fuser_enabled", "torch._C._jit_set_nvfuser_enabled",
+                           "torch._C._jit_set_bailout_depth", "torch._C._debug_set_autodiff_subgraph_inlining"}
+# Modules of pure helpers relaxed code may import besides IMPORTABLE: one level of names below each
+# (itertools.product, collections.OrderedDict, collections.abc.Sequence, warnings.warn).
+RELAXED_IMPORTABLE = {"itertools", "warnings", "collections", "collections.abc"}
+# torch.<...> functions relaxed code may call although their module is refused: activation
+# checkpointing (under the harness's no_grad it calls the function and keeps nothing).
+RELAXED_TORCH_FUNCTIONS = {"torch.utils.checkpoint.checkpoint"}
+# nn.Module methods relaxed ModelNew may override: moving and mode switching, which run outside
+# forward and see no input (what they leave behind is judged by the runtime like __init__'s work).
+RELAXED_OVERRIDABLE = {"train", "eval", "to", "cuda", "cpu", "extra_repr"}
+# Special methods relaxed classes may define besides __init__: clean-up and printing (never operators,
+# __torch_function__, __getattr__ or __call__, which change what the harness's own calls do).
+RELAXED_DUNDER_METHODS = {"__del__", "__repr__", "__str__"}
 # Base classes the relaxed policy allows (besides classes of model_new.py itself): modules, their
 # subclasses in torch.nn, and autograd functions. Never torch.Tensor (a subclass can carry
 # __torch_function__ or be a lazy output) nor the reference Model.
