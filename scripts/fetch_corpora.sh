@@ -4,7 +4,7 @@
 #   scripts/fetch_corpora.sh [folder]
 # KernelBench is checked out at a pinned commit: benchmarks/kb_agreement.py runs its evaluation as
 # an external program, and its verdicts must not move with its main branch. Where GitHub cannot be
-# reached, point the URLs at mirrors: KERNELBENCH_URL=/path/to/KernelBench.git CUDA_L1_URL=...
+# reached, point the URLs at mirrors: KERNELBENCH_URL=/path/to/KernelBench.git CUDA_L1_URL=... LEADERBOARD_URL=...
 set -euo pipefail
 dest="${1:-$(git rev-parse --show-toplevel)/corpora}"
 KERNELBENCH_SHA=423217d9fda91e0c2d67e4a43bf62f96f6d104f1  # main on 2026-03-05 ("update all legacy python commands to UV")
@@ -25,4 +25,5 @@ clone_at() {  # repository, folder name, commit: exactly that commit
   echo "$2: $(git -C "$dest/$2" rev-parse HEAD) (pinned)"
 }
 clone "${CUDA_L1_URL:-https://github.com/deepreinforce-ai/CUDA-L1}" CUDA-L1
+clone "${LEADERBOARD_URL:-https://github.com/anneouyang/KernelBenchLeaderboard}" KernelBenchLeaderboard
 clone_at "${KERNELBENCH_URL:-https://github.com/ScalingIntelligence/KernelBench}" KernelBench "$KERNELBENCH_SHA"

@@ -909,7 +909,6 @@ def test_forbidden_includes_are_caught(header, rule):
     ("c10::impl::ExcludeDispatchKeyGuard g(c10::DispatchKeySet(c10::DispatchKey::Python));", "cpp-dispatcher"),
     ("at::globalContext().setAllowTF32CuBLAS(true);", "cpp-torch-state"),
     ("cudaStream_t s; cudaStreamCreate(&s);", "cpp-streams"),
-    ("cudaDeviceSynchronize();", "cpp-streams"),
     ("float* p; cudaMallocManaged(&p, 4);", "cpp-streams"),
     ("cudaEvent_t e; cudaEventRecord(e, 0);", "cpp-streams"),
     ("cudaGraph_t g;", "cpp-streams"),
@@ -921,6 +920,13 @@ def test_forbidden_includes_are_caught(header, rule):
 ])
 def test_process_interpreter_and_device_escapes_in_cpp_are_caught(body, rule, policy):
     cpp_caught(ATEN + "void f() {\n  " + body + "\n}\n", rule, policy)
+
+
+def test_a_device_wide_synchronise_in_cpp_is_strict_only():
+    """As torch.cuda.synchronize in Python: the call waits, and the wait is timed with it."""
+    source = ATEN + "void f() {\n  cudaDeviceSynchronize();\n}\n"
+    cpp_caught(source, "cpp-streams", "strict")
+    assert check_cpp(source, "kernels/k.cu", "relaxed").ok
 
 
 def test_torch_library_override_of_aten_is_caught():

@@ -37,6 +37,7 @@ from cuda_agent.harness.static.rules import (
     POLICIES,
     PYBIND_ALLOWED,
     PYBIND_ROOTS,
+    RELAXED_CPP_ALLOWED,
     STD_FORBIDDEN,
     STD_HEADERS,
     STD_WORDS_FORBIDDEN,
@@ -406,6 +407,8 @@ class CppScan:
             member = before.endswith((".", "->"))
             category = CPP_FORBIDDEN_WORDS.get(word) or next(
                 (c for p, c in CPP_FORBIDDEN_PREFIXES.items() if word.startswith(p)), None)
+            if category and not self.strict and word in RELAXED_CPP_ALLOWED:
+                continue
             if category:
                 self.add(f"cpp-{category}", f"{word}: {MESSAGES[category]}", start)
             elif word in CPP_FORBIDDEN_CALLS and not member and self.used_as_function(start, m.end()):
