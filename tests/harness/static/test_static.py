@@ -710,8 +710,8 @@ def test_kernelbench_constructs_pass_relaxed(forward, rule):
                                     "pathlib", "socket", "numpy", "triton", "cupy", "torch._C", "torch._dynamo",
                                     "torch.cuda.graphs", "torch.ops"])
 def test_forbidden_imports_are_caught(module, policy):
-    if module == "os" and policy == "relaxed":
-        pytest.skip("relaxed judges what is used of os: test_relaxed_os_*")
+    if module in ("os", "time") and policy == "relaxed":
+        pytest.skip("relaxed judges what is used of os and time: test_relaxed_os_*, test_relaxed_still_refuses_back_doors")
     report = check_python(model("return cuda_extension.f(x)", header=HEADER + f"import {module}\n"), policy=policy)
     assert rules(report) & {"import-forbidden", "torch-forbidden"}, module
 
@@ -1228,7 +1228,9 @@ def second():
     ("return self.T._make_subclass(x)", "private-access"),
     ("return self.lin._parameters['weight']", "private-access"),
     ("import operator\nreturn x", "import-forbidden"),
-    ("import time\nreturn x", "import-forbidden"),
+    ("import time\ntime.perf_counter_ns = lambda: 0\nreturn x", "monkey-patch"),
+    ("import time\nreturn time.get_clock_info('perf_counter')", "import-forbidden"),
+    ("from time import get_clock_info\nreturn x", "import-forbidden"),
     ("return torch.utils.checkpoint.checkpoint_sequential(x)", "torch-forbidden"),
     ("import collections\nreturn collections._sys", "private-access"),
     ("del torch.relu\nreturn x", "monkey-patch"),
@@ -1284,7 +1286,9 @@ RELAXED_RELEASED = HEADER + '''
 import collections
 import collections.abc
 import itertools
+import time
 import warnings
+from time import perf_counter
 from itertools import product
 import torch.utils.checkpoint
 from torch.utils.checkpoint import checkpoint
@@ -1293,6 +1297,7 @@ torch._C._jit_override_can_fuse_on_gpu(True)
 torch._C._jit_set_profiling_mode(False)
 torch._C._jit_set_profiling_executor(False)
 BUILD = __file__
+NAME = f"ext_{int(time.time())}"
 
 
 class Fused(nn.Module):
@@ -1330,7 +1335,8 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         if not ModelNew._loaded:
-            ModelNew._loaded = True
+            start = time.perf_counter()
+            ModelNew._loaded = perf_counter() - start >= 0
             warnings.warn("first call")
         if self.fused._kernel is None and x._version >= 0:
             del self.graph

@@ -35,6 +35,7 @@ from cuda_agent.harness.static.rules import (
     RELAXED_INSTANCE_ATTRIBUTES,
     RELAXED_IMPORTABLE,
     RELAXED_PRIVATE_ALLOWED,
+    RELAXED_TIME_ALLOWED,
     RELAXED_TORCH_ALLOWED,
     RELAXED_TORCH_CUDA_ALLOWED,
     RELAXED_TORCH_FUNCTIONS,
@@ -154,6 +155,12 @@ class ExpressionJudge(ValueReader):
             return False
         if qualified == LOAD_INLINE:
             return kind == "import" or self.check_load_inline_use(node)
+        if parts[0] == "time" and len(parts) > 1 and not self.c.strict:
+            if len(parts) == 2 and parts[1] in RELAXED_TIME_ALLOWED:
+                return True
+            self.c.add("import-forbidden", f"{shown}: of time, only clocks and sleep (time.perf_counter, "
+                       "time.time, ...) may be used (relaxed policy)", node)
+            return False
         reexported = next((p for p in parts[1:] if p in REEXPORTED_MODULES), None)
         if reexported:
             self.c.add("torch-forbidden", f"{shown} reaches the module {reexported} through another module's "

@@ -95,6 +95,13 @@ RELAXED_PRIVATE_ALLOWED = {"torch.nn.init._calculate_fan_in_and_fan_out", "torch
 # Modules of pure helpers relaxed code may import besides IMPORTABLE: one level of names below each
 # (itertools.product, collections.OrderedDict, collections.abc.Sequence, warnings.warn).
 RELAXED_IMPORTABLE = {"itertools", "warnings", "collections", "collections.abc"}
+# time under the relaxed policy, as released solutions use it (unique extension names, timing their own
+# candidate implementations to pick one): reading clocks and sleeping. A solution that reads the clock
+# can tell timed calls from checked ones no better than one that counts its calls, which relaxed allows
+# anyway: every timed call gets inputs of its own and timed calls chosen at random are checked. The
+# harness binds its own clocks at import (timing.py), and assigning time.<name> stays monkey-patching.
+RELAXED_TIME_ALLOWED = {"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",
+                        "process_time", "sleep"}
 # torch.<...> functions relaxed code may call although their module is refused: activation
 # checkpointing (under the harness's no_grad it calls the function and keeps nothing).
 RELAXED_TORCH_FUNCTIONS = {"torch.utils.checkpoint.checkpoint"}
