@@ -1002,12 +1002,44 @@ def test_inline_system_call_is_caught():
     assert "cpp-threads-process" in rules(report)
 
 
-def test_inline_fstring_source_is_caught():
-    source = inline(call='ext = load_inline(name="ext", cpp_sources=CPP, cuda_sources=f"{CUDA}", functions=["f"])')
+@pytest.mark.parametrize("fstring", ['f"{CUDA!r}"', 'f"{CUDA:>10}"', 'f"{len(CPP)}"', 'f"{CUDA}{UNKNOWN}"'])
+def test_inline_fstring_source_with_anything_computed_is_caught(fstring):
+    source = inline(call=f'ext = load_inline(name="ext", cpp_sources=CPP, cuda_sources={fstring}, functions=["f"])')
     finding = extract_inline(source)
     assert isinstance(finding, Finding) and finding.rule == "inline-unresolvable"
     assert "literal strings or module-level string constants" in finding.message
     assert "inline-unresolvable" in rules(check_solution({"model_new.py": source}))
+
+
+def test_inline_fstring_of_literals_is_read_as_the_string_it_makes():
+    source = inline(call='ext = load_inline(name="ext", cpp_sources=CPP, cuda_sources=f"// {BLOCK} threads\\n{CUDA}", '
+                         'functions=["f"])') + "\nBLOCK = 256\n"
+    spec = extract_inline(source)
+    assert not isinstance(spec, Finding), spec
+    assert spec.cuda_sources[0].startswith("// 256 threads\n")
+
+
+def test_relaxed_reads_sources_a_class_binds_once_on_self():
+    body = '''
+class ModelNew(nn.Module):
+    HEADER = "torch::Tensor f(torch::Tensor x);"
+
+    def __init__(self):
+        super().__init__()
+        self.cuda_code = "torch::Tensor f(torch::Tensor x) { return x; }"
+        self.ext = load_inline(name="ext", cpp_sources=self.HEADER, cuda_sources=self.cuda_code, functions=["f"])
+
+    def forward(self, x):
+        return self.ext.f(x)
+'''
+    source = "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n" + body
+    specs = extract_inlines(source, "relaxed")
+    assert [s.cuda_sources for s in specs] == [["torch::Tensor f(torch::Tensor x) { return x; }"]]
+    assert check_solution({"model_new.py": source}, "relaxed").ok
+    for rebinding in ("        self.cuda_code = self.cuda_code + ' '\n", "        self.cuda_code += ' '\n",
+                      "        self.cuda_code, self.n = 'x', 1\n"):
+        twice = source.replace("    def forward(self, x):\n", f"    def forward(self, x):\n{rebinding}")
+        assert isinstance(extract_inlines(twice, "relaxed"), Finding), rebinding
 
 
 def test_inline_computed_source_is_caught():

@@ -113,8 +113,8 @@ def extract_inlines(source: str, policy: str = "strict", filename: str = "model_
     specs: dict[str, InlineSpec] = {}
     for call in load_inline_calls(tree):
         local = env
-        for fn in scopes.get(id(call), []):  # a call in a function also reads its strings bound once there
-            local = {**local, **module_constants(fn)}
+        for scope in scopes.get(id(call), []):  # in a class: self.<name> bound once in it; in a function: its names
+            local = {**local, **(self_constants(scope) if isinstance(scope, ast.ClassDef) else module_constants(scope))}
         try:
             spec = read_spec(call, local, relaxed=True)
         except Unresolved as e:
@@ -133,13 +133,14 @@ def extract_inlines(source: str, policy: str = "strict", filename: str = "model_
     return list(specs.values())
 
 
-def enclosing_functions(tree: ast.Module) -> dict[int, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
-    """id() of every call -> the functions around it, outermost first."""
+def enclosing_functions(tree: ast.Module) -> dict[int, list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]]:
+    """id() of every call -> the classes and functions around it, outermost first."""
     out: dict[int, list] = {}
 
     def walk(node: ast.AST, around: list) -> None:
         for child in ast.iter_child_nodes(node):
-            inner = around + [child] if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else around
+            scope = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            inner = around + [child] if scope else around
             if isinstance(child, ast.Call):
                 out[id(child)] = inner
             walk(child, inner)
@@ -197,6 +198,27 @@ def module_constants(tree: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) 
                 for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
                     single = isinstance(stmt, ast.Assign | ast.AnnAssign) and isinstance(target, ast.Name)
                     env[name] = stmt.value if single and name not in env else None
+    return env
+
+
+def self_constants(cls: ast.ClassDef) -> dict[str, ast.expr | None]:
+    """"self.NAME" -> the value a class binds it to once: `self.src = r"..."` in any of its methods, or
+    `src = r"..."` in its body; None where it is bound more than once or other than by `=` (ambiguous).
+    The harness builds what is read here, so only a binding that cannot change is read."""
+    env: dict[str, ast.expr | None] = {}
+    for stmt in cls.body:
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+            for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                if isinstance(target, ast.Name):
+                    key = f"self.{target.id}"
+                    env[key] = stmt.value if key not in env else None
+    single = {id(t): n.value for n in ast.walk(cls) if isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None
+              for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del) \
+                and isinstance(node.value, ast.Name) and node.value.id == "self":
+            key = f"self.{node.attr}"
+            env[key] = single.get(id(node)) if key not in env else None
     return env
 
 
@@ -279,8 +301,23 @@ def literal(node: ast.AST, env: dict[str, ast.expr | None], depth: int = 0,
         raise Unresolved(f"load_inline argument nests too deeply: {UNRESOLVABLE}", node)
     if isinstance(node, ast.Constant) and isinstance(node.value, str | bool | int | float | type(None)):
         return node.value
-    if isinstance(node, ast.JoinedStr):
-        raise Unresolved(f"f-strings are computed: {UNRESOLVABLE}", node)
+    if isinstance(node, ast.JoinedStr):   # f"...{BLOCK}...": literal where every value is (no conversion or format)
+        parts = []
+        for value in node.values:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                parts.append(value.value)
+                continue
+            if not (isinstance(value, ast.FormattedValue) and value.conversion == -1 and value.format_spec is None):
+                raise Unresolved(f"f-strings with conversions or formats are computed: {UNRESOLVABLE}", node)
+            inner = again(value.value)
+            if not isinstance(inner, str | int | float) or isinstance(inner, bool):
+                raise Unresolved(f"f-strings are computed unless each value is a literal string or number: "
+                                 f"{UNRESOLVABLE}", node)
+            parts.append(str(inner))
+        joined = "".join(parts)
+        if len(joined) > MAX_SOURCE_CHARS:
+            raise Unresolved(f"load_inline sources larger than {MAX_SOURCE_CHARS} characters", node)
+        return joined
     if isinstance(node, ast.List | ast.Tuple):
         return [again(e) for e in node.elts]
     if isinstance(node, ast.Dict) and all(k is not None for k in node.keys):
@@ -291,12 +328,13 @@ def literal(node: ast.AST, env: dict[str, ast.expr | None], depth: int = 0,
             if len(left) + len(right) > MAX_SOURCE_CHARS:
                 raise Unresolved(f"load_inline sources larger than {MAX_SOURCE_CHARS} characters", node)
             return left + right
-    if isinstance(node, ast.Name) and node.id in env:
-        if env[node.id] is None:
-            raise Unresolved(f"{node.id} is assigned more than once at module level: {UNRESOLVABLE}", node)
-        if node.id not in memo:
-            memo[node.id] = again(env[node.id])
-        return memo[node.id]
+    key = node.id if isinstance(node, ast.Name) else dotted(node) if isinstance(node, ast.Attribute) else ""
+    if key and key in env:   # NAME, or self.NAME inside a class
+        if env[key] is None:
+            raise Unresolved(f"{key} is assigned more than once: {UNRESOLVABLE}", node)
+        if key not in memo:
+            memo[key] = again(env[key])
+        return memo[key]
     raise Unresolved(f"{ast.unparse(node)[:80]} is computed: {UNRESOLVABLE}", node)
 
 
