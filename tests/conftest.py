@@ -66,11 +66,22 @@ def service():
     their own)."""
     from cuda_agent.service import EvalService, ServiceSettings
 
-    # The evaluators run test doubles defined in test modules: Ray's workers import them by name.
-    tests = str(Path(__file__).resolve().parent)
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
+    _test_doubles_importable()
     with EvalService(ServiceSettings(device="cpu", cpu_evaluators=2, build_workers=1, spares=1)) as svc:
         yield svc
+
+
+def _test_doubles_importable() -> None:
+    """The evaluators run test doubles defined in test modules: Ray's workers import them by name."""
+    tests = str(Path(__file__).resolve().parent)
+    if tests not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
+
+
+@pytest.fixture
+def test_doubles_importable():
+    """For a test that starts its own service and sends it a job defined in a test module."""
+    _test_doubles_importable()
 
 
 @pytest.fixture(scope="module", autouse=True)

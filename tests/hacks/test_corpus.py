@@ -26,11 +26,20 @@ import pytest
 from cuda_agent.harness.config import EvalConfig, TimingPlan
 from cuda_agent.harness.evaluation import evaluate
 from cuda_agent.harness.result import EvalResult, StaticReport
+from cuda_agent.harness.workers.spares import keep_warm
 from cuda_agent.tasks import load_task
 from cuda_agent.workspace import create_workspace
 
 HACKS = Path(__file__).resolve().parent
 REPO = HACKS.parent.parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _next_processes_start_ahead():
+    """The next case's two processes start while a case runs, as in the service (spares.py; never
+    beside a case that times): about 2.5 s of every evaluation's start on 2 cores."""
+    with keep_warm(1):
+        yield
 
 
 def folders(kind: str) -> list[Path]:

@@ -65,7 +65,7 @@ def _block(ctx, seconds: float, log: str, name: str) -> str:
     return name
 
 
-def test_the_reward_goes_before_the_bench(tmp_path):
+def test_the_reward_goes_before_the_bench(tmp_path, test_doubles_importable):
     """One evaluator, kept busy: of the requests waiting, the RL reward's is served first."""
     log = str(tmp_path / "order.log")
     with EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=0, spares=0)) as svc:
@@ -76,6 +76,28 @@ def test_the_reward_goes_before_the_bench(tmp_path):
         for f in [first, *bench, reward]:
             f.result(timeout=60)
     assert Path(log).read_text().split() == ["busy", "reward", "bench0", "bench1", "bench2"]
+
+
+def test_closing_without_waiting_abandons_what_runs_and_kills_the_evaluator(tmp_path, test_doubles_importable):
+    """close(wait=False), as a process that is going away closes: the job running now (an hour
+    long) ends at once with an error, the evaluation queued behind it as a harness error."""
+    svc = EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=0, spares=0)).start()
+    try:
+        running = svc.call(_block, 3600.0, str(tmp_path / "never.log"), "never")
+        queued = svc.submit(TASK, files("honest_fused", tmp_path), QUICK)
+        deadline = time.monotonic() + 60
+        while not any(slot.item is not None for slot in svc._slots):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        started = time.monotonic()
+    finally:
+        svc.close(wait=False)
+    assert time.monotonic() - started < 20
+    with pytest.raises(ServiceError, match="closed while this request ran"):
+        running.result(timeout=5)
+    verdict = queued.result(timeout=5)
+    assert HARNESS_ERROR in verdict.flags and verdict.reward == -1 and "closed" in verdict.reason
+    assert not (tmp_path / "never.log").exists()
 
 
 def _die(ctx) -> None:

@@ -45,12 +45,13 @@ def shared_service(settings: ServiceSettings) -> EvalService:
 
 
 def close_shared_services() -> None:
-    """Close this process's services now (a worker's close when it exits; tests close them sooner)."""
+    """Close this process's services now (a worker's close when it exits; tests close them sooner).
+    Evaluations still running are abandoned: the process that asked for them is done with them."""
     with _services_lock:
         services = sorted(_services.values(), key=lambda svc: svc.owns_ray)   # the Ray's owner last
         _services.clear()
         for service in services:
-            service.close()
+            service.close(wait=False)
 
 
 def _check_gpus(settings: ServiceSettings) -> None:

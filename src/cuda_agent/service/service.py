@@ -170,16 +170,22 @@ class EvalService:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stop taking requests; queued ones end as harness errors. `wait`: the evaluations running
+        now finish and keep their verdicts (up to a minute); else they are abandoned at once (their
+        requests end as harness errors, the evaluators and what they started are killed): for a
+        process that is going away, where nobody reads those verdicts."""
         import ray
 
         with _live_lock:
             _live.discard(self)
             others = list(_live) if self._started_ray else []
         for other in others:   # they run on the Ray this one is about to shut down
-            other.close()
+            other.close(wait)
         with self._lock:
             self._stopping = True
+            if not wait:
+                self._abandon_running("the service was closed while this request ran")
             self._lock.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=60)
@@ -187,10 +193,11 @@ class EvalService:
             if not ray.is_initialized():   # the Ray went first (shut down by its owner): so did the actors;
                 self._slots, self._builders = [], []   # calling them would start a new Ray by itself
             for slot in self._slots:
-                try:
-                    ray.get(slot.handle.stop.remote(), timeout=30)
-                except Exception:  # a dead or hung actor: killed below
-                    pass
+                if wait:   # a busy actor would answer only after its evaluation: not waited for when abandoning
+                    try:
+                        ray.get(slot.handle.stop.remote(), timeout=30)
+                    except Exception:  # a dead or hung actor: killed below
+                        pass
                 _kill(slot.handle)
             for b in self._builders:
                 _kill(b)
@@ -417,6 +424,8 @@ class EvalService:
         import ray
 
         with self._lock:
+            if ref not in self._inflight:   # abandoned by close(wait=False): its request has ended already
+                return
             kind, item, where = self._inflight.pop(ref)
         try:
             value = ray.get(ref)
@@ -538,6 +547,15 @@ class EvalService:
                 heapq.heappush(self._ready, (item.order(), item))
         self._inflight.clear()
         self._fail_queued(why)
+
+    def _abandon_running(self, why: str) -> None:
+        """Every request running now ends with `why` (a harness error, or the job's exception)."""
+        for kind, item, _ in self._inflight.values():
+            if item.job is not None:
+                item.future.set_exception(ServiceError(why))
+            else:
+                item.future.set_result(self._harness_error(item, why))
+        self._inflight.clear()
 
     def _fail_queued(self, why: str) -> None:
         for heap in (self._to_build, self._ready):

@@ -24,7 +24,7 @@ def _uid(pid: int) -> int:
 
 
 def test_inside_keep_warm_the_next_pair_is_started_ahead_and_then_used():
-    backend, config = Backend("cpu"), EvalConfig(device="cpu")
+    backend, config = Backend("cpu"), EvalConfig(device="cpu", profile=False)
     user = ensure_user()
     with keep_warm():
         first = take_pair(user, backend, config)
@@ -42,7 +42,7 @@ def test_inside_keep_warm_the_next_pair_is_started_ahead_and_then_used():
 
 @root_only
 def test_live_children_never_share_a_sandbox_user():
-    backend, config = Backend("cpu"), EvalConfig(device="cpu")
+    backend, config = Backend("cpu"), EvalConfig(device="cpu", profile=False)
     with keep_warm():
         first = take_pair(ensure_user(), backend, config)
         second = take_pair(ensure_user(), backend, config)
@@ -55,6 +55,24 @@ def test_live_children_never_share_a_sandbox_user():
         finally:
             first.close()
             second.close()
+
+
+def test_without_cores_set_aside_no_spare_starts_beside_an_evaluation_that_times():
+    """A spare's start is seconds of importing torch: not beside timing on the same cores."""
+    backend, user = Backend("cpu"), ensure_user()
+    from cuda_agent.harness.workers import spares
+    with keep_warm():
+        timed = take_pair(user, backend, EvalConfig(device="cpu", profile=True))
+        try:
+            assert not spares._spares
+            untimed = take_pair(user, backend, EvalConfig(device="cpu", profile=False))
+            assert len(spares._spares) == 1   # topped up by the next evaluation that does not time
+            untimed.close()
+            again = take_pair(user, backend, EvalConfig(device="cpu", profile=True))
+            assert not spares._spares          # a timed evaluation takes the spare ready for it
+            again.close()
+        finally:
+            timed.close()
 
 
 def test_a_deeper_block_keeps_that_many_spares_on_the_background_cores():

@@ -89,7 +89,9 @@ _cores: dict[str, set[int] | None] = {"foreground": None, "background": None}
 
 def take_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig) -> Pair:
     """A pair for this evaluation: the oldest spare that fits and lives, else a new one; inside
-    keep_warm() the spares are topped up to its depth now, on the background cores."""
+    keep_warm() the spares are topped up to its depth now, on the background cores. Where no cores
+    are set aside, not for an evaluation that times: a spare's start (seconds of importing torch)
+    would run beside its timing; the next evaluation that does not time tops them up."""
     with _lock:
         pair = None
         while _spares and pair is None:
@@ -102,7 +104,7 @@ def take_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig) ->
             pair = start_pair(user, backend, config)
         pair.pin(_cores["background"])  # the reference stays there (a pair started just now was not)
         pair.pin(_cores["foreground"], child_only=True)
-        while len(_spares) < max(_depths, default=0):
+        while len(_spares) < max(_depths, default=0) and (_cores["background"] or not config.profile):
             spare = start_pair(user, backend, config)
             spare.pin(_cores["background"])
             _spares.append(spare)
