@@ -119,6 +119,8 @@ def check(result: EvalResult, e: dict) -> None:
         assert result.init == e["init"], f"init {result.init}, expected {e['init']}; {said}"
     for flag in e.get("flags", []):
         assert flag in result.flags, f"flag {flag} missing from {result.flags}; {said}"
+    for flag in e.get("flags_absent", []):   # e.g. an attack on the timer that must not show as a speed-up
+        assert flag not in result.flags, f"flag {flag} in {result.flags}; {said}"
     if "reward_at_least" in e or "reward_at_most" in e:  # honest, or an attack that gains nothing
         assert e.get("reward_at_least", -1) <= result.reward <= e.get("reward_at_most", 3), said
         return
