@@ -119,8 +119,9 @@ def check(result: EvalResult, e: dict) -> None:
         assert result.init == e["init"], f"init {result.init}, expected {e['init']}; {said}"
     for flag in e.get("flags", []):
         assert flag in result.flags, f"flag {flag} missing from {result.flags}; {said}"
-    for flag in e.get("flags_absent", []):   # e.g. an attack on the timer that must not show as a speed-up
-        assert flag not in result.flags, f"flag {flag} in {result.flags}; {said}"
+    if "solution_ms_at_least" in e:   # an attack on the timer: the time taken is the kernel's, not the fake clock's
+        timed = result.solution.median_ms if result.solution else 0.0
+        assert timed >= e["solution_ms_at_least"], f"solution timed at {timed} ms; {said}"
     if "reward_at_least" in e or "reward_at_most" in e:  # honest, or an attack that gains nothing
         assert e.get("reward_at_least", -1) <= result.reward <= e.get("reward_at_most", 3), said
         return
