@@ -540,31 +540,27 @@ class EvalService:
         """Every request in flight and queued ends now, with `why`, and the service takes no more:
         nothing is left waiting forever."""
         self._stopping, self._closed_why = True, why
-        for kind, item, _ in self._inflight.values():
-            if kind == "build":
-                heapq.heappush(self._to_build, (item.order(), item))
-            else:
-                heapq.heappush(self._ready, (item.order(), item))
-        self._inflight.clear()
+        self._abandon_running(why)
         self._fail_queued(why)
 
     def _abandon_running(self, why: str) -> None:
-        """Every request running now ends with `why` (a harness error, or the job's exception)."""
-        for kind, item, _ in self._inflight.values():
-            if item.job is not None:
-                item.future.set_exception(ServiceError(why))
-            else:
-                item.future.set_result(self._harness_error(item, why))
+        """Every request running now ends with `why`."""
+        for _, item, _ in self._inflight.values():
+            self._end(item, why)
         self._inflight.clear()
 
     def _fail_queued(self, why: str) -> None:
         for heap in (self._to_build, self._ready):
             while heap:
                 _, item = heapq.heappop(heap)
-                if item.job is not None:
-                    item.future.set_exception(ServiceError(why))
-                else:
-                    item.future.set_result(self._harness_error(item, why))
+                self._end(item, why)
+
+    def _end(self, item: _Item, why: str) -> None:
+        """A request that gets no verdict: a job's future raises, an evaluation's is a harness error."""
+        if item.job is not None:
+            item.future.set_exception(ServiceError(why))
+        else:
+            item.future.set_result(self._harness_error(item, why))
 
     def _load_journal(self, path: Path) -> None:
         for row in read_rows(path):

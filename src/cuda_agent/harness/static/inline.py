@@ -185,8 +185,9 @@ def dotted(node: ast.AST) -> str:
     return ""
 
 
-def module_constants(tree: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr | None]:
-    """NAME = value bindings of a module's (or a function's) body, also inside its if/try/with/for
+def module_constants(tree: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                     ) -> dict[str, ast.expr | None]:
+    """NAME = value bindings of a module's (or a function's, or a class's) body, also inside its if/try/with/for
     blocks (`if torch.cuda.is_available(): SRC = r"..."`), not inside nested functions or classes;
     None for a name bound more than once (ambiguous). Reading a binding that never runs is harmless:
     in the child, load_inline returns the module built from what was read here, whatever it is passed."""
@@ -205,13 +206,7 @@ def self_constants(cls: ast.ClassDef) -> dict[str, ast.expr | None]:
     """"self.NAME" -> the value a class binds it to once: `self.src = r"..."` in any of its methods, or
     `src = r"..."` in its body; None where it is bound more than once or other than by `=` (ambiguous).
     The harness builds what is read here, so only a binding that cannot change is read."""
-    env: dict[str, ast.expr | None] = {}
-    for stmt in cls.body:
-        if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
-            for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
-                if isinstance(target, ast.Name):
-                    key = f"self.{target.id}"
-                    env[key] = stmt.value if key not in env else None
+    env = {f"self.{name}": value for name, value in module_constants(cls).items()}
     single = {id(t): n.value for n in ast.walk(cls) if isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None
               for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
     for node in ast.walk(cls):

@@ -197,12 +197,9 @@ class ExpressionJudge(ValueReader):
     def check_small_module(self, parts: list[str], shown: str, node: ast.AST) -> bool:
         """math.<function>, typing.<Type> (relaxed: itertools.<name>, collections.abc.<Type>, ...): one
         level deep, nothing the module itself imported."""
-        if len(parts) == 2 and (parts[0] != "typing" or parts[1][:1].isupper() or parts[1] == "cast") \
-                and ".".join(parts) not in RELAXED_IMPORTABLE:
+        if len(parts) == 2 and (parts[0] != "typing" or parts[1][:1].isupper() or parts[1] == "cast"):
             return True
-        if len(parts) == 3 and ".".join(parts[:2]) in RELAXED_IMPORTABLE and not parts[2].startswith("_"):
-            return True
-        if ".".join(parts) in RELAXED_IMPORTABLE:   # the module itself (import collections.abc)
+        if len(parts) == 3 and ".".join(parts[:2]) in RELAXED_IMPORTABLE:   # collections.abc.<Type>
             return True
         self.c.add("import-forbidden", f"{shown}: only {parts[0]}.<name> may be used", node)
         return False
@@ -465,14 +462,10 @@ def relaxed_torch_allowed(parts: list[str]) -> bool:
     return second == "cuda" and len(parts) > 2 and parts[2] in RELAXED_TORCH_CUDA_ALLOWED
 
 
-@functools.cache
 def relaxed_private_allowed(attr: str) -> bool:
     """Relaxed: a _private attribute of an object other than self, where it is not one of nn.Module's or
     a tensor's internals (self.fused._kernel, ctx._shape); of a tensor's, only _version may be read."""
-    import torch
-
-    return attr == "_version" or (attr not in module_private_names() and attr not in dir(torch.Tensor)
-                                  and attr not in ("_cdata", "_C"))
+    return attr == "_version" or (attr not in shared_names() and attr not in module_private_names() and attr != "_C")
 
 
 @functools.cache
@@ -480,7 +473,8 @@ def shared_names() -> frozenset[str]:
     """Attributes of torch.Tensor and nn.Module (forward included): replacing one on any object is refused."""
     import torch
 
-    return tensor_method_names() | module_attribute_names() | frozenset(dir(torch.Tensor)) | frozenset(dir(torch.nn.Module))
+    return (tensor_method_names() | module_attribute_names() | frozenset(dir(torch.Tensor))
+            | frozenset(dir(torch.nn.Module)))
 
 
 def is_builtin(name: str) -> bool:

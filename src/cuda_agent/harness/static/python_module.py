@@ -14,7 +14,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from cuda_agent.harness.static.rules import (DANGEROUS_MODULES, EXTENSION_MODULE, IMPORTABLE, LOAD_INLINE,
-                                             RELAXED_IMPORTABLE, RELAXED_TORCH_MEMBERS)
+                                             RELAXED_BY_NAME, RELAXED_IMPORTABLE, RELAXED_TORCH_MEMBERS)
 
 BIDI_CONTROLS = {"\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"}
 
@@ -133,9 +133,7 @@ class ModuleReader:
             return True
         if name in IMPORTABLE:
             return True
-        if not self.strict and name in ("os", "os.path"):   # what it uses of os is judged name by name
-            return True
-        if not self.strict and (name in RELAXED_IMPORTABLE or name == "time"):   # judged name by name
+        if not self.strict and (name in RELAXED_BY_NAME or name in RELAXED_IMPORTABLE):   # judged name by name
             return True
         if not self.strict and root == "torch" and self.relaxed_torch_module(name.split("."), node):
             return True
