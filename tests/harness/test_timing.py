@@ -2,6 +2,7 @@
 side-stream work, tiny kernels, repeatability and CPU work under the spin (the device lock: test_lock.py)."""
 
 import os
+from typing import Callable
 
 import pytest
 import torch
@@ -11,7 +12,8 @@ from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.result import TimingStats
 from cuda_agent.harness.lock import device_lock
 from cuda_agent.devices import TIMING_CORES_ENV
-from cuda_agent.harness.timing import as_timer, autotune_alone, call_seed, cycle, time_callable
+from cuda_agent.harness.timing import (CallTimes, as_timer, autotune_alone, call_seed, cycle, drive, stats_of,
+                                       time_callable, watch)
 
 
 @pytest.fixture
@@ -29,29 +31,81 @@ def test_every_timed_call_gets_inputs_of_its_own_and_the_last_index_is_reported(
         return x * 2
 
     timed = time_callable(fn, lambda i: [torch.full((8,), float(i))], torch.device("cpu"),
-                          TimingPlan(min_runs=5, max_runs=20, budget_s=0.01), check_at=(0.0, 0.5))
+                          TimingPlan(min_runs=5, max_runs=20, budget_s=0.01))
     assert isinstance(timed.stats, TimingStats) and timed.stats.runs >= 5
     assert seen == [float(i) for i in range(len(seen))]   # warm-up and timed calls: never the same inputs twice
     assert timed.index == len(seen) - 1 and float(timed.output[0]) == 2.0 * timed.index
-    first_timed = len(seen) - timed.stats.runs
-    assert sorted(timed.kept) == [first_timed, first_timed + timed.stats.runs // 2]
-    for index, out in timed.kept.items():
-        assert torch.equal(out, torch.full((8,), 2.0 * index))
 
 
-def test_a_kept_output_is_a_copy_the_solution_cannot_rewrite_later():
-    """A solution that writes into the tensor it returned last time (one buffer for every call)
-    cannot change the copy the harness kept of an earlier timed output."""
-    buffer = torch.zeros(4)
+class FakeClock:
+    """A clock the test moves: each call of the driven loop takes the time its script says."""
 
-    def fn(x):
-        buffer.copy_(x)
-        return buffer
+    def __init__(self):
+        self.ns = 0
 
-    timed = time_callable(fn, lambda i: [torch.full((4,), float(i))], torch.device("cpu"),
-                          TimingPlan(min_runs=6, max_runs=20, budget_s=0.01), check_at=(0.2,))
-    (index, out), = timed.kept.items()
-    assert float(out[0]) == index and float(timed.output[0]) == timed.index != index
+    def __call__(self) -> int:
+        return self.ns
+
+
+def scripted(clock: FakeClock, ms_of: Callable[[int], float]):
+    def call(i: int) -> CallTimes:
+        clock.ns += int(ms_of(i) * 1e6)
+        return CallTimes(ms_of(i), 0.0, 0.0)
+    return call
+
+
+def test_checks_land_on_calls_actually_made_and_the_last_is_always_checked():
+    """The harness picks the calls whose outputs it checks after they returned, among those made:
+    never a planned call the loop did not reach (a stopping rule steered by one slow call once
+    left 1 check in 10 runs)."""
+    for _ in range(20):
+        clock, made, checked = FakeClock(), [], []
+        call = scripted(clock, lambda i: 1.0)
+
+        def counted(i):
+            made.append(i)
+            return call(i)
+
+        run = drive(counted, TimingPlan(min_runs=10, max_runs=40, budget_s=0.02, warmup_s=0.0, min_warmup=2),
+                    check=checked.append, checks=3, clock=clock)
+        assert checked == run.checked and len(checked) >= 4
+        assert set(checked) <= set(made) and checked == sorted(checked)
+        assert made[-1] in checked            # the last call made is checked
+        assert all(c >= 2 for c in checked)   # never a warm-up call
+
+
+def test_one_slow_call_neither_ends_nor_shortens_the_loop():
+    """A call 1,000 times slower than the others (an outlier a solution can make on purpose) does
+    not cut the run: the loop is cut only where the median call times the calls made is past the
+    wall limit."""
+    clock = FakeClock()
+    plan = TimingPlan(min_runs=10, max_runs=60, budget_s=0.06, warmup_s=0.0, min_warmup=3)
+    run = drive(scripted(clock, lambda i: 60_000.0 if i == 13 else 1.0), plan, clock=clock)
+    assert len(run.calls) == 60 and not run.cut_short
+
+
+def test_the_harness_decides_the_count_from_its_own_clock():
+    """A solution that reports tiny figures for slow calls gets the count the wall time allows."""
+    clock = FakeClock()
+
+    def lying(i: int) -> CallTimes:
+        clock.ns += 10_000_000  # 10 ms seen from outside
+        return CallTimes(0.001, 0.0, 0.0)
+
+    run = drive(lying, TimingPlan(min_runs=5, max_runs=1000, budget_s=0.1, warmup_s=0.0, min_warmup=2), clock=clock)
+    assert len(run.calls) == 10 and all(abs(c.wall_ms - 10.0) < 1e-9 for c in run.calls)
+
+
+def test_watch_catches_figures_that_are_not_the_calls_own():
+    """The reported median against the harness's clock, less the harness's own work per call as a
+    trusted worker's calls show it: a clock slowed 4x in the solution's process is caught, honest
+    figures with the same overhead pass."""
+    trusted = [CallTimes(1.0 + 0.01 * (i % 3), 0.0, 0.0, wall_ms=1.5 + 0.01 * (i % 3)) for i in range(30)]
+    honest = [CallTimes(2.0, 0.0, 0.0, wall_ms=2.5 + 0.002 * i) for i in range(30)]
+    lying = [CallTimes(0.5, 0.0, 0.0, wall_ms=2.5 + 0.002 * i) for i in range(30)]
+    assert watch(stats_of(honest, False), honest, trusted, "cpu").ok
+    caught = watch(stats_of(lying, False), lying, trusted, "cpu")
+    assert not caught.ok and abs(caught.seen_ms - 2.03) < 0.05 and caught.reported_ms == 0.5
 
 
 def test_call_seeds_differ_per_call_and_per_run():

@@ -28,7 +28,14 @@ from cuda_agent.home import subdir
 # 5 = the CPU backend's processes time with one thread; 6 = no compile or build runs on the host
 # while baselines are timed (lock.beside_timing); 7 = baselines timed on the timing cores where the
 # machine sets some aside (timing.as_timer), and Inductor's autotuning benchmarks with the device alone.
-TIMING_METHOD = 7
+# 8 = the harness drives the loop call by call: inputs drawn after each call is asked for, the count
+# planned from the warm-up's median wall time.
+TIMING_METHOD = 8
+# A cached eager figure is used only where the eager calls made beside a solution's agree with it
+# within this factor:
+# a figure poisoned when it was taken (or taken on a machine that has since changed) is replaced.
+CACHE_AGREEMENT = 1.5
+
 
 
 def time_baselines(model: torch.nn.Module, draw: Callable[[int], list], device: torch.device, plan: TimingPlan,

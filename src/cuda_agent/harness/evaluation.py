@@ -14,7 +14,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, replace
-from typing import Iterator
+from typing import Callable, Iterator
 from pathlib import Path
 
 from cuda_agent.harness import baselines
@@ -29,7 +29,10 @@ from cuda_agent.harness.workers.spares import take_pair
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
 from cuda_agent.harness.modules import MOVED
 from cuda_agent.harness.lock import device_lock
-from cuda_agent.harness.timing import call_seed
+from cuda_agent.harness.config import TimingPlan
+from cuda_agent.harness.timing import CallTimes, Run, drive, stats_of, watch
+from cuda_agent.harness.workers.calls import read_times
+from cuda_agent.harness.workers.sandbox import eval_uids, frozen
 from cuda_agent.home import subdir
 from cuda_agent.tasks import Task
 
@@ -338,69 +341,139 @@ class _Session:
                        "use the reference's names to get its weights copied in)")
         return reason
 
-    def _time_solution(self, result: EvalResult) -> TimingStats:
-        """The solution timed in the child on inputs new at every call; the outputs of the last
-        call and of calls chosen at random (where memory allows a copy) are checked, so results
-        cached across calls or work skipped on some calls fail the solution."""
-        tag, run_seed = self._next_tag(), _seed()
-        check_at = [secrets.randbelow(1 << 20) / (1 << 20) for _ in range(self.config.timed_outputs_checked)]
-        msg = {"op": "time", "tag": tag, "seed": run_seed, "plan": self.config.timing.to_dict(), "route": self.route,
-               "check_at": check_at}
-        reply = self._child(msg, "profile")
-        last, outputs = reply.get("last_index"), reply.get("outputs")
-        limit = self.config.timing.max_runs + 64  # warm-up calls come first
-        outputs = {int(k): v for k, v in outputs.items() if str(k).isdigit()} if isinstance(outputs, dict) else {}
-        indices = sorted(outputs)
-        if not isinstance(last, int) or isinstance(last, bool) or not 0 <= last < limit or last not in indices \
-                or len(indices) > len(check_at) + 1 or max(indices) != last:
-            raise Stop("profile", f"the timing reply names calls {last!r} / {indices}, which the timing loop "
-                                  "cannot have made")
-        for index in indices:
-            self._ref({"op": "reference", "tag": f"{tag}_{index}", "seed": call_seed(run_seed, index)})
-            v = self._check(f"{tag}_{index}", outputs[index])
+    def _driven(self, request: Callable[[dict], dict], which: str, plan: TimingPlan,
+                check: Callable[[int, int], None] | None = None, checks: int = 0,
+                between: Callable[[], None] | None = None) -> tuple[Run, dict]:
+        """A timing run of `which` ("solution" in the child; "eager" or "compile" in the reference
+        worker) driven from here (timing.drive): each call's input seed is drawn here and sent with
+        the request for that call, the call is stamped with this process's clock, and `check(i,
+        seed)` runs where drive decides. Returns the run and the worker's reply to the start."""
+        start = request({"op": "time_start", "which": which, "plan": plan.to_dict(), "route": self.route})
+        seeds: dict[int, int] = {}
+
+        def call(i: int) -> CallTimes:
+            seeds[i] = _seed()
+            return _call_times(request({"op": "call", "seed": seeds[i]}))
+
+        run = drive(call, plan, (lambda i: check(i, seeds[i])) if check else None, checks, between=between)
+        request({"op": "time_end"})
+        return run, start
+
+    def _time_solution(self, result: EvalResult, device_type: str) -> tuple[TimingStats, list[CallTimes]]:
+        """The solution timed call by call in the child, driven from here on inputs new at every
+        call; the outputs of calls chosen after they returned (and of the last) are checked before
+        the next call is made, so results cached across calls or work skipped on some calls fail
+        the solution. Every third call is preceded by a call of eager in the reference worker, in
+        the same window: the harness's own work in a call, as trusted code shows it under the same
+        load, against which the solution's figures are held (timing.watch). Returns the stats and
+        those trusted calls."""
+        tag, plan = self._next_tag(), self.config.timing
+
+        def check(i: int, seed: int) -> None:
+            name = f"{tag}_{i}"
+            meta = self._child({"op": "check", "tag": name}, "profile").get("meta")
+            self._ref({"op": "reference", "tag": name, "seed": seed})
+            v = self._check(name, meta)
             if not v["ok"]:
-                which = "last timed call" if index == last else f"timed call {index}"
-                raise Stop("profile", f"output of the {which} is wrong ({v['reason']}): results cached "
+                raise Stop("profile", f"output of timed call {i} is wrong ({v['reason']}): results cached "
                                       "across calls, work skipped on some calls, or behaviour that changes with "
                                       "the number of calls?")
-        result.details["timed_outputs_checked"] = len(indices)
-        stats = TimingStats(**reply["stats"])
+
+        trusted: list[CallTimes] = []
+
+        def probe() -> None:
+            t0 = time.perf_counter_ns()
+            times = _call_times(self._ref({"op": "call", "seed": _seed()}))
+            trusted.append(replace(times, wall_ms=(time.perf_counter_ns() - t0) / 1e6))
+
+        self._ref({"op": "time_start", "which": "eager", "plan": plan.to_dict()})
+        try:
+            run, _ = self._driven(lambda m: self._child(m, "profile"), "solution", plan, check,
+                                  self.config.timed_outputs_checked, between=probe)
+        finally:
+            self._ref({"op": "time_end"})
+        result.details["timed_outputs_checked"] = len(run.checked)
+        if run.cut_short:
+            result.flags.append("timing_cut_short")
+        stats = stats_of(run.calls, device_type == "cuda")
         if not stats.median_ms > 0:
             raise Stop("profile", f"the timed runs report {stats.median_ms} ms per call, which no real call takes: "
                                   "was the timer tampered with?")
-        return stats
+        seen = watch(stats, run.calls, trusted, device_type)
+        result.details["watch"] = seen.to_dict()
+        if not seen.ok:
+            raise Stop("profile", f"the solution's process reported {seen.reported_ms:.4g} ms per call, but the "
+                                  f"harness's own clock saw {seen.seen_ms:.4g} ms per call beyond its own work "
+                                  f"(tolerance {seen.tolerance_ms:.2g} ms): figures that are not the timed calls' "
+                                  "own (a clock or timer tampered with in the solution's process?)")
+        return stats, trusted
+
+    def _compile(self, backend: Backend, quiet: bool) -> None:
+        """torch.compile of the reference in the reference worker (CPU work, before the device is
+        taken; the worker holds the lock shared itself where `quiet`: see workers/reference._compile)."""
+        self._ref({"op": "compile", "seed": _seed(), "quiet": quiet, "lock": lock_name(backend.device),
+                   "lock_dir": str(subdir("locks"))})
+
+    def _baselines(self, key: str, backend: Backend, result: EvalResult) -> None:
+        """Eager and torch.compile timed in the reference worker, with every sandboxed process
+        stopped (neither this solution nor another's can slow them, and so poison a cached figure),
+        and cached for others (where the host was kept quiet)."""
+        with frozen(eval_uids()):
+            eager_run, start = self._driven(self._ref, "eager", self.config.timing)
+            compile_run, _ = self._driven(self._ref, "compile", self.config.timing)
+        cuda = backend.is_cuda
+        result.eager, result.compile = stats_of(eager_run.calls, cuda), stats_of(compile_run.calls, cuda)
+        if self.config.quiet_host:  # figures taken beside compiles are not for others to reuse
+            baselines.store(key, result.eager, result.compile,
+                            {"task": result.task, "device_name": start.get("device_name")})
 
     def profile(self, task: Task, backend: Backend, result: EvalResult) -> None:
+        """Baselines (cached, or timed now), then the solution. A cached eager figure is kept only
+        where the eager calls made beside the solution's agree with it (baselines.CACHE_AGREEMENT);
+        otherwise both baselines are timed again and the cache replaced."""
         result.stage = "profile"
         key = baselines.cache_key(task.code, backend.device, self.config.timing)
-        use_cache = self.config.use_baseline_cache
+        use_cache, device_type = self.config.use_baseline_cache, "cuda" if backend.is_cuda else "cpu"
         cached = baselines.load(key) if use_cache else None
         if cached is None:  # compile before taking the device: CPU work, while no timer runs (the
             # reference worker holds the lock shared itself: see workers/reference._compile)
             with _timed(result, "compile"):
-                self._ref({"op": "compile", "seed": _seed(), "quiet": self.config.quiet_host,
-                           "lock": lock_name(backend.device), "lock_dir": str(subdir("locks"))})
+                self._compile(backend, quiet=self.config.quiet_host)
         with device_lock(lock_name(backend.device)):
             cached = baselines.load(key) if use_cache else None  # another evaluation may have timed them
             if cached is None:
                 with _timed(result, "baselines"):
-                    reply = self._ref({"op": "baselines", "seed": _seed(), "plan": self.config.timing.to_dict()})
-                cached = TimingStats(**reply["eager"]), TimingStats(**reply["compile"])
-                if self.config.quiet_host:  # figures taken beside compiles are not for others to reuse
-                    baselines.store(key, *cached, {"task": task.name, "device_name": reply["device_name"]})
-            else:
-                result.flags.append("baseline_cached")
-            result.eager, result.compile = cached
+                    self._baselines(key, backend, result)
             with _timed(result, "timing"):
-                result.solution = self._time_solution(result)
+                result.solution, trusted = self._time_solution(result, device_type)
+                if cached is not None:
+                    fresh = stats_of(trusted, backend.is_cuda).median_ms
+                    ratio = fresh / cached[0].median_ms
+                    result.details["baseline_probe"] = {"fresh_eager_ms": round(fresh, 5), "ratio": round(ratio, 3)}
+                    if 1 / baselines.CACHE_AGREEMENT <= ratio <= baselines.CACHE_AGREEMENT:
+                        result.flags.append("baseline_cached")
+                        result.eager, result.compile = cached
+                    else:
+                        result.flags.append("baseline_cache_disagreed")
+                        with _timed(result, "compile"):  # the device is held alone: no shared hold to wait for
+                            self._compile(backend, quiet=False)
+                        with _timed(result, "baselines"):
+                            self._baselines(key, backend, result)
                 if result.compile.median_ms / result.solution.median_ms > self.config.sanity_speedup:
                     result.flags.append("speedup_remeasured")
                     result.details["first_solution_timing"] = asdict(result.solution)
-                    result.solution = self._time_solution(result)
+                    result.solution, _ = self._time_solution(result, device_type)
         result.speedup_vs_eager = result.eager.median_ms / result.solution.median_ms
         result.speedup_vs_compile = result.compile.median_ms / result.solution.median_ms
         if result.speedup_vs_compile > self.config.sanity_speedup:
             result.flags.append("speedup_beyond_sanity_bound")
+
+
+def _call_times(reply: dict) -> CallTimes:
+    times = read_times(reply)
+    if times is None:
+        raise Stop("profile", "a timed call's figures are not three non-negative numbers: was the timer tampered with?")
+    return CallTimes(*times)
 
 
 def _score(result: EvalResult, config: EvalConfig) -> None:

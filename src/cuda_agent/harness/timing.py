@@ -21,10 +21,11 @@ CPU: the same loop with a monotonic clock and a cache-sized flush.
 from __future__ import annotations
 
 import os
+import secrets
 import threading
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -42,7 +43,7 @@ _perf_counter_ns = time.perf_counter_ns
 _Event = torch.cuda.Event
 _synchronize = torch.cuda.synchronize
 _sleep = torch.cuda._sleep
-_clone, _mem_get_info, _sum = torch.Tensor.clone, torch.cuda.mem_get_info, torch.sum
+_sum = torch.sum
 # Before each timed call the GPU spins this long, so the call's kernels are queued behind the spin
 # and run back to back: the time is the device's, never less than the host took to issue the call.
 SPIN_MS = 0.2
@@ -59,7 +60,8 @@ def _flush_buffer(device: torch.device) -> torch.Tensor:
     if device.type == "cuda":
         l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 << 20)
         return torch.empty(max(2 * l2, 8 << 20) // 4, dtype=torch.int32, device=device)
-    return torch.empty(_CPU_FLUSH_BYTES // 4, dtype=torch.int32)
+    # float32: a sum over int32 takes a slow path on the CPU (12 ms against 150 ms for 64 MB here)
+    return torch.zeros(_CPU_FLUSH_BYTES // 4, dtype=torch.float32)
 
 
 _SEED_MASK = (1 << 62) - 1
@@ -70,15 +72,44 @@ def call_seed(run_seed: int, index: int) -> int:
     return (run_seed * 0x9E3779B97F4A7C15 + (index + 1) * 0xBF58476D1CE4E5B9) & _SEED_MASK
 
 
+@dataclass(frozen=True)
+class CallTimes:
+    """One timed call as the process that ran it read it (`device_ms`: the GPU events, or the host
+    clock on the CPU; `host_ms`: the host's time to issue it; `left_ms`: what its device-wide
+    synchronize took beyond an idle one) and, in `wall_ms`, as the process that asked for it read
+    its own clock around the whole request: that one is outside the solution's reach."""
+
+    device_ms: float
+    host_ms: float
+    left_ms: float
+    wall_ms: float = 0.0
+
+    @property
+    def claimed_ms(self) -> float:
+        """The call's time by the timing process's own figures."""
+        return max(self.device_ms, self.host_ms) + self.left_ms
+
+
+@dataclass
+class Run:
+    """What a timing loop's driver decided and saw: the timed calls (warm-up excluded), the indices
+    (among all calls, warm-up included) whose outputs were checked, and whether the loop was cut
+    short by its wall-clock limit."""
+
+    calls: list[CallTimes]
+    warmup: list[CallTimes]
+    checked: list[int] = field(default_factory=list)
+    cut_short: bool = False
+
+
 @dataclass
 class Timed:
-    """What a timing run gives back: the stats, the last call's output and index, and copies of
-    the outputs of the calls chosen by `check_at` (index -> output) that fitted in memory."""
+    """What an in-process timing run gives back: the stats, the last call's output and index."""
 
     stats: TimingStats
     output: object
     index: int
-    kept: dict[int, object] = field(default_factory=dict)
+    run: Run | None = None
 
 
 def _tensors(out: object) -> list[torch.Tensor]:
@@ -87,22 +118,6 @@ def _tensors(out: object) -> list[torch.Tensor]:
     if isinstance(out, (list, tuple)):
         return [t for o in out for t in _tensors(o)]
     return []
-
-
-def _copy_if_room(out: object, device: torch.device) -> object | None:
-    """A copy of `out` (tensors cloned), or None where the device has no room for one: a check of
-    a timed output must never make an honest solution run out of memory."""
-    if device.type == "cuda":
-        need = sum(t.numel() * t.element_size() for t in _tensors(out))
-        if need + (1 << 30) > _mem_get_info(device)[0]:
-            return None
-
-    def copy(o: object) -> object:
-        if isinstance(o, torch.Tensor):
-            return _clone(o)
-        return type(o)(copy(x) for x in o) if isinstance(o, (list, tuple)) else o
-
-    return copy(out)
 
 
 def cycle(sets: Sequence[list]) -> Callable[[int], list]:
@@ -129,31 +144,29 @@ def _trimmed_mean(values: list[float], cut: float = 0.1) -> float:
     return sum(s) / len(s)
 
 
-def time_callable(fn: Callable[..., object], draw: Callable[[int], list], device: torch.device,
-                  plan: TimingPlan = TimingPlan(), check_at: Sequence[float] = ()) -> Timed:
-    """Time `fn(*draw(i))` for i = 0, 1, ...: the stats, the last output and the index of the call
-    that made it. `draw` runs before each call, untimed (the harness draws new inputs from
-    `call_seed(run_seed, i)`), and the cache is flushed after it. `check_at`: fractions in [0, 1)
-    of the way through the timed calls whose outputs are also kept (copied after the call,
-    untimed), so that a solution skipping work on some calls cannot count on the last one alone
-    being checked. The loop stops early once it has min_runs samples and its wall time is far
-    beyond the budget (a slow `draw`)."""
-    flush = _flush_buffer(device)
-    cuda = device.type == "cuda"
-    sync = (lambda: _synchronize(device)) if cuda else (lambda: None)
-    spin = _spin_cycles(device, SPIN_MS) if cuda else 0
+def _median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return (s[n // 2] + s[(n - 1) // 2]) / 2 if n else 0.0
 
-    empty_cache = flush.zero_ if plan.flush == "write" else lambda: _sum(flush)
 
-    def one(i: int) -> tuple[float, float, float, object]:
-        """The call's device time, the host's time to issue it, the time its device-wide
-        synchronize took beyond an idle one, and its output."""
-        inputs = draw(i)
-        empty_cache()
-        sync()
-        if cuda:
+class CallTimer:
+    """Times one call at a time, in the process where the callable runs: the cache emptied, the
+    device synchronized, then the call between GPU events issued behind a short spin (CUDA), or
+    between two reads of the host clock (CPU)."""
+
+    def __init__(self, device: torch.device, plan: TimingPlan = TimingPlan()):
+        self.device, self.cuda = device, device.type == "cuda"
+        self.flush = _flush_buffer(device)
+        self.spin = _spin_cycles(device, SPIN_MS) if self.cuda else 0
+        self.empty_cache = self.flush.zero_ if plan.flush == "write" else lambda: _sum(self.flush)
+
+    def __call__(self, fn: Callable[..., object], inputs: list) -> tuple[CallTimes, object]:
+        self.empty_cache()
+        if self.cuda:
+            _synchronize(self.device)
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-            _sleep(spin)  # the GPU is busy while the host issues the call: its launch latency is hidden
+            _sleep(self.spin)  # the GPU is busy while the host issues the call: its launch latency is hidden
             start.record()
             t0 = _perf_counter_ns()
             out = fn(*inputs)
@@ -161,57 +174,110 @@ def time_callable(fn: Callable[..., object], draw: Callable[[int], list], device
             end.record()
             end.synchronize()
             t0 = _perf_counter_ns()
-            _synchronize(device)  # waits for work the call left on other streams
+            _synchronize(self.device)  # waits for work the call left on other streams
             t1 = _perf_counter_ns()
-            _synchronize(device)  # the same with nothing left to wait for
+            _synchronize(self.device)  # the same with nothing left to wait for
             left_ms = ((t1 - t0) - (_perf_counter_ns() - t1)) / 1e6
-            return start.elapsed_time(end), host_ms, left_ms, out
+            return CallTimes(start.elapsed_time(end), host_ms, left_ms), out
         t0 = _perf_counter_ns()
         out = fn(*inputs)
         host_ms = (_perf_counter_ns() - t0) / 1e6
-        return host_ms, host_ms, 0.0, out
+        return CallTimes(host_ms, host_ms, 0.0), out
 
-    with torch.no_grad():
-        t_warm = time.perf_counter()
-        i = 0
-        while i < plan.min_warmup or time.perf_counter() - t_warm < plan.warmup_s:
-            est = max(one(i)[:2])
-            i += 1
-            if i >= 50:
-                break
-        runs = int(min(plan.max_runs, max(plan.min_runs, plan.budget_s * 1000 / max(est, 1e-3))))
-        wall_limit = 3 * plan.budget_s + 5  # untimed work (drawing inputs, the flush) is bounded too
-        t_loop = time.perf_counter()
-        samples: list[float] = []
-        hosts: list[float] = []
-        lefts: list[float] = []
-        spent_ms = 0.0
-        out: object = None
-        chosen = {i + min(runs - 1, int(f * runs)) for f in check_at if 0 <= f < 1}
-        kept: dict[int, object] = {}
-        for j in range(i, i + runs):
-            out = None  # the previous output's memory is free before the next inputs are drawn
-            ms, host_ms, left_ms, out = one(j)
-            samples.append(ms)
-            hosts.append(host_ms)
-            lefts.append(left_ms)
-            spent_ms += max(ms, host_ms)
-            if j in chosen and j != i + runs - 1:
-                copied = _copy_if_room(out, device)
-                if copied is not None:
-                    kept[j] = copied
-            if len(samples) >= plan.min_runs and (spent_ms > 3 * plan.budget_s * 1000
-                                                  or time.perf_counter() - t_loop > wall_limit):
-                break
-        sync()
-    kept.pop(j, None)  # the loop stopped early at a chosen call: it is the last one, checked anyway
+
+def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[int], None] | None = None,
+          checks: int = 0, clock: Callable[[], int] = _perf_counter_ns,
+          between: Callable[[], None] | None = None, every: int = 3) -> Run:
+    """The timing loop's decisions, taken where `clock` is trusted: `call(i)` makes call i (inputs of
+    its own, drawn after the request, so nothing is known of them before) and returns its figures;
+    this function stamps each with its own wall time. Warm-up until `min_warmup` calls and
+    `warmup_s` have passed; then as many timed calls as `budget_s` allows by the warm-up's median
+    wall time (within min_runs..max_runs). One slow call neither ends nor shortens the loop: it is
+    cut short only where the median call times the calls made is past the wall limit (a slow draw).
+    `check(i)`, called right after call i returned and before the next is asked for, has its
+    output checked: each timed call with probability checks/runs, the last always, and where fewer
+    than `checks` landed, as many more calls as are missing, each checked (they are asked for like
+    any other, so they cannot be told apart when they run). `between()`, where given, runs before
+    each of the first min_warmup calls and every `every`-th timed call, outside their wall time
+    (the harness's trusted calls made in the same window)."""
+    rng = secrets.SystemRandom()
+    made = 0
+
+    def one() -> CallTimes:
+        nonlocal made
+        t0 = clock()
+        times = call(made)
+        made += 1
+        return replace(times, wall_ms=(clock() - t0) / 1e6)
+
+    warm: list[CallTimes] = []
+    t_warm = clock()
+    while len(warm) < plan.min_warmup or (clock() - t_warm) / 1e9 < plan.warmup_s:
+        if between is not None and len(warm) < plan.min_warmup:
+            between()
+        warm.append(one())
+        if len(warm) >= 50:
+            break
+    est = max(_median([c.wall_ms for c in warm]), 1e-3)
+    runs = int(min(plan.max_runs, max(plan.min_runs, plan.budget_s * 1000 / est)))
+    wall_limit_ms = (3 * plan.budget_s + 5) * 1000
+    p = min(1.0, checks / runs) if check is not None else 0.0
+    timed: list[CallTimes] = []
+    checked: list[int] = []
+    cut = False
+    while len(timed) < runs:
+        if between is not None and len(timed) % every == 0:
+            between()
+        timed.append(one())
+        last = len(timed) == runs
+        if len(timed) >= plan.min_runs and not last and \
+                _median([c.wall_ms for c in timed]) * len(timed) > wall_limit_ms:
+            cut = last = True
+        if check is not None and (last or rng.random() < p):
+            check(made - 1)
+            checked.append(made - 1)
+        if cut:
+            break
+    if check is not None:
+        while len(checked) < checks + 1:  # the last, and `checks` more
+            one()
+            check(made - 1)
+            checked.append(made - 1)
+    return Run(timed, warm, checked, cut)
+
+
+def stats_of(calls: Sequence[CallTimes], cuda: bool) -> TimingStats:
+    """A run's statistics from its calls' own figures: on the GPU a sample is never less than the
+    host's time to issue the call (the run's 10th percentile of those), and work left on other
+    streams is charged to every sample beyond the noise of honest calls."""
+    hosts = [c.host_ms for c in calls]
     host_floor = sorted(hosts)[len(hosts) // 10] if cuda else 0.0  # on the CPU a sample is the host's time
-    own = [max(x, host_floor) for x in samples]
-    offstream = _trimmed_mean(lefts)
+    own = [max(c.device_ms, host_floor) for c in calls]
+    offstream = _trimmed_mean([c.left_ms for c in calls])
     tolerance = max(OFFSTREAM_TOLERANCE_MS, OFFSTREAM_TOLERANCE_SHARE * sorted(own)[len(own) // 2])
     offstream = offstream if offstream > tolerance else 0.0
-    stats = TimingStats.from_samples([x + offstream for x in own], offstream_ms=offstream)
-    return Timed(stats, out, j, kept)
+    return TimingStats.from_samples([x + offstream for x in own], offstream_ms=offstream)
+
+
+def time_callable(fn: Callable[..., object], draw: Callable[[int], list], device: torch.device,
+                  plan: TimingPlan = TimingPlan()) -> Timed:
+    """Time `fn(*draw(i))` for i = 0, 1, ... in this process (trusted code: baselines, bench,
+    synth): the loop of `drive` around a `CallTimer`, `draw` run before each call (untimed by
+    the timer, inside the call's wall time), the stats, and the last output and its index."""
+    timer = CallTimer(device, plan)
+    last: dict = {}
+
+    def call(i: int) -> CallTimes:
+        last.clear()  # the previous output's memory is free before the next inputs are drawn
+        times, last["out"] = timer(fn, draw(i))
+        last["index"] = i
+        return times
+
+    with torch.no_grad():
+        run = drive(call, plan)
+        if device.type == "cuda":
+            _synchronize(device)
+    return Timed(stats_of(run.calls, device.type == "cuda"), last.get("out"), last.get("index", -1), run)
 
 
 def compile_for_timing(model: torch.nn.Module, inputs: list, alone: str | None = None,
@@ -311,3 +377,46 @@ def as_timer() -> Iterator[None]:
             os.sched_setaffinity(0, moved_from)
         if raised:
             os.setpriority(os.PRIO_PROCESS, 0, before)  # lowering one's own priority is always allowed
+
+
+# What the harness's own clock may see beyond the harness's own work in a call before a timing
+# figure reported by the solution's process is taken for a lie: a share of the call, and the
+# larger of a floor, four times the spread of that work between calls, and a share of the work
+# itself (its noise grows with it: on the 2-core CPU under load the flush and draw, 10-17 ms a
+# call, moved by 1-2 ms between windows; 2026-11-26).
+WATCH_SHARE = 0.05
+WATCH_FLOOR_MS = {"cuda": 0.02, "cpu": 0.1}
+WATCH_OVERHEAD_SHARE = {"cuda": 0.1, "cpu": 0.25}
+
+
+@dataclass(frozen=True)
+class Watch:
+    """The harness's own view of a solution's timing: the wall time of its calls (stamped by the
+    harness around each request) less the harness's own work in a call, as a trusted worker's
+    calls of the same task show it. `ok`: the figure the solution's process reported is not
+    less than that view by more than `tolerance_ms`."""
+
+    reported_ms: float
+    seen_ms: float
+    overhead_ms: float
+    tolerance_ms: float
+
+    @property
+    def ok(self) -> bool:
+        return self.reported_ms >= self.seen_ms - self.tolerance_ms
+
+    def to_dict(self) -> dict:
+        return {k: round(v, 4) for k, v in asdict(self).items()} | {"ok": self.ok}
+
+
+def watch(reported: TimingStats, calls: Sequence[CallTimes], trusted: Sequence[CallTimes], device_type: str) -> Watch:
+    """The solution's reported median against the harness's clock (see Watch): the overhead of a
+    call is wall minus claimed time on the trusted worker's calls (same task, same inputs, same
+    timer), its spread (median absolute deviation) widens the tolerance."""
+    over = [c.wall_ms - c.claimed_ms for c in trusted]
+    overhead = _median(over)
+    spread = _median([abs(o - overhead) for o in over])
+    seen = _median([c.wall_ms for c in calls]) - overhead
+    tolerance = WATCH_SHARE * max(seen, 0.0) + max(WATCH_FLOOR_MS.get(device_type, 0.1), 4 * spread,
+                                                    WATCH_OVERHEAD_SHARE.get(device_type, 0.25) * overhead)
+    return Watch(reported.median_ms, seen, overhead, tolerance)

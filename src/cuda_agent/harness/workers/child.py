@@ -6,24 +6,22 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from dataclasses import asdict
 
 # Everything the harness needs is imported and bound before the solution's code runs, so that
 # nothing the solution does at import can replace it.
 import torch
 import torch.utils.cpp_extension
 
-from cuda_agent.harness.modules import Steps, make_inputs, make_model, module_from_source, release, timing_draw
+from cuda_agent.harness.modules import Steps, make_inputs, make_model, module_from_source, release
 from cuda_agent.harness.workers.runtime import (HOST_ELEMENTS, OperatorGuard, changed_since, flatten_outputs,
                                                 inputs_unchanged, poison_free_memory, snapshot)
 from cuda_agent.harness.workers.process import ChildChannel
 from cuda_agent.harness.workers.spares import WARM_ENV
 from cuda_agent.harness.config import TimingPlan
-from cuda_agent.harness.timing import time_callable
+from cuda_agent.harness.workers.calls import CallServer
 from cuda_agent.harness.workers.transfer import share_outputs, write_outputs
 
 _load, _full = torch.load, torch.full
-_clone = torch.Tensor.clone  # a solution may replace torch.Tensor.clone
 
 
 class Failure(Exception):
@@ -181,31 +179,50 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
     return written, changed
 
 
-def time_solution(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list) -> dict:
-    """Time the solution on inputs of its own for every call (see timing.py) and hand over the
-    last call's output and those of the calls the harness chose (`check_at`), each named by its
-    call's index, for the reference to check."""
-    draw = timing_draw(task, int(msg["seed"]), device)
-    timed = time_callable(model, draw, device, TimingPlan.from_dict(msg["plan"]),
-                          check_at=[float(f) for f in msg.get("check_at", [])])
-    route = msg.get("route", "files")
-    outputs = {timed.index: timed.output, **timed.kept}
-    timed.output, timed.kept = None, {}  # each output's memory goes as soon as it is handed over
-    meta = {}
-    for index in sorted(outputs):
-        flat = flatten_outputs(outputs.pop(index), device)
+def timed_forward(model, strict: bool, device: torch.device):
+    """forward as the timed calls make it: under the strict policy inside the operator guard, as
+    every other call is, so a solution cannot compute with ATen where it is timed."""
+    if not strict:
+        return model
+
+    def forward(*inputs):
+        guard = OperatorGuard(strict=True, device_type=device.type)
+        with guard:
+            out = model(*inputs)
+        if guard.violations:
+            raise Failure("profile", f"forward used torch operator aten::{guard.violations[0]} in a timed call "
+                                     "(only allocation, views and metadata are allowed)")
+        return out
+    return forward
+
+
+class TimingRun:
+    """The child's side of a timing run the harness drives call by call (see workers/calls.py):
+    `call` times one call on the inputs of the seed the harness sends with it; `check` hands the
+    last call's output over for the reference to check, while it is still the one returned."""
+
+    def __init__(self, model, task, msg: dict, strict: bool, device: torch.device, public: str):
+        self.model, self.task, self.strict, self.device, self.public = model, task, strict, device, public
+        self.route = msg.get("route", "files")
+        self.server = CallServer(timed_forward(model, strict, device), task, device, TimingPlan.from_dict(msg["plan"]))
+
+    def call(self, msg: dict) -> dict:
+        return self.server.call(int(msg["seed"]))
+
+    def check(self, msg: dict, keep: list) -> dict:
+        flat = flatten_outputs(self.server.last, device=self.device)
         if isinstance(flat, str):
             raise Failure("profile", flat)
-        if route == "ipc" and index == timed.index:  # a copy: the calls below could write into its memory
-            flat = [_clone(t) for t in flat]
-        meta[index] = hand_over(flat, f"{public}/out_{msg['tag']}_{index}", route, keep)
-        del flat
-    inputs = draw(0)
-    for _ in range(2):  # guarded calls after the timed ones: behaviour must not change with call count
-        guarded_call(model, inputs, strict, device)
-    del inputs
-    release(device)
-    return {"stats": asdict(timed.stats), "last_index": timed.index, "outputs": meta}
+        return {"ok": True, "meta": hand_over(flat, f"{self.public}/out_{msg['tag']}", self.route, keep)}
+
+    def end(self) -> dict:
+        self.server.close()
+        inputs = make_inputs(self.task, int.from_bytes(os.urandom(8), "little") >> 2, self.device)
+        for _ in range(2):  # guarded calls after the timed ones: behaviour must not change with call count
+            guarded_call(self.model, inputs, self.strict, self.device)
+        del inputs
+        release(self.device)
+        return {"ok": True}
 
 
 def probe(msg: dict, device: torch.device, keep: list) -> dict:
@@ -239,6 +256,7 @@ def main(fd_in: int, fd_out: int) -> None:
         model, task = load_solution(job, device)
         channel.send({"loaded": True})
         keep: list = []  # outputs shared with the reference worker, held until the next request
+        timing: TimingRun | None = None
         while (msg := channel.recv()) is not None:
             op = msg.get("op")
             keep.clear()
@@ -248,8 +266,16 @@ def main(fd_in: int, fd_out: int) -> None:
                 steps = Steps()
                 written, changed = run_pair(model, task, msg, strict, device, job["public"], keep, steps)
                 channel.send({"ok": True, "outputs": written, "changed": changed, "steps": steps.seconds})
-            elif op == "time":
-                channel.send({"ok": True, **time_solution(model, task, msg, strict, device, job["public"], keep)})
+            elif op == "time_start":
+                timing = TimingRun(model, task, msg, strict, device, job["public"])
+                channel.send({"ok": True})
+            elif op == "call" and timing is not None:
+                channel.send(timing.call(msg))
+            elif op == "check" and timing is not None:
+                channel.send(timing.check(msg, keep))
+            elif op == "time_end" and timing is not None:
+                channel.send(timing.end())
+                timing = None
             elif op == "probe":
                 channel.send(probe(msg, device, keep))
             elif op == "quit":

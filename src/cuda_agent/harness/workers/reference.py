@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 import traceback
-from dataclasses import asdict
 
 
 def main(fd_in: int, fd_out: int) -> None:
@@ -27,9 +26,9 @@ def serve(channel) -> None:
 
     from cuda_agent.harness.workers.spares import WARM_ENV
 
-    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release, timing_draw
-    from cuda_agent.harness.baselines import time_baselines
+    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source
     from cuda_agent.harness.config import TimingPlan
+    from cuda_agent.harness.workers.calls import CallServer
     from cuda_agent.harness.workers.transfer import open_outputs
 
     warm = os.environ.get(WARM_ENV, "")
@@ -45,6 +44,7 @@ def serve(channel) -> None:
     channel.send({"ready": True})
     seeds: dict[str, tuple] = {}  # tag -> input seed and variant; each reference output is computed when it is compared
     compiled = None
+    timing = None
     while (msg := channel.recv()) is not None:
         op = msg.get("op")
         if op == "reference":
@@ -62,13 +62,20 @@ def serve(channel) -> None:
         elif op == "compile":  # CPU work, done before the harness takes the device for timing
             compiled = _compile(model, make_inputs(task, msg["seed"], device), msg)
             channel.send({"ok": True})
-        elif op == "baselines":
-            draw = timing_draw(task, int(msg["seed"]), device)
-            eager, compiled_stats = time_baselines(model, draw, device, TimingPlan.from_dict(msg["plan"]),
-                                                   compiled=compiled, lock=False)  # the harness holds the lock
-            release(device)
-            channel.send({"eager": asdict(eager), "compile": asdict(compiled_stats),
+        elif op == "time_start":  # a baseline timed call by call, as the harness drives it (workers/calls.py)
+            fn = compiled if msg.get("which") == "compile" else model
+            if fn is None:
+                channel.send({"error": "the compiled model was asked for before it was compiled"})
+                continue
+            timing = CallServer(fn, task, device, TimingPlan.from_dict(msg["plan"]), as_timing_thread=True)
+            channel.send({"ok": True,
                           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
+        elif op == "call" and timing is not None:
+            channel.send(timing.call(msg["seed"]))
+        elif op == "time_end" and timing is not None:
+            timing.close()
+            timing = None
+            channel.send({"ok": True})
         elif op == "quit":
             return
 
