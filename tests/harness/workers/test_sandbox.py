@@ -196,8 +196,8 @@ def test_two_runs_get_two_tool_users(workspace):
 
 
 @root_only
-def test_releasing_a_sandbox_user_kills_what_still_runs_as_it(tmp_path):
-    slot = claim_user(tmp_path)
+def test_releasing_a_sandbox_user_kills_what_still_runs_as_it():
+    slot = claim_user()  # the machine's slots: a folder of its own would take users that others hold
     assert slot is not None
     u = slot.user
 
@@ -208,7 +208,7 @@ def test_releasing_a_sandbox_user_kills_what_still_runs_as_it(tmp_path):
         os.setuid(u.uid)
 
     escaped = subprocess.Popen(["sleep", "60"], preexec_fn=become)
-    again = claim_user(tmp_path)  # the slot is held: another claim gets another user
+    again = claim_user()  # the slot is held: another claim gets another user
     assert again is not None and again.user.uid != u.uid
     again.release()
     slot.release()
