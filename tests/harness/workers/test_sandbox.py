@@ -17,7 +17,7 @@ from typing import Iterator
 import pytest
 
 from cuda_agent.harness import CommandRunner, claim_tool_user, prepare_workspace
-from cuda_agent.harness.workers.sandbox import UserSlot, claim_user, kill_user_processes
+from cuda_agent.harness.workers.sandbox import UserSlot, claim_user, eval_uids, frozen, kill_user_processes
 from cuda_agent.home import home
 from cuda_agent.tasks import EXAMPLES_DIR, load_task
 from cuda_agent.workspace import create_workspace, read_manifest
@@ -243,6 +243,13 @@ while True:                 # each generation forks the next and exits: no pid l
         os._exit(0)
 """
 
+SPINNER = """
+import os, sys
+os.write(int(sys.argv[1]), b"%d\\n" % os.getpid())
+while True:
+    pass
+"""
+
 # Runs as root: starts the program as the user, and reaps every orphan at once (a child subreaper)
 # as a machine's init does; an init that reaps slowly (this one's) lets a chain's zombies use up
 # the pids, and the chain ends by itself.
@@ -327,6 +334,48 @@ def test_a_fork_chain_that_outruns_a_listing_of_proc_dies_with_its_user(attempt)
         assert _wait_progress(box, 200) > 200, "the chain did not start"
         box.slot.kill_processes()
         assert box.ends_within(1.0), "the chain or its daemon outlived the kill"
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _state_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@root_only
+def test_what_a_solution_left_running_is_frozen_while_baselines_are_timed():
+    """A spinning process (threads a solution left behind) and a fork chain, as two sandbox users:
+    inside `frozen` neither uses any CPU nor makes progress, and both run again after it."""
+    with sandboxed(SPINNER) as spinner, sandboxed(FORK_CHAIN) as chain:
+        assert _wait_progress(chain, 200) > 200, "the chain did not start"
+        uids = [spinner.slot.user.uid, chain.slot.user.uid]
+        assert set(uids) <= set(eval_uids())
+        with frozen(uids) as stopped:
+            ticks, count = _cpu_ticks(spinner.pid), chain.progress()
+            time.sleep(0.3)
+            assert stopped and _state_of(spinner.pid) == "T"
+            assert _cpu_ticks(spinner.pid) == ticks, "the spinner ran while frozen"
+            assert chain.progress() == count, "the chain forked on while frozen"
+        assert _wait_progress(chain, count, 5.0) > count, "the chain was not continued"
+        deadline = time.monotonic() + 5
+        while _cpu_ticks(spinner.pid) == ticks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _cpu_ticks(spinner.pid) > ticks, "the spinner was not continued"
+
+
+@root_only
+def test_frozen_processes_run_again_when_the_timed_block_raises():
+    with sandboxed(SPINNER) as spinner:
+        with pytest.raises(RuntimeError), frozen([spinner.slot.user.uid]):
+            assert _state_of(spinner.pid) == "T"
+            raise RuntimeError("the baseline failed")
+        deadline = time.monotonic() + 5
+        while _state_of(spinner.pid) == "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state_of(spinner.pid) in "RS"
 
 
 def test_a_harness_child_runs_at_normal_priority_whatever_its_parents(tmp_path):

@@ -11,9 +11,9 @@ confined by it (the paper's "system-level permission isolation").
 - Ending: SIGKILL when the process that started it dies (parent-death signal); where asked, a PID
   namespace of its own whose first process is the command, so that when the command ends or is
   killed the kernel kills everything it started, `setsid` daemons included.
-- Killing a user's processes (on release): kill(-1) from a helper that has become that user, so
-  that the kernel signals all of them in one pass; a listing of /proc misses a chain of processes
-  that fork and exit faster than it reads.
+- Killing a user's processes (on release), and stopping them while baselines are timed: kill(-1)
+  from a helper that has become that user, so that the kernel signals all of them in one pass; a
+  listing of /proc misses a chain of processes that fork and exit faster than it reads.
 Not root and without namespaces, a command runs as the calling user in its own process group, and
 the harness's checks are what remains.
 """
@@ -33,9 +33,10 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 import cuda_agent
 
@@ -148,8 +149,41 @@ def kill_user_processes(uid: int) -> None:
             passed = _signal_user(uid, signal.SIGKILL)
 
 
-_PATIENCE_S = 1.0    # how long a killed process may take to end
+def eval_uids() -> list[int]:
+    """The uids of the solution children's users that exist (`cuda-agent-eval-0..63`), held or not:
+    whatever a solution left running runs as one of them."""
+    names = {f"{EVAL_USER}-{i}" for i in range(USER_SLOTS)}
+    return sorted(pw.pw_uid for pw in pwd.getpwall() if pw.pw_name in names and pw.pw_uid != 0)
+
+
+@contextmanager
+def frozen(uids: Iterable[int]) -> Iterator[bool]:
+    """Stop (SIGSTOP) every process of each of `uids` for the block, and continue them when it ends,
+    however it ends: nothing they left spinning runs beside what the block times. The kernel stops
+    all of a uid's processes in one pass, so a fork cannot slip past. Yields whether every one was
+    seen stopped (a process inside the kernel may take longer). Root only: otherwise it stops
+    nothing (sandboxed processes then run as the caller, who cannot be stopped)."""
+    uids = [u for u in dict.fromkeys(uids) if u > 0] if os.geteuid() == 0 else []
+    sent: list[int] = []
+    try:
+        missed = []
+        for uid in uids:
+            sent.append(uid)
+            if not _signal_user(uid, signal.SIGSTOP):
+                missed.append(uid)
+        deadline = time.monotonic() + _PATIENCE_S
+        while (running := any(_processes_of(u, _STOPPED) for u in uids)) and time.monotonic() < deadline:
+            time.sleep(0.005)
+            missed = [u for u in missed if not _signal_user(u, signal.SIGSTOP)]
+        yield not running
+    finally:
+        for uid in sent:
+            _signal_user(uid, signal.SIGCONT)
+
+
+_PATIENCE_S = 1.0    # how long a killed process may take to end, or a stopped one to stop
 _PASSES = 20         # helpers started before signalling falls back to a listing of /proc
+_STOPPED = "TtZX"    # thread states that run nothing: stopped, traced, dead
 _NOGROUP = 65534
 _pylibc = ctypes.PyDLL(None, use_errno=True)  # calls that keep the GIL: the only safe ones around a fork
 
