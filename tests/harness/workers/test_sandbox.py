@@ -4,15 +4,20 @@ and that nothing it starts outlives it, a `setsid` daemon included."""
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from cuda_agent.harness import CommandRunner, claim_tool_user, prepare_workspace
-from cuda_agent.harness.workers.sandbox import claim_user
+from cuda_agent.harness.workers.sandbox import UserSlot, claim_user, eval_uids, frozen, kill_user_processes
 from cuda_agent.home import home
 from cuda_agent.tasks import EXAMPLES_DIR, load_task
 from cuda_agent.workspace import create_workspace, read_manifest
@@ -196,8 +201,8 @@ def test_two_runs_get_two_tool_users(workspace):
 
 
 @root_only
-def test_releasing_a_sandbox_user_kills_what_still_runs_as_it(tmp_path):
-    slot = claim_user(tmp_path)
+def test_releasing_a_sandbox_user_kills_what_still_runs_as_it():
+    slot = claim_user()  # the machine's slots: a folder of its own would take users that others hold
     assert slot is not None
     u = slot.user
 
@@ -208,11 +213,169 @@ def test_releasing_a_sandbox_user_kills_what_still_runs_as_it(tmp_path):
         os.setuid(u.uid)
 
     escaped = subprocess.Popen(["sleep", "60"], preexec_fn=become)
-    again = claim_user(tmp_path)  # the slot is held: another claim gets another user
+    again = claim_user()  # the slot is held: another claim gets another user
     assert again is not None and again.user.uid != u.uid
     again.release()
     slot.release()
     assert escaped.wait(timeout=10) == -9
+
+
+# The programs below run as a sandbox user with two descriptors: `alive`, a pipe's write end that
+# every process they start inherits (the test sees its end when the last of them is gone: no
+# listing of /proc, which a fork chain outruns, ps included), and `counter`, a file they write
+# progress to.
+FORK_CHAIN = """
+import os, sys, time
+alive, counter = int(sys.argv[1]), int(sys.argv[2])
+os.write(alive, b"%d\\n" % os.getpid())
+if os.fork() == 0:          # a daemon in a session of its own
+    os.setsid()
+    time.sleep(600)
+    os._exit(0)
+for _ in range(2):          # three chains side by side
+    if os.fork() == 0:
+        break
+n = 0
+while True:                 # each generation forks the next and exits: no pid lives long
+    n += 1
+    os.pwrite(counter, b"%12d" % n, 0)
+    if os.fork() > 0:
+        os._exit(0)
+"""
+
+SPINNER = """
+import os, sys
+os.write(int(sys.argv[1]), b"%d\\n" % os.getpid())
+while True:
+    pass
+"""
+
+# Runs as root: starts the program as the user, and reaps every orphan at once (a child subreaper)
+# as a machine's init does; an init that reaps slowly (this one's) lets a chain's zombies use up
+# the pids, and the chain ends by itself.
+REAPER = """
+import ctypes, os, sys, time
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+uid, gid, code, fds = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+if os.fork() == 0:
+    os.setsid()
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    os.execv(sys.executable, [sys.executable, "-S", "-c", code, *fds])
+for fd in fds:
+    os.close(int(fd))
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        time.sleep(0.01)
+"""
+
+
+@dataclass
+class Sandboxed:
+    slot: UserSlot
+    pid: int       # the program's first process
+    alive: int     # the pipe's read end: EOF once all its processes are gone
+    counter: int
+
+    def progress(self) -> int:
+        return int(os.pread(self.counter, 12, 0) or b"0")
+
+    def ends_within(self, seconds: float) -> bool:
+        readable, _, _ = select.select([self.alive], [], [], seconds)
+        return bool(readable) and os.read(self.alive, 1) == b""
+
+
+@contextmanager
+def sandboxed(code: str) -> Iterator[Sandboxed]:
+    """`code` running as a sandbox user of its own (the machine's slots, so that no concurrent
+    test's user is touched); whatever the code under test missed is killed at the end."""
+    slot = claim_user()
+    assert slot is not None
+    alive, write_end = os.pipe()
+    counter, path = tempfile.mkstemp()
+    os.unlink(path)
+    reaper = subprocess.Popen([sys.executable, "-S", "-c", REAPER, str(slot.user.uid), str(slot.user.gid), code,
+                               str(write_end), str(counter)], pass_fds=(write_end, counter), cwd="/")
+    os.close(write_end)
+    try:
+        with os.fdopen(os.dup(alive), "rb", buffering=0) as f:
+            pid = int(f.readline())
+        yield Sandboxed(slot, pid, alive, counter)
+    finally:
+        box = Sandboxed(slot, 0, alive, counter)
+        for _ in range(100):
+            kill_user_processes(slot.user.uid)
+            if box.ends_within(0.1):
+                break
+        reaper.kill()
+        reaper.wait()
+        slot.release()
+        os.close(alive)
+        os.close(counter)
+
+
+def _wait_progress(box: Sandboxed, beyond: int, seconds: float = 10.0) -> int:
+    deadline = time.monotonic() + seconds
+    while (n := box.progress()) <= beyond and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return n
+
+
+@root_only
+@pytest.mark.parametrize("attempt", range(5))
+def test_a_fork_chain_that_outruns_a_listing_of_proc_dies_with_its_user(attempt):
+    """A solution leaves a chain of processes, each replacing itself before a listing of /proc
+    reaches it, and a daemon: killing the user's processes (what releasing its slot does) must end
+    all of it at once, not seconds after the verdict."""
+    with sandboxed(FORK_CHAIN) as box:
+        assert _wait_progress(box, 200) > 200, "the chain did not start"
+        box.slot.kill_processes()
+        assert box.ends_within(1.0), "the chain or its daemon outlived the kill"
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _state_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@root_only
+def test_what_a_solution_left_running_is_frozen_while_baselines_are_timed():
+    """A spinning process (threads a solution left behind) and a fork chain, as two sandbox users:
+    inside `frozen` neither uses any CPU nor makes progress, and both run again after it."""
+    with sandboxed(SPINNER) as spinner, sandboxed(FORK_CHAIN) as chain:
+        assert _wait_progress(chain, 200) > 200, "the chain did not start"
+        uids = [spinner.slot.user.uid, chain.slot.user.uid]
+        assert set(uids) <= set(eval_uids())
+        with frozen(uids) as stopped:
+            ticks, count = _cpu_ticks(spinner.pid), chain.progress()
+            time.sleep(0.3)
+            assert stopped and _state_of(spinner.pid) == "T"
+            assert _cpu_ticks(spinner.pid) == ticks, "the spinner ran while frozen"
+            assert chain.progress() == count, "the chain forked on while frozen"
+        assert _wait_progress(chain, count, 5.0) > count, "the chain was not continued"
+        deadline = time.monotonic() + 5
+        while _cpu_ticks(spinner.pid) == ticks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _cpu_ticks(spinner.pid) > ticks, "the spinner was not continued"
+
+
+@root_only
+def test_frozen_processes_run_again_when_the_timed_block_raises():
+    with sandboxed(SPINNER) as spinner:
+        with pytest.raises(RuntimeError), frozen([spinner.slot.user.uid]):
+            assert _state_of(spinner.pid) == "T"
+            raise RuntimeError("the baseline failed")
+        deadline = time.monotonic() + 5
+        while _state_of(spinner.pid) == "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state_of(spinner.pid) in "RS"
 
 
 def test_a_harness_child_runs_at_normal_priority_whatever_its_parents(tmp_path):

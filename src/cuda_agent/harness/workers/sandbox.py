@@ -11,6 +11,9 @@ confined by it (the paper's "system-level permission isolation").
 - Ending: SIGKILL when the process that started it dies (parent-death signal); where asked, a PID
   namespace of its own whose first process is the command, so that when the command ends or is
   killed the kernel kills everything it started, `setsid` daemons included.
+- Killing a user's processes (on release), and stopping them while baselines are timed: kill(-1)
+  from a helper that has become that user, so that the kernel signals all of them in one pass; a
+  listing of /proc misses a chain of processes that fork and exit faster than it reads.
 Not root and without namespaces, a command runs as the calling user in its own process group, and
 the harness's checks are what remains.
 """
@@ -18,18 +21,22 @@ the harness's checks are what remains.
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import os
 import pwd
 import resource
+import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 import cuda_agent
 
@@ -129,16 +136,138 @@ def claim_user(lock_dir: Path | None = None, prefix: str = EVAL_USER) -> UserSlo
 
 
 def kill_user_processes(uid: int) -> None:
-    """SIGKILL every process running as `uid` (root only; a sandbox user runs nothing else)."""
-    if os.geteuid() != 0 or uid == 0:
+    """SIGKILL every process of `uid` at once, and wait (a second at most) until none runs (root
+    only; a sandbox user runs nothing else). A chain of processes that fork and exit faster than a
+    listing of /proc cannot slip past: the kernel signals all of them in one pass."""
+    if os.geteuid() != 0 or uid <= 0:
         return
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
+    deadline = time.monotonic() + _PATIENCE_S
+    passed = _signal_user(uid, signal.SIGKILL)
+    while _processes_of(uid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        if not passed:
+            passed = _signal_user(uid, signal.SIGKILL)
+
+
+def eval_uids() -> list[int]:
+    """The uids of the solution children's users that exist (`cuda-agent-eval-0..63`), held or not:
+    whatever a solution left running runs as one of them."""
+    names = {f"{EVAL_USER}-{i}" for i in range(USER_SLOTS)}
+    return sorted(pw.pw_uid for pw in pwd.getpwall() if pw.pw_name in names and pw.pw_uid != 0)
+
+
+@contextmanager
+def frozen(uids: Iterable[int]) -> Iterator[bool]:
+    """Stop (SIGSTOP) every process of each of `uids` for the block, and continue them when it ends,
+    however it ends: nothing they left spinning runs beside what the block times. The kernel stops
+    all of a uid's processes in one pass, so a fork cannot slip past. Yields whether every one was
+    seen stopped (a process inside the kernel may take longer). Root only: otherwise it stops
+    nothing (sandboxed processes then run as the caller, who cannot be stopped)."""
+    uids = [u for u in dict.fromkeys(uids) if u > 0] if os.geteuid() == 0 else []
+    sent: list[int] = []
+    try:
+        missed = []
+        for uid in uids:
+            sent.append(uid)
+            if not _signal_user(uid, signal.SIGSTOP):
+                missed.append(uid)
+        deadline = time.monotonic() + _PATIENCE_S
+        while (running := any(_processes_of(u, _STOPPED) for u in uids)) and time.monotonic() < deadline:
+            time.sleep(0.005)
+            missed = [u for u in missed if not _signal_user(u, signal.SIGSTOP)]
+        yield not running
+    finally:
+        for uid in sent:
+            _signal_user(uid, signal.SIGCONT)
+
+
+_PATIENCE_S = 1.0    # how long a killed process may take to end, or a stopped one to stop
+_PASSES = 20         # helpers started before signalling falls back to a listing of /proc
+_STOPPED = "TtZX"    # thread states that run nothing: stopped, traced, dead
+_NOGROUP = 65534
+_pylibc = ctypes.PyDLL(None, use_errno=True)  # calls that keep the GIL: the only safe ones around a fork
+
+
+def _signal_user(uid: int, sig: int) -> bool:
+    """Send `sig` to every process of `uid` with kill(-1) from a helper that is `uid`: the kernel
+    signals each process the helper may signal (those whose real or saved uid is `uid`, all but the
+    helper) in one pass under its task list lock, and a process forking meanwhile passes the
+    signal on to its child. True when a pass was made. A process of `uid` may kill or stop the
+    helper first; then another helper tries, and each failure signals by pid from a listing."""
+    for _ in range(_PASSES):
+        if _pass_as(uid, sig):
+            return True
+        for pid in _processes_of(uid):
             try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    os.kill(int(entry), signal.SIGKILL)
+                os.kill(pid, sig)
             except OSError:
                 pass
+    return False
+
+
+def _pass_as(uid: int, sig: int) -> bool:
+    """One kill(-1, sig) from a forked helper that became `uid`; True when it says it was sent."""
+    if uid <= 0:
+        raise ValueError(f"uid {uid}: kill(-1) as root would signal every process of the machine")
+    try:
+        gid = pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        gid = _NOGROUP
+    said, says = os.pipe()  # its word, not its exit status: a harness may not be able to wait for it
+    pid = _pylibc.fork()  # not os.fork: no Python fork hooks in a copy of a threaded process
+    if pid == 0:
+        try:  # only libc calls here; never kill(-1) unless every uid is `uid`
+            if (_pylibc.setgroups(0, None) == 0 and _pylibc.setresgid(gid, gid, gid) == 0
+                    and _pylibc.setresuid(uid, uid, uid) == 0 and _pylibc.getuid() == uid
+                    and _pylibc.geteuid() == uid
+                    and (_pylibc.kill(-1, sig) == 0 or ctypes.get_errno() == errno.ESRCH)):
+                os.write(says, b"+")
+        finally:
+            os._exit(0)
+    os.close(says)
+    try:
+        if pid < 0:
+            return False
+        waiting = select.poll()
+        waiting.register(said, select.POLLIN)
+        said_it = bool(waiting.poll(_PATIENCE_S * 1000)) and os.read(said, 1) == b"+"
+        try:  # still there: stopped by a process of `uid`, starved, or about to exit
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        except ChildProcessError:  # reaped already (SIGCHLD ignored)
+            pass
+        return said_it
+    finally:
+        os.close(said)
+
+
+def _processes_of(uid: int, ignore: str = "ZX") -> dict[int, set[str]]:
+    """The processes whose real, effective or saved uid is `uid` and which have a thread in a
+    state not in `ignore`, with those states ("R" running, "S" sleeping, "T" stopped, ...)."""
+    found: dict[int, set[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                uids = next(line for line in f if line.startswith("Uid:")).split()[1:4]
+            if str(uid) not in uids:
+                continue
+            states = {_state(f"/proc/{entry}/task/{tid}/stat") for tid in os.listdir(f"/proc/{entry}/task")}
+        except (OSError, StopIteration):  # it ended meanwhile
+            continue
+        if live := states - set(ignore) - {""}:
+            found[int(entry)] = live
+    return found
+
+
+def _state(stat_path: str) -> str:
+    try:
+        with open(stat_path) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def reachable_by_others(path: str | Path) -> bool:
