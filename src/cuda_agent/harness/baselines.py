@@ -31,9 +31,9 @@ from cuda_agent.home import subdir
 # 8 = the harness drives the loop call by call: inputs drawn after each call is asked for, the count
 # planned from the warm-up's median wall time.
 TIMING_METHOD = 8
-# A cached eager figure is used only where the eager calls made beside a solution's agree with it
-# within this factor:
-# a figure poisoned when it was taken (or taken on a machine that has since changed) is replaced.
+# A cached eager figure is used only where the eager calls made beside a solution's are not faster
+# by more than this factor: a figure poisoned when it was taken (slowed by a solution's threads, or
+# taken on a machine that has since changed) is replaced.
 CACHE_AGREEMENT = 1.5
 
 
