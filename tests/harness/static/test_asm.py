@@ -234,6 +234,7 @@ def test_bundled_inline_asm_solutions_pass_the_static_check(folder):
         assert report.ok, "\n".join(str(f) for f in report.findings)
 
 
-@pytest.mark.parametrize("folder, policy", [("cpu/asm_label_escaped", "strict")])
+@pytest.mark.parametrize("folder, policy", [("cpu/asm_label_escaped", "strict"),
+                                            ("cpu/glibc_process_names", "strict")])
 def test_bundled_attacks_fail_the_static_check(folder, policy):
     assert not check_solution(folder_files(HACKS / folder), policy).ok

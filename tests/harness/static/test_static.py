@@ -922,6 +922,37 @@ def test_process_interpreter_and_device_escapes_in_cpp_are_caught(body, rule, po
     cpp_caught(ATEN + "void f() {\n  " + body + "\n}\n", rule, policy)
 
 
+@pytest.mark.parametrize("policy", ["strict", "relaxed"])
+@pytest.mark.parametrize("body", [
+    "_Fork();",
+    "__fork();",
+    "daemon(0, 0);",
+    "execveat(0, \"\", nullptr, nullptr, 0);",
+    "__gthread_t t; __gthread_create(&t, run, nullptr);",
+    "__clone(run, stack, 0, nullptr);",
+    "clone3(&args, sizeof args);",
+    "posix_spawnattr_t a; posix_spawnattr_init(&a);",
+    "vfork();",
+    "thrd_t t; thrd_create(&t, run, nullptr);",
+    "GOMP_parallel(run, nullptr, 2, 0);",
+    "__kmpc_fork_call(nullptr, 0, nullptr);",
+    "omp_set_num_threads(4);",
+    "auto pool = pthreadpool_create(2);",
+    "__pthread_create_2_1(&t, nullptr, run, nullptr);",
+    "e.sigev_notify = SIGEV_THREAD; timer_create(0, &e, &t);",
+    "std::for_each(std::execution::par, a, b, g);",
+])
+def test_glibc_and_libstdcxx_process_and_thread_creators_outside_the_old_list_are_refused(body, policy):
+    cpp_caught("void f() {\n  " + body + "\n}\n", "cpp-threads-process", policy)
+
+
+@pytest.mark.parametrize("policy", ["strict", "relaxed"])
+@pytest.mark.parametrize("header", ["<execution>", "<tbb/parallel_for.h>", "<oneapi/tbb.h>", "<sched.h>",
+                                    "<threads.h>", "<ATen/Parallel.h>", "<c10/core/thread_pool.h>"])
+def test_thread_headers_are_refused_under_both_policies(header, policy):
+    cpp_caught(f"#include {header}\n", "cpp-include", policy)
+
+
 def test_a_device_wide_synchronise_in_cpp_is_strict_only():
     """As torch.cuda.synchronize in Python: the call waits, and the wait is timed with it."""
     source = ATEN + "void f() {\n  cudaDeviceSynchronize();\n}\n"
