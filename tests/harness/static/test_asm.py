@@ -235,6 +235,7 @@ def test_bundled_inline_asm_solutions_pass_the_static_check(folder):
 
 
 @pytest.mark.parametrize("folder, policy", [("cpu/asm_label_escaped", "strict"),
-                                            ("cpu/glibc_process_names", "strict")])
+                                            ("cpu/glibc_process_names", "strict"),
+                                            ("cpu/relaxed_at_parallel_for", "relaxed")])
 def test_bundled_attacks_fail_the_static_check(folder, policy):
     assert not check_solution(folder_files(HACKS / folder), policy).ok

@@ -953,6 +953,40 @@ def test_thread_headers_are_refused_under_both_policies(header, policy):
     cpp_caught(f"#include {header}\n", "cpp-include", policy)
 
 
+@pytest.mark.parametrize("policy", ["strict", "relaxed"])
+@pytest.mark.parametrize("body", [
+    "at::parallel_for(0, n, 1, [&](int64_t a, int64_t b) {});",
+    "float s = at::parallel_reduce(0, n, 1, 0.f, g, h);",
+    "at::set_num_threads(8);",
+    "torch::set_num_threads(8);",
+    "at::set_num_interop_threads(8);",
+    "at::init_num_threads();",
+    "at::launch([] {});",
+    "at::intraop_launch([] {});",
+    "at::internal::invoke_parallel(0, n, 1, g);",
+    "at::internal::lazy_init_num_threads();",
+    "c10::ThreadPool pool(2);",
+    "namespace A = at; A::parallel_for(0, n, 1, g);",
+    "using at::parallel_for; parallel_for(0, n, 1, g);",
+])
+def test_relaxed_at_parallel_for_and_thread_pools_are_refused(body, policy):
+    cpp_caught(ATEN + "void f(int64_t n) {\n  " + body + "\n}\n", "cpp-threads-process", policy)
+
+
+def test_relaxed_at_parallel_for_through_using_namespace_at_is_refused():
+    cpp_caught(ATEN + "using namespace at;\nvoid f(int64_t n) { parallel_for(0, n, 1, [](int64_t, int64_t) {}); }\n",
+               "cpp-threads-process", "relaxed")
+
+
+def test_relaxed_keeps_its_aten_verdicts_beside_the_thread_pools():
+    """Relaxed still allows ATen computation, reading the thread count, and a function of one's own
+    named like an ATen thread helper."""
+    source = (ATEN + "using namespace at;\nstatic void launch(int n) {}\n"
+              "torch::Tensor f(torch::Tensor a) {\n  int t = at::get_num_threads();\n  launch(t);\n"
+              "  return at::native::relu(a).sum() + relu(a);\n}\n")
+    clean(check_cpp(source, "kernels/k.cpp", "relaxed"))
+
+
 def test_a_device_wide_synchronise_in_cpp_is_strict_only():
     """As torch.cuda.synchronize in Python: the call waits, and the wait is timed with it."""
     source = ATEN + "void f() {\n  cudaDeviceSynchronize();\n}\n"

@@ -77,7 +77,8 @@ Both policies forbid
     code beyond imports, constants, functions, classes and the one load_inline call.
     In C++/CUDA: threads and processes (std::thread, std::async, pthread, fork, exec*, system,
     popen, OpenMP, host callbacks, glibc's and libstdc++'s other creators (_Fork, daemon, clone3,
-    posix_spawn*, __gthread_*)), asm labels and the attributes and pragmas that bind a declaration to another symbol
+    posix_spawn*, __gthread_*), ATen's thread pools (at::parallel_for, at::set_num_threads,
+    at::launch)), asm labels and the attributes and pragmas that bind a declaration to another symbol
     (weakref, alias, redefine_extname), inline assembly that calls, jumps out, makes system calls,
     names a symbol or uses assembler directives (asm statements with operands are allowed: static/asm.py),
     exiting the process (exit, abort, quick_exit, signals), the

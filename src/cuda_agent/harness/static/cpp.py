@@ -29,6 +29,7 @@ from cuda_agent.harness.static.rules import (
     ATEN_COMPUTE_NAMES,
     ATEN_CUDA_ALLOWED,
     ATEN_ROOTS,
+    ATEN_THREADS,
     CPP_FORBIDDEN_CALLS,
     CPP_FORBIDDEN_PREFIXES,
     CPP_FORBIDDEN_WORDS,
@@ -221,8 +222,9 @@ class CppScan:
         self.per_rule: dict[str, int] = {}
         self.aliases = {m.group(1): normalize(m.group(2)) for m in NAMESPACE_ALIAS.finditer(src.code)}
         self.aliases.update(macro_aliases(src.code))
-        self.std_used = any(self.resolve(normalize(m.group(1)))[0] == "std"
-                            for m in USING_NAMESPACE.finditer(src.code))
+        used = {self.resolve(normalize(m.group(1)))[0] for m in USING_NAMESPACE.finditer(src.code)}
+        self.std_used = "std" in used
+        self.aten_used = bool(used & ATEN_ROOTS)
 
     def add(self, rule: str, message: str, offset: int) -> None:
         line = self.src.line[offset] if 0 <= offset < len(self.src.line) else 0
@@ -395,6 +397,8 @@ class CppScan:
     def check_aten(self, parts: list[str], shown: str, offset: int) -> None:
         category = next((c for part, c in (("impl", "dispatcher"), ("jit", "code-loading"), ("python", "python"))
                          if part in parts), None)
+        if category is None and ATEN_THREADS & set(parts[1:]):
+            category = "threads-process"
         if category:
             self.add(f"cpp-{category}", f"{shown}: {MESSAGES[category]}", offset)
             return
@@ -428,6 +432,9 @@ class CppScan:
             elif self.std_used and word in STD_WORDS_FORBIDDEN and not member and not before.endswith("::"):
                 category = std_category(word)
                 self.add(f"cpp-{category}", f"{word} (std::{word}): {MESSAGES[category]}", start)
+            elif self.aten_used and word in ATEN_THREADS and word not in self.declared and not member \
+                    and not before.endswith("::"):
+                self.add("cpp-threads-process", f"{word} (at::{word}): {MESSAGES['threads-process']}", start)
             elif self.strict and word.startswith(tuple(LIBRARY_PREFIXES)) and not member:
                 library = next(n for p, n in LIBRARY_PREFIXES.items() if word.startswith(p))
                 self.add("cpp-library", f"{word}: {library} is not allowed; {ONLY_LIBRARIES}", start)

@@ -328,6 +328,13 @@ CPP_FORBIDDEN_CALLS = {"system": "threads-process", "exit": "exit", "_exit": "ex
                        "terminate": "exit", "kill": "exit", "raise": "exit", "signal": "exit", "clone": "threads-process",
                        "open": "files", "creat": "files", "unlink": "files", "socket": "files",
                        "connect": "files", "chdir": "files", "setuid": "files"}
+# Names under at::/torch::/c10::/caffe2:: refused under both policies: they start threads or size
+# ATen's thread pools, as torch.set_num_threads does in Python (relaxed allows the rest of ATen).
+ATEN_THREADS = {"set_num_threads", "set_num_interop_threads", "init_num_threads", "lazy_init_num_threads",
+                "set_thread_num", "ThreadIdGuard", "parallel_for", "parallel_reduce", "launch",
+                "launch_no_thread_state", "intraop_launch", "intraop_launch_future", "invoke_parallel",
+                "TaskThreadPoolBase", "ThreadPool", "TaskThreadPool", "PTThreadPool", "ThreadPoolRegistry",
+                "PThreadPool", "pthreadpool", "get_pthreadpool"}
 # With `using namespace std`, these unqualified words are std's threads and processes.
 STD_WORDS_FORBIDDEN = {"thread", "jthread", "async", "system", "exit", "quick_exit", "abort", "terminate",
                        "getenv", "ofstream", "ifstream", "fstream"}
