@@ -62,6 +62,7 @@ def test_asm_label_message_names_the_decoded_symbol():
     'struct S { int f() const asm("g"); };\n',
     'void (*fp)(void) asm("abort");\n',
     'void f() { extern int g(const char*) asm("system"); }\n',  # a block-scope declaration
+    'int run(const char*) [[gnu::used]] asm("system");\n',
     '#define LABEL __asm__("system")\nint run(const char*) LABEL;\n',
     '#define RENAME(x) __asm__(x)\nint run(const char*) RENAME("system");\n',
 ])
@@ -103,6 +104,8 @@ PTX = [
     'asm volatile("{\\n .reg .pred p;\\n setp.ne.b32 p, %2, 0;\\n @p st.global.f32 [%0], %1;\\n}\\n"'
     ' :: "l"(p), "f"(v), "r"(c) : "memory");',
     'asm volatile("{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }" : "=r"(a) : "l"(p));',
+    'asm volatile("{\\n.reg .b32 %%rx;\\n.reg .pred %%px;\\nelect.sync %%rx|%%px, %1;\\n@%%px mov.s32 %0, 1;\\n}"'
+    ' : "+r"(k) : "r"(0xffffffff));',
     'asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));',
     'asm volatile("// wait for the stage\\n bar.sync 0;" ::: "memory");',
     'asm volatile("{\\n.reg .pred P1;\\nWAIT:\\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\\n'
@@ -140,6 +143,32 @@ def test_ptx_inline_asm_with_operands_is_allowed(statement, filename):
 ])
 def test_asm_statements_in_every_statement_position_are_allowed(source):
     passes("__device__ void f(int k) {\n" + source + "}\n")
+
+
+def test_asm_statement_after_a_macro_invocation_without_semicolon_is_allowed():
+    """`CHECK_WARP\n asm volatile(...)`: qualifiers and operands make it a statement wherever it stands."""
+    passes("#define CHECK_WARP\n__device__ void f(int n) {\n  CHECK_WARP\n"
+           '  asm volatile("cp.async.wait_group %0;\\n" : : "n"(0) : "memory");\n}\n')
+
+
+def test_asm_label_after_a_macro_invocation_is_refused():
+    assert "cpp-asm-label" in rules('#define EMPTY\nint run(const char*) EMPTY asm("system");\n', "kernels/k.cpp")
+
+
+def test_ptx_template_with_a_branch_per_toolkit_is_allowed():
+    passes('__device__ void f(unsigned t, unsigned long long d, unsigned c) {\n  asm volatile(\n    "{\\n\\t"\n'
+           '    ".reg .pred p;\\n\\t"\n    "setp.ne.b32 p, %2, 0;\\n\\t"\n#if __CUDACC_VER_MAJOR__ > 12\n'
+           '    "tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %1, %3, p;\\n\\t"\n#else\n'
+           '    "tcgen05.mma.cta_group::1.kind::tf32 [%0], %1, %1, %3, p;\\n\\t"\n#endif\n'
+           '    "}\\n" :: "r"(t), "l"(d), "r"(c), "r"(c));\n}\n')
+
+
+@pytest.mark.parametrize("template", [
+    '"sys"\n#if 1\n"call"\n#else\n"x"\n#endif\n',          # the branch the compiler takes joins "syscall"
+    '"nop\\n"\n#ifdef NEVER\n"nop"\n#elif 1\n"call system"\n#endif\n',
+])
+def test_inline_asm_hidden_in_an_if_branch_is_refused(template):
+    assert rules("void f() {\n  asm volatile(" + template + ");\n}\n", "kernels/k.cpp") & {"cpp-files", "cpp-asm"}
 
 
 def test_asm_statements_in_macros_are_allowed():

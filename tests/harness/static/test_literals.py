@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cuda_agent.harness.static.cpp import prepare
-from cuda_agent.harness.static.literals import decode, literal_run
+from cuda_agent.harness.static.literals import decode, literal_run, literal_variants
 
 
 @pytest.mark.parametrize("body, value", [
@@ -53,3 +53,15 @@ def test_hostile_escapes_decode_without_error():
     assert decode("\\x" + "f" * 100_000) == "\xff"
     assert decode("\\u{110000}\\N{NO SUCH NAME}\\x{zz}") == "\ufffd" * 3
     assert decode("\\") == "\\"
+
+
+def test_literals_split_by_if_branches_give_one_value_per_branch():
+    src = prepare('x("a"\n#if A\n "b"\n#elif B\n "c"\n#endif\n "d");')
+    values, end = literal_variants(src.code, 2, src.literals)
+    assert sorted(values) == ["abd", "acd", "ad"] and src.code[end:].lstrip().startswith(")")
+
+
+def test_literal_branches_past_the_limit_are_not_read():
+    source = 'x(' + '"a"\n#if A\n"b"\n#else\n"c"\n#endif\n' * 7 + ');'   # 2**7 choices
+    src = prepare(source)
+    assert literal_variants(src.code, 2, src.literals) is None

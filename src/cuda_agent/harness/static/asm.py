@@ -24,13 +24,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cuda_agent.harness.static.literals import Literal, literal_run
+from cuda_agent.harness.static.literals import Literal, literal_variants
 
 ASM_KEYWORD = re.compile(r"(?<![\w$])(?:asm|__asm__|__asm)(?![\w$])")
 QUALIFIERS = re.compile(r"(?:\s*\b(?:volatile|__volatile__|__volatile|inline|__inline__|__inline|goto)\b)*\s*\(")
 TEMPLATE_END = re.compile(r"\s*[:)]")   # literals alone make the template: no macro among them
 ALONE = re.compile(r"\s*\)")            # a template without operands: what a label looks like
-SYMBOL = re.compile(r"\s*[A-Za-z_.$][\w.$@]*\s*")
+SYMBOL = re.compile(r"\s*[A-Za-z_.$][\w.$@]*\s*")   # what a library's symbol can be named
 DEFINE_HEAD = re.compile(r"[ \t]*#[ \t]*define[ \t]+\w+(?:\([^)]*\))?")
 CONTROL = {"if", "while", "for", "switch"}
 LOOKBACK = 4_000    # characters scanned back for a matching parenthesis: bounded for hostile input
@@ -48,7 +48,7 @@ DIRECTIVES_ALLOWED = {".reg", ".shared", ".param", ".pragma", ".p2align", ".alig
 PREFIXES = re.compile(r"(?:(?:lock|rep|repe|repz|repne|repnz|notrack|bnd|data16|data32|addr16|addr32|rex\w*|"
                       r"\{\w+\})\s+)+", re.I)
 LABEL = re.compile(r"([\w.$%=]+):(?!:)")
-GUARD = re.compile(r"@!?%?\w+\s+")
+GUARD = re.compile(r"@!?%{0,2}\w+\s+")   # a PTX guard: @p, @!p, @%%px
 MNEMONIC = re.compile(r"[.\w:]+")
 OPERAND_REFS = re.compile(r"[\w.$]*%=|%\w*\[\w+\]|%%?[\w.]+")   # name%= (unique labels), %[x], %l[x], %0, %%rax
 # Comments of PTX and of the GNU assembler (/* */ anywhere; // where x86 reads it as one, at a line's
@@ -69,12 +69,13 @@ KEYWORDS = {"ptr", "byte", "word", "dword", "qword", "tbyte", "oword", "xword", 
 @dataclass(frozen=True)
 class AsmUse:
     """One `asm` keyword: `kind` is "label", "statement", "bare" (not followed by its parenthesis), or
-    "too-many" (the first keyword past MAX_USES, where reading stopped);
-    `text` the label or template, joined and decoded (None where it is not written as literals)."""
+    "too-many" (the first keyword past MAX_USES, where reading stopped); `texts` the label or
+    template, joined and decoded, once for each choice of #if branches among its literals (none
+    where it is not written as literals)."""
 
     offset: int
     kind: str
-    text: str | None
+    texts: tuple[str, ...] = ()
 
 
 def asm_uses(code: str, literals: dict[int, Literal]) -> list[AsmUse]:
@@ -83,21 +84,31 @@ def asm_uses(code: str, literals: dict[int, Literal]) -> list[AsmUse]:
     uses = []
     for m in ASM_KEYWORD.finditer(code):
         if len(uses) == MAX_USES:
-            uses.append(AsmUse(m.start(), "too-many", None))
+            uses.append(AsmUse(m.start(), "too-many"))
             break
         q = QUALIFIERS.match(code, m.end())
         if not q:
-            uses.append(AsmUse(m.start(), "bare", None))
+            uses.append(AsmUse(m.start(), "bare"))
             continue
-        run = literal_run(code, q.end(), literals)
-        text = run[0] if run and TEMPLATE_END.match(code, run[1]) else None
-        where = position(code, plain, m.start())
-        if where == "macro":   # `#define L asm("system")` serves as a label where L follows a declarator
-            label_shaped = text is not None and q.group(0).strip() == "(" and ALONE.match(code, run[1]) \
-                and SYMBOL.fullmatch(text)
-            where = "label" if label_shaped else "statement"
-        uses.append(AsmUse(m.start(), where, text))
+        run = literal_variants(code, q.end(), literals)
+        texts = tuple(run[0]) if run and TEMPLATE_END.match(code, run[1]) else ()
+        uses.append(AsmUse(m.start(), classify(code, plain, m.start(), q.group(0), texts, run), texts))
     return uses
+
+
+def classify(code: str, plain: str, offset: int, qualifiers: str, texts: tuple[str, ...],
+         run: tuple[list[str], int] | None) -> str:
+    """A statement where one may begin; elsewhere (after a declarator, a macro's name, a macro
+    invocation that ends a statement itself) a label, unless it cannot be one: labels take no
+    qualifiers and no operands, and name a symbol (`asm volatile("bar.sync 0;")` is a statement
+    wherever it stands; `#define L asm("system")` is a label where L follows a declarator)."""
+    if starts_statement(code, plain, offset):
+        return "statement"
+    if not texts:
+        return "label"
+    label_shaped = qualifiers.strip() == "(" and run is not None and ALONE.match(code, run[1]) is not None \
+        and any(SYMBOL.fullmatch(t) for t in texts)
+    return "label" if label_shaped else "statement"
 
 
 def blank_directives(code: str) -> str:
@@ -105,10 +116,10 @@ def blank_directives(code: str) -> str:
     return re.sub(r"(?m)^[ \t]*#.*$", lambda m: " " * len(m.group(0)), code)
 
 
-def position(code: str, plain: str, offset: int) -> str:
-    """Where the keyword at `offset` stands: "macro" at the start of a macro's body, "statement"
-    where a statement may begin (after `;`, `{`, `}`, a label, `else`, `do`, an `if (...)`-like head),
-    else "label" (after a declarator, or anything this reading does not know: refused)."""
+def starts_statement(code: str, plain: str, offset: int) -> bool:
+    """Whether a statement begins at `offset` (after `;`, `{`, `}`, a label, `else`, `do`, an
+    `if (...)`-like head), as far as the code before it tells; not at a macro body's start, nor
+    after `]]` (an attribute may end a declarator too)."""
     line_start = code.rfind("\n", 0, offset) + 1
     head = DEFINE_HEAD.match(code, line_start)
     in_directive = code[line_start:offset].lstrip().startswith("#")
@@ -117,19 +128,15 @@ def position(code: str, plain: str, offset: int) -> str:
     while j >= 0 and view[j].isspace():
         j -= 1
     if in_directive and head and j < head.end():
-        return "macro"
+        return False   # the macro may stand anywhere
     if j < 0 or view[j] in ";{}":
-        statement = True
-    elif view[j] == ":":
-        statement = j == 0 or view[j - 1] != ":"
-    elif view[j] == "]":
-        statement = view[j - 1:j + 1] == "]]"   # an attribute, not an array declarator
-    elif view[j] == ")":
+        return True
+    if view[j] == ":":
+        return j == 0 or view[j - 1] != ":"
+    if view[j] == ")":
         opener = matching_open(view, j)
-        statement = opener is not None and word_before(view, opener) in CONTROL | {"constexpr"}
-    else:
-        statement = word_before(view, j + 1) in ("else", "do")
-    return "statement" if statement else "label"
+        return opener is not None and word_before(view, opener) in CONTROL | {"constexpr"}
+    return word_before(view, j + 1) in ("else", "do")
 
 
 def matching_open(code: str, close: int) -> int | None:

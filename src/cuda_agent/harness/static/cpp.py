@@ -460,7 +460,7 @@ class CppScan:
         """Asm labels are refused whatever they name; asm statements have their templates read."""
         for use in asm_uses(self.src.code, self.src.literals):
             if use.kind == "label":
-                named = f" ({printable(use.text)})" if use.text is not None else ""
+                named = f" ({printable(use.texts[0])})" if use.texts else ""
                 self.add("cpp-asm-label", f"an asm label{named} binds a declaration to whatever symbol it names, past "
                          f"every name check: {ASM_LABEL_ADVICE}", use.offset)
             elif use.kind == "too-many":
@@ -469,11 +469,12 @@ class CppScan:
             elif use.kind == "bare":
                 self.add("cpp-asm", "write inline assembly as a whole statement, asm volatile(\"template\" : outputs "
                          ": inputs : clobbers), not through a macro standing for the keyword", use.offset)
-            elif use.text is None:
+            elif not use.texts:
                 self.add("cpp-asm", "an asm template must be string literals written in the statement (no macro, no "
                          "computed string), so that the checks read what the assembler does", use.offset)
             else:
-                for rule, message in template_problems(use.text):
+                problems = dict.fromkeys(p for text in use.texts for p in template_problems(text))
+                for rule, message in problems:
                     self.add(rule, message + (f": {MESSAGES['files']}" if rule == "cpp-files" else ""), use.offset)
         for m in SYMBOL_ATTRIBUTE.finditer(self.src.code):
             self.add("cpp-asm-label", f"the {m.group(0)} attribute binds a declaration to another symbol, as an asm "

@@ -106,3 +106,69 @@ def literal_run(code: str, pos: int, literals: dict[int, Literal]) -> tuple[str,
         parts.append(literal.value)
         pos = literal.end
     return ("".join(parts), pos) if parts else None
+
+
+# Conditional lines that may stand between adjacent literals (`"a" \n#if X\n "b" \n#endif\n "c"`).
+CONDITIONAL = re.compile(r"#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b[^\n]*")
+MAX_VARIANTS = 64
+
+
+def literal_variants(code: str, pos: int, literals: dict[int, Literal]) -> tuple[list[str], int] | None:
+    """As literal_run, where #if/#elif/#else/#endif lines may stand between the literals: the joined
+    value under every choice of branches (each may be what the compiler reads), and the offset after
+    the last literal or #endif. None where no literal starts there, or past MAX_VARIANTS choices."""
+    read = sequence(code, pos, literals)
+    if read is None or read[1] == pos:
+        return None
+    return list(dict.fromkeys(read[0])), read[1]
+
+
+def sequence(code: str, pos: int, literals: dict[int, Literal]) -> tuple[list[str], int] | None:
+    """Literals and whole #if groups from `pos`; stops before anything else (an #else of the group
+    around it, too)."""
+    variants = [""]
+    while True:
+        j = skip_space(code, pos)
+        literal = literals.get(j)
+        if literal is not None:
+            variants, pos = [v + literal.value for v in variants], literal.end
+            continue
+        m = conditional_at(code, j)
+        if m is None or m.group(1) not in ("if", "ifdef", "ifndef"):
+            return variants, pos
+        group = branches(code, m.end(), literals)
+        if group is None or len(variants) * len(group[0]) > MAX_VARIANTS:
+            return None
+        variants, pos = [v + g for v in variants for g in group[0]], group[1]
+
+
+def branches(code: str, pos: int, literals: dict[int, Literal]) -> tuple[list[str], int] | None:
+    """The values of an #if group's branches, from the end of its #if line to after its #endif
+    ("" for the branch where no condition holds and there is no #else)."""
+    options: list[str] = []
+    closed = False
+    while True:
+        read = sequence(code, pos, literals)
+        if read is None:
+            return None
+        options += read[0]
+        m = conditional_at(code, skip_space(code, read[1]))
+        if m is None or len(options) > MAX_VARIANTS:
+            return None
+        pos = m.end()
+        if m.group(1) == "endif":
+            return list(dict.fromkeys(options + ([] if closed else [""]))), pos
+        closed = closed or m.group(1) == "else"
+
+
+def skip_space(code: str, pos: int) -> int:
+    while pos < len(code) and code[pos].isspace():
+        pos += 1
+    return pos
+
+
+def conditional_at(code: str, j: int) -> re.Match[str] | None:
+    """The conditional directive starting at `j`, where `j` begins its line's text."""
+    if code[code.rfind("\n", 0, j) + 1:j].strip():
+        return None
+    return CONDITIONAL.match(code, j)
