@@ -77,6 +77,7 @@ def test_asm_label_is_refused_whatever_it_names_and_however_it_is_written(source
     'int run(const char*) [[gnu::alias("my_run")]];\n',
     '#pragma redefine_extname run system\nint run(const char*);\n',
     '#pragma weak run = system\n',
+    '#pragma /* */ redefine_extname run system\n',
     '_Pragma("redefine_extname run system")\n',
 ])
 def test_symbol_binding_attributes_and_pragmas_are_refused_like_labels(source):
@@ -124,6 +125,7 @@ HOST = [
     'asm volatile("loop%=: decl %0\\n\\tjnz loop%=" : "+r"(k));',
     'asm goto("testl %0, %0\\n\\tjz %l[done]" :: "r"(k) :: done);',
     'asm volatile("rdtsc" : "=a"(lo), "=d"(hi));',
+    'asm volatile(".p2align 4\\n1: decl %0\\n\\tjnz 1b" : "+r"(k));',
 ]
 
 
@@ -215,6 +217,7 @@ def test_inline_asm_that_leaves_the_function_is_refused(template, rule):
     'movq $\\"//\\", %0; lea system(%%rip), %0',    # a quoted symbol hiding the rest as a "comment"
     "/* x */ lea system(%%rip), %0",
     "nop # lea system(%%rip), %0",
+    'lea \\"\\\\163\\\\171\\\\163\\\\164\\\\145\\\\155\\"(%%rip), %0',   # a quoted name in escapes
 ])
 def test_inline_asm_naming_a_symbol_is_refused(template):
     assert "cpp-asm" in rules(f'void f() {{ void* p;\n  asm volatile("{template}" : "=r"(p));\n}}\n',
@@ -223,6 +226,7 @@ def test_inline_asm_naming_a_symbol_is_refused(template):
 
 @pytest.mark.parametrize("template", [
     ".byte 0x0f, 0x05",                              # a syscall as raw bytes
+    ".balign 16, 0x0f; addl $0, %%eax",              # padding of 0x0f run into opcode 0x05: a syscall
     ".incbin \\\"/etc/passwd\\\"",
     ".set alias, system",
     ".symver run, system@GLIBC_2.2.5",

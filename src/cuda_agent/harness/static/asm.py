@@ -37,7 +37,7 @@ LOOKBACK = 4_000    # characters scanned back for a matching parenthesis: bounde
 MAX_USES = 500      # asm keywords read per file; more is refused as one finding (bounded time)
 
 # What a template may contain, statement by statement.
-SYSTEM = {"syscall", "sysenter", "sysexit", "sysret", "int", "int1", "int3", "into", "svc", "hvc", "smc"}
+SYSTEM = {"syscall", "sysenter", "sysexit", "sysret", "int", "int1", "int3", "icebp", "into", "svc", "hvc", "smc"}
 LEAVES = {"call", "callq", "calll", "callw", "lcall", "ret", "retq", "retl", "lret", "iret", "iretq",
           "bl", "blr", "blx", "br", "blraa", "blrab", "braa", "brab", "retaa", "retab", "eret"}
 JUMPS = re.compile(r"j[a-z]{1,5}|ljmp|loop[a-z]{0,2}|b|b\.[a-z]{2}|cbn?z|tbn?z|xbegin", re.I)
@@ -45,6 +45,7 @@ JUMPS = re.compile(r"j[a-z]{1,5}|ljmp|loop[a-z]{0,2}|b|b\.[a-z]{2}|cbn?z|tbn?z|x
 # symbol's binding. Names are taken as declared from .reg only (PTX's; the GNU assembler has no .reg).
 DIRECTIVES_ALLOWED = {".reg", ".shared", ".param", ".pragma", ".p2align", ".align", ".balign", ".intel_syntax",
                       ".att_syntax"}
+ALIGNMENT = {".p2align", ".align", ".balign"}   # without a fill value: padding bytes run as code (0x0f, 0x05)
 PREFIXES = re.compile(r"(?:(?:lock|rep|repe|repz|repne|repnz|notrack|bnd|data16|data32|addr16|addr32|rex\w*|"
                       r"\{\w+\})\s+)+", re.I)
 LABEL = re.compile(r"([\w.$%=]+):(?!:)")
@@ -97,7 +98,7 @@ def asm_uses(code: str, literals: dict[int, Literal]) -> list[AsmUse]:
 
 
 def classify(code: str, plain: str, offset: int, qualifiers: str, texts: tuple[str, ...],
-         run: tuple[list[str], int] | None) -> str:
+             run: tuple[list[str], int] | None) -> str:
     """A statement where one may begin; elsewhere (after a declarator, a macro's name, a macro
     invocation that ends a statement itself) a label, unless it cannot be one: labels take no
     qualifiers and no operands, and name a symbol (`asm volatile("bar.sync 0;")` is a statement
@@ -165,7 +166,7 @@ def template_problems(template: str) -> list[tuple[str, str]]:
         if not mnemonic:
             pass   # nothing the checks know how to read: its names are still read below
         elif lower.startswith("."):
-            if lower not in DIRECTIVES_ALLOWED:
+            if lower not in DIRECTIVES_ALLOWED or lower in ALIGNMENT and "," in operands:
                 problems.append(("cpp-asm", f"the assembler directive {mnemonic} is not allowed in inline assembly "
                                  "(it can emit raw bytes, define or alias symbols, or pull in files): write "
                                  "instructions, with .reg declarations and alignment only"))
@@ -181,6 +182,9 @@ def template_problems(template: str) -> list[tuple[str, str]]:
                              "template defines (1f, 2b, name%=)"))
         elif operands.lstrip().startswith("="):
             problems.append(("cpp-asm", f"`{statement[:60]}` assigns an assembler symbol: write instructions only"))
+        elif '"' in statement:   # a quoted symbol name may spell any name ("\163..." , read as is today)
+            problems.append(("cpp-asm", f"`{statement[:60]}` quotes a name in inline assembly: pass addresses and "
+                             "values as operands"))
         for name in symbols(operands, declared | labels):
             problems.append(("cpp-asm", f"inline assembly names `{name}`, which is not an operand, a register or a "
                              "name the template declares: a symbol reached from assembly is past every check; pass "

@@ -275,7 +275,7 @@ class CppScan:
             elif name in ("include_next", "import", "embed"):
                 self.add("cpp-include", f"#{name} is not allowed: use #include of an allowed header", offset)
             elif name == "pragma":
-                self.check_pragma(self.src.text[m.start(2):m.end(2)], offset)
+                self.check_pragma(m.group(2), offset)
             elif name == "define":
                 self.check_define_body(m.group(2), m.start(2))
         for m in re.finditer(r"\b_Pragma\s*\(", self.src.code):
