@@ -922,6 +922,71 @@ def test_process_interpreter_and_device_escapes_in_cpp_are_caught(body, rule, po
     cpp_caught(ATEN + "void f() {\n  " + body + "\n}\n", rule, policy)
 
 
+@pytest.mark.parametrize("policy", ["strict", "relaxed"])
+@pytest.mark.parametrize("body", [
+    "_Fork();",
+    "__fork();",
+    "daemon(0, 0);",
+    "execveat(0, \"\", nullptr, nullptr, 0);",
+    "__gthread_t t; __gthread_create(&t, run, nullptr);",
+    "__clone(run, stack, 0, nullptr);",
+    "clone3(&args, sizeof args);",
+    "posix_spawnattr_t a; posix_spawnattr_init(&a);",
+    "vfork();",
+    "thrd_t t; thrd_create(&t, run, nullptr);",
+    "GOMP_parallel(run, nullptr, 2, 0);",
+    "__kmpc_fork_call(nullptr, 0, nullptr);",
+    "omp_set_num_threads(4);",
+    "auto pool = pthreadpool_create(2);",
+    "__pthread_create_2_1(&t, nullptr, run, nullptr);",
+    "e.sigev_notify = SIGEV_THREAD; timer_create(0, &e, &t);",
+    "std::for_each(std::execution::par, a, b, g);",
+])
+def test_glibc_and_libstdcxx_process_and_thread_creators_outside_the_old_list_are_refused(body, policy):
+    cpp_caught("void f() {\n  " + body + "\n}\n", "cpp-threads-process", policy)
+
+
+@pytest.mark.parametrize("policy", ["strict", "relaxed"])
+@pytest.mark.parametrize("header", ["<execution>", "<tbb/parallel_for.h>", "<oneapi/tbb.h>", "<sched.h>",
+                                    "<threads.h>", "<ATen/Parallel.h>", "<c10/core/thread_pool.h>"])
+def test_thread_headers_are_refused_under_both_policies(header, policy):
+    cpp_caught(f"#include {header}\n", "cpp-include", policy)
+
+
+@pytest.mark.parametrize("policy", ["strict", "relaxed"])
+@pytest.mark.parametrize("body", [
+    "at::parallel_for(0, n, 1, [&](int64_t a, int64_t b) {});",
+    "float s = at::parallel_reduce(0, n, 1, 0.f, g, h);",
+    "at::set_num_threads(8);",
+    "torch::set_num_threads(8);",
+    "at::set_num_interop_threads(8);",
+    "at::init_num_threads();",
+    "at::launch([] {});",
+    "at::intraop_launch([] {});",
+    "at::internal::invoke_parallel(0, n, 1, g);",
+    "at::internal::lazy_init_num_threads();",
+    "c10::ThreadPool pool(2);",
+    "namespace A = at; A::parallel_for(0, n, 1, g);",
+    "using at::parallel_for; parallel_for(0, n, 1, g);",
+])
+def test_relaxed_at_parallel_for_and_thread_pools_are_refused(body, policy):
+    cpp_caught(ATEN + "void f(int64_t n) {\n  " + body + "\n}\n", "cpp-threads-process", policy)
+
+
+def test_relaxed_at_parallel_for_through_using_namespace_at_is_refused():
+    cpp_caught(ATEN + "using namespace at;\nvoid f(int64_t n) { parallel_for(0, n, 1, [](int64_t, int64_t) {}); }\n",
+               "cpp-threads-process", "relaxed")
+
+
+def test_relaxed_keeps_its_aten_verdicts_beside_the_thread_pools():
+    """Relaxed still allows ATen computation, reading the thread count, and a function of one's own
+    named like an ATen thread helper."""
+    source = (ATEN + "using namespace at;\nstatic void launch(int n) {}\n"
+              "torch::Tensor f(torch::Tensor a) {\n  int t = at::get_num_threads();\n  launch(t);\n"
+              "  return at::native::relu(a).sum() + relu(a);\n}\n")
+    clean(check_cpp(source, "kernels/k.cpp", "relaxed"))
+
+
 def test_a_device_wide_synchronise_in_cpp_is_strict_only():
     """As torch.cuda.synchronize in Python: the call waits, and the wait is timed with it."""
     source = ATEN + "void f() {\n  cudaDeviceSynchronize();\n}\n"

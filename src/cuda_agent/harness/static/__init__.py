@@ -1,7 +1,8 @@
 """Static checks of a solution before it is built: what model_new.py and the C++/CUDA sources may do.
 
 The harness's verdict is a reward, so a policy will try every trick to fool it. These checks read
-the sources (the Python AST, and C++/CUDA text with comments and strings blanked) and run nothing.
+the sources (the Python AST, and C++/CUDA text with comments and strings blanked, string literals
+read decoded where a name in one counts) and run nothing.
 
 Two policies
 ------------
@@ -75,7 +76,12 @@ Both policies forbid
     inside functions; decorators (staticmethod excepted); classes other than ModelNew; module-level
     code beyond imports, constants, functions, classes and the one load_inline call.
     In C++/CUDA: threads and processes (std::thread, std::async, pthread, fork, exec*, system,
-    popen, OpenMP, host callbacks), exiting the process (exit, abort, quick_exit, signals), the
+    popen, OpenMP, host callbacks, glibc's and libstdc++'s other creators (_Fork, daemon, clone3,
+    posix_spawn*, __gthread_*), ATen's thread pools (at::parallel_for, at::set_num_threads,
+    at::launch)), asm labels and the attributes and pragmas that bind a declaration to another symbol
+    (weakref, alias, redefine_extname), inline assembly that calls, jumps out, makes system calls,
+    names a symbol or uses assembler directives (asm statements with operands are allowed: static/asm.py),
+    exiting the process (exit, abort, quick_exit, signals), the
     Python interpreter (Py*, PyObject, pybind11 eval/exec/import/attr/object), files, the
     environment and dynamic loading, the dispatcher (dispatch keys, TORCH_LIBRARY), PyTorch's
     global state, stream/graph/event creation, device-wide synchronisation and device state,
@@ -93,8 +99,8 @@ What static analysis cannot know
     first line, with messages that say what to do instead; the runtime check is the backstop.
 
 Rule tables: rules.py. Mechanics: python.py (with python_module.py,
-python_expr.py and python_values.py), cpp.py, and inline.py (reading
-load_inline's arguments).
+python_expr.py and python_values.py), cpp.py (with literals.py, string literals decoded, and
+asm.py, inline assembly), and inline.py (reading load_inline's arguments).
 
 Rule ids
     model_new.py: syntax, unicode-identifier, bidi-control, import-forbidden, import-functional,
@@ -107,7 +113,7 @@ Rule ids
     with-statement, global-statement, async-generator, load-inline-placement.
     C++/CUDA: cpp-torch-compute, cpp-library, cpp-include, cpp-threads-process, cpp-exit,
     cpp-python, cpp-files, cpp-dispatcher, cpp-torch-state, cpp-streams, cpp-code-loading,
-    cpp-namespace, cpp-token-paste, cpp-obfuscation, bidi-control.
+    cpp-namespace, cpp-token-paste, cpp-obfuscation, cpp-asm-label, cpp-asm, bidi-control.
     load_inline: inline-unresolvable, inline-multiple, inline-flags, inline-functions (strict only).
 """
 

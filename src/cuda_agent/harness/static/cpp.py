@@ -3,10 +3,12 @@
 The text is first put in the shape the compiler sees it: line continuations spliced, comments
 and the contents of string and character literals blanked (offsets and line numbers are kept),
 digraphs spelled out. So a banned word in a comment does not count, and a word split across a
-line continuation or hidden in a `%:define` does. Then scans over the code: preprocessor
-directives (includes, pragmas), qualified names (at::, torch::, c10::, pybind11::, std::),
-identifiers (processes, the interpreter, files, the dispatcher, streams, libraries), member calls
-(tensor computation), and unqualified ATen operator names (found by argument-dependent lookup).
+line continuation or hidden in a `%:define` does. String literals are kept aside decoded, as the
+compiler reads them (literals.py), for the few places where a string names something: asm labels
+and templates (asm.py) and _Pragma. Then scans over the code: preprocessor directives (includes,
+pragmas), qualified names (at::, torch::, c10::, pybind11::, std::), identifiers (processes, the
+interpreter, files, the dispatcher, streams, libraries), member calls (tensor computation), inline
+assembly, and unqualified ATen operator names (found by argument-dependent lookup).
 
 A determined author can still reach ATen through a call the scan cannot name: an overload of
 their own that loses to at::<op> by argument-dependent lookup, say. Those calls go through the
@@ -20,11 +22,14 @@ import re
 from dataclasses import dataclass, field
 
 from cuda_agent.harness.result import Finding, StaticReport
+from cuda_agent.harness.static.asm import asm_uses, template_problems
+from cuda_agent.harness.static.literals import Literal, decode, literal_run, prefix_before
 from cuda_agent.harness.static.rules import (
     ATEN_ALLOWED,
     ATEN_COMPUTE_NAMES,
     ATEN_CUDA_ALLOWED,
     ATEN_ROOTS,
+    ATEN_THREADS,
     CPP_FORBIDDEN_CALLS,
     CPP_FORBIDDEN_PREFIXES,
     CPP_FORBIDDEN_WORDS,
@@ -59,10 +64,9 @@ TYPE_DECLARATION = re.compile(r"\b(?:struct|class|union|enum)\s+([A-Za-z_]\w*)")
 NOT_TYPES = {"return", "else", "case", "new", "delete", "throw", "co_return", "co_await", "co_yield", "sizeof",
              "goto", "do", "typedef", "using", "namespace", "operator", "const_cast", "static_cast"}
 RAW_OPEN = re.compile(r'"([^()\\\s]{0,16})\(')
-ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b")
-SYSCALL_ASM = re.compile(r"\bsyscall\b|\bsysenter\b|\bint\s*\$?0x80\b|\bsvc\b")
-# `__asm__("_ZN2at3cpu3mulE...")` renames a declaration to any linked symbol, past every name check.
-ASM_LABEL = re.compile(r"^\s*(?:_Z\w*|[A-Za-z_][\w.$@]*)\s*$")
+# Attributes that bind a declaration to another symbol by name, as an asm label does.
+SYMBOL_ATTRIBUTE = re.compile(r'(?<![\w$])(?:__)?(?:weakref|alias|ifunc)(?:__)?\b(?=\s*\(\s*(?:u8|[uUL])?R?")'
+                              r"|(?<![\w$])(?:__)?weakref(?:__)?(?![\w$])")
 # BLAS/LAPACK exported by the libraries every extension links (MKL/OpenBLAS inside libtorch).
 BLAS_SYMBOL = re.compile(r"\b(?:cblas_\w+|LAPACKE_\w+|[sdczh](?:gemm|gemv|ger|axpy|dot|scal|trsm|trmm|syrk|symm|"
                          r"gemm_batch|getrf|potrf|gesv)_?)\s*\(")
@@ -86,6 +90,7 @@ TORCH_COMPUTE = ("the strict policy forbids ATen/torch computation in C++: use A
                  "(torch::empty, torch::empty_like, ...) and read metadata (sizes, strides, data_ptr, ...), and "
                  "write the computation as a CUDA kernel")
 ONLY_LIBRARIES = "only cuBLAS (GEMM) and cuDNN (convolutions) may be used"
+ASM_LABEL_ADVICE = "remove it, and call only your own functions (and the allowed libraries) by their own names"
 
 
 @dataclass
@@ -96,7 +101,7 @@ class CppSource:
     text: str
     code: str
     line: list[int]
-    strings: list[tuple[int, str]] = field(default_factory=list)  # (offset, contents) of each literal
+    literals: dict[int, Literal] = field(default_factory=dict)  # string literals by start, decoded
 
 
 def check_cpp(source: str, filename: str, policy: Policy = "strict", *, local_headers: set[str] | None = None,
@@ -131,15 +136,16 @@ def prepare(source: str) -> CppSource:
         line += c == "\n"
         i += 1
     text = "".join(chars)
-    code, strings = blank(text)
+    code, literals = blank(text)
     code = code.replace("%:%:", "##  ").replace("%:", "# ")
-    return CppSource(text, code, lines, strings)
+    return CppSource(text, code, lines, literals)
 
 
-def blank(text: str) -> tuple[str, list[tuple[int, str]]]:
-    """Comments to spaces; string and character literals keep their quotes, contents to spaces."""
+def blank(text: str) -> tuple[str, dict[int, Literal]]:
+    """Comments to spaces; string and character literals keep their quotes, contents to spaces.
+    Also returns the string literals, decoded as the compiler reads them, by start offset."""
     out = list(text)
-    strings: list[tuple[int, str]] = []
+    literals: dict[int, Literal] = {}
     i, n = 0, len(text)
 
     def clear(a: int, b: int) -> None:
@@ -159,14 +165,15 @@ def blank(text: str) -> tuple[str, list[tuple[int, str]]]:
             end = n if end < 0 else end + 2
             clear(i, end)
             i = end
-        elif c == '"' and is_raw_prefix(text, i):
+        elif c == '"' and prefix_before(text, i).endswith("R"):
             m = RAW_OPEN.match(text, i)
             if not m:
                 i += 1
                 continue
             close = text.find(")" + m.group(1) + '"', m.end())
             close = n - 1 if close < 0 else close + len(m.group(1)) + 1
-            strings.append((i, text[m.end():close - len(m.group(1)) - 1]))
+            start = i - len(prefix_before(text, i))
+            literals[start] = Literal(start, close + 1, text[m.end():close - len(m.group(1)) - 1])
             clear(i + 1, close)
             i = close + 1
         elif c in "\"'":
@@ -176,18 +183,15 @@ def blank(text: str) -> tuple[str, list[tuple[int, str]]]:
             j = i + 1
             while j < n and text[j] != c and text[j] != "\n":
                 j += 2 if text[j] == "\\" else 1
-            strings.append((i, text[i + 1:j]))
+            if c == '"':
+                prefix = prefix_before(text, i)
+                literals[i - len(prefix)] = Literal(i - len(prefix), min(j, n - 1) + 1,
+                                                    decode(text[i + 1:min(j, n)], narrow=prefix in ("", "u8")))
             clear(i + 1, min(j, n))
             i = j + 1
         else:
             i += 1
-    return "".join(out), strings
-
-
-def is_raw_prefix(text: str, i: int) -> bool:
-    """The quote at i opens a raw string: R"(...)", u8R"x(...)x"."""
-    m = re.search(r"\w*$", text[max(0, i - 32):i])
-    return bool(m) and m.group(0) in ("R", "u8R", "uR", "UR", "LR")
+    return "".join(out), literals
 
 
 def is_digit_separator(text: str, i: int) -> bool:
@@ -218,8 +222,9 @@ class CppScan:
         self.per_rule: dict[str, int] = {}
         self.aliases = {m.group(1): normalize(m.group(2)) for m in NAMESPACE_ALIAS.finditer(src.code)}
         self.aliases.update(macro_aliases(src.code))
-        self.std_used = any(self.resolve(normalize(m.group(1)))[0] == "std"
-                            for m in USING_NAMESPACE.finditer(src.code))
+        used = {self.resolve(normalize(m.group(1)))[0] for m in USING_NAMESPACE.finditer(src.code)}
+        self.std_used = "std" in used
+        self.aten_used = bool(used & ATEN_ROOTS)
 
     def add(self, rule: str, message: str, offset: int) -> None:
         line = self.src.line[offset] if 0 <= offset < len(self.src.line) else 0
@@ -269,13 +274,21 @@ class CppScan:
                 self.check_include(self.src.text[m.start(2):m.end(2)].strip(), offset)
             elif name in ("include_next", "import", "embed"):
                 self.add("cpp-include", f"#{name} is not allowed: use #include of an allowed header", offset)
-            elif name == "pragma" and re.match(r"\s*omp\b", m.group(2)):
-                self.add("cpp-threads-process", MESSAGES["threads-process"], offset)
+            elif name == "pragma":
+                self.check_pragma(m.group(2), offset)
             elif name == "define":
                 self.check_define_body(m.group(2), m.start(2))
         for m in re.finditer(r"\b_Pragma\s*\(", self.src.code):
-            if re.search(r"\bomp\b", self.src.text[m.end():m.end() + 200].split(")")[0]):
-                self.add("cpp-threads-process", MESSAGES["threads-process"], m.start())
+            run = literal_run(self.src.code, m.end(), self.src.literals)   # read decoded: "\x6fmp" is omp
+            self.check_pragma(run[0] if run else "", m.start())
+
+    def check_pragma(self, text: str, offset: int) -> None:
+        words = text.split()
+        if words[:1] == ["omp"]:
+            self.add("cpp-threads-process", MESSAGES["threads-process"], offset)
+        elif words[:1] in (["redefine_extname"], ["weak"]):
+            self.add("cpp-asm-label", f"#pragma {words[0]} binds a declaration to another symbol, as an asm label "
+                     f"does: {ASM_LABEL_ADVICE}", offset)
 
     def check_include(self, operand: str, offset: int) -> None:
         m = re.fullmatch(r'<([^<>]+)>|"([^"]+)"', operand.split("//")[0].strip())
@@ -384,6 +397,8 @@ class CppScan:
     def check_aten(self, parts: list[str], shown: str, offset: int) -> None:
         category = next((c for part, c in (("impl", "dispatcher"), ("jit", "code-loading"), ("python", "python"))
                          if part in parts), None)
+        if category is None and ATEN_THREADS & set(parts[1:]):
+            category = "threads-process"
         if category:
             self.add(f"cpp-{category}", f"{shown}: {MESSAGES[category]}", offset)
             return
@@ -417,6 +432,9 @@ class CppScan:
             elif self.std_used and word in STD_WORDS_FORBIDDEN and not member and not before.endswith("::"):
                 category = std_category(word)
                 self.add(f"cpp-{category}", f"{word} (std::{word}): {MESSAGES[category]}", start)
+            elif self.aten_used and word in ATEN_THREADS and word not in self.declared and not member \
+                    and not before.endswith("::"):
+                self.add("cpp-threads-process", f"{word} (at::{word}): {MESSAGES['threads-process']}", start)
             elif self.strict and word.startswith(tuple(LIBRARY_PREFIXES)) and not member:
                 library = next(n for p, n in LIBRARY_PREFIXES.items() if word.startswith(p))
                 self.add("cpp-library", f"{word}: {library} is not allowed; {ONLY_LIBRARIES}", start)
@@ -439,14 +457,28 @@ class CppScan:
                 self.add("cpp-torch-compute", f".{name}(...) is a tensor operation: {TORCH_COMPUTE}", m.start())
 
     def check_asm(self) -> None:
-        if not ASM.search(self.src.code):
-            return
-        for offset, contents in self.src.strings:
-            if SYSCALL_ASM.search(contents):
-                self.add("cpp-files", f"system calls in inline assembly: {MESSAGES['files']}", offset)
-            elif ASM_LABEL.match(contents):
-                self.add("cpp-torch-compute", f"an asm label ({contents.strip()[:40]}) binds a declaration to "
-                         "another library's symbol; call only your own kernels", offset)
+        """Asm labels are refused whatever they name; asm statements have their templates read."""
+        for use in asm_uses(self.src.code, self.src.literals):
+            if use.kind == "label":
+                named = f" ({printable(use.texts[0])})" if use.texts else ""
+                self.add("cpp-asm-label", f"an asm label{named} binds a declaration to whatever symbol it names, past "
+                         f"every name check: {ASM_LABEL_ADVICE}", use.offset)
+            elif use.kind == "too-many":
+                self.add("cpp-asm", "more inline assembly than the checks read (over 500 asm keywords in one file): "
+                         "keep assembly to the few instructions that need it", use.offset)
+            elif use.kind == "bare":
+                self.add("cpp-asm", "write inline assembly as a whole statement, asm volatile(\"template\" : outputs "
+                         ": inputs : clobbers), not through a macro standing for the keyword", use.offset)
+            elif not use.texts:
+                self.add("cpp-asm", "an asm template must be string literals written in the statement (no macro, no "
+                         "computed string), so that the checks read what the assembler does", use.offset)
+            else:
+                problems = dict.fromkeys(p for text in use.texts for p in template_problems(text))
+                for rule, message in problems:
+                    self.add(rule, message + (f": {MESSAGES['files']}" if rule == "cpp-files" else ""), use.offset)
+        for m in SYMBOL_ATTRIBUTE.finditer(self.src.code):
+            self.add("cpp-asm-label", f"the {m.group(0)} attribute binds a declaration to another symbol, as an asm "
+                     f"label does: {ASM_LABEL_ADVICE}", m.start())
 
     def check_blas(self) -> None:
         """`sgemm_` and friends are exported by libtorch's BLAS: a GEMM without cuBLAS or a kernel."""
@@ -502,6 +534,11 @@ def aten_allowed(parts: list[str]) -> bool:
     if second in ("Tensor", "TensorBase") and len(parts) > 2:
         return parts[2] not in cpp_tensor_methods_forbidden()
     return second in ATEN_ALLOWED
+
+
+def printable(text: str) -> str:
+    """A decoded literal for a message: escapes for what would not print, bounded."""
+    return text.strip().encode("unicode_escape").decode("ascii")[:60]
 
 
 def std_category(word: str) -> str:

@@ -265,10 +265,17 @@ CPP_FORBIDDEN_WORDS = {
     "fork": "threads-process", "vfork": "threads-process", "popen": "threads-process",
     "execl": "threads-process", "execlp": "threads-process", "execle": "threads-process",
     "execv": "threads-process", "execvp": "threads-process", "execvpe": "threads-process",
-    "execve": "threads-process", "fexecve": "threads-process", "posix_spawn": "threads-process",
-    "posix_spawnp": "threads-process", "thrd_create": "threads-process", "jthread": "threads-process",
-    "omp_set_num_threads": "threads-process", "cudaLaunchHostFunc": "threads-process",
-    "cudaStreamAddCallback": "threads-process", "cuLaunchHostFunc": "threads-process",
+    "execve": "threads-process", "fexecve": "threads-process", "jthread": "threads-process",
+    "cudaLaunchHostFunc": "threads-process", "cudaStreamAddCallback": "threads-process",
+    "cuLaunchHostFunc": "threads-process",
+    # what glibc and libstdc++ export besides: process creators, thread creators, and the
+    # notifications and asynchronous I/O that run a callback on a thread of their own
+    "_Fork": "threads-process", "__fork": "threads-process", "__vfork": "threads-process",
+    "execveat": "threads-process", "daemon": "threads-process", "clone3": "threads-process",
+    "__clone": "threads-process", "__clone2": "threads-process", "__clone3": "threads-process",
+    "timer_create": "threads-process", "SIGEV_THREAD": "threads-process", "mq_notify": "threads-process",
+    "aio_read": "threads-process", "aio_write": "threads-process", "aio_fsync": "threads-process",
+    "lio_listio": "threads-process",
     # leaving the process
     "quick_exit": "exit", "_Exit": "exit", "__builtin_trap": "exit", "atexit": "exit", "at_quick_exit": "exit", "sigaction": "exit",
     # the interpreter
@@ -301,7 +308,10 @@ CPP_FORBIDDEN_WORDS = {
 RELAXED_CPP_ALLOWED = {"cudaDeviceSynchronize", "cudaThreadSynchronize", "device_synchronize"}
 # Prefixes refused under both policies (rule).
 CPP_FORBIDDEN_PREFIXES = {
-    "pthread_": "threads-process", "Py_": "python", "_Py": "python", "PyRun_": "python", "PyEval_": "python",
+    "pthread_": "threads-process", "__pthread_": "threads-process", "__gthread_": "threads-process",
+    "posix_spawn": "threads-process", "thrd_": "threads-process", "omp_": "threads-process",
+    "GOMP_": "threads-process", "__kmpc_": "threads-process", "kmp_": "threads-process",
+    "pthreadpool": "threads-process", "Py_": "python", "_Py": "python", "PyRun_": "python", "PyEval_": "python",
     "PyImport_": "python", "PyGILState_": "python", "THP": "python", "PYBIND11_EMBEDDED": "python",
     "PYBIND11_OVERRIDE": "python", "PYBIND11_OVERLOAD": "python", "TORCH_LIBRARY": "dispatcher",
     "AutoDispatchBelow": "dispatcher", "tls_set_dispatch": "dispatcher", "setAllowTF32": "torch-state",
@@ -318,11 +328,18 @@ CPP_FORBIDDEN_CALLS = {"system": "threads-process", "exit": "exit", "_exit": "ex
                        "terminate": "exit", "kill": "exit", "raise": "exit", "signal": "exit", "clone": "threads-process",
                        "open": "files", "creat": "files", "unlink": "files", "socket": "files",
                        "connect": "files", "chdir": "files", "setuid": "files"}
+# Names under at::/torch::/c10::/caffe2:: refused under both policies: they start threads or size
+# ATen's thread pools, as torch.set_num_threads does in Python (relaxed allows the rest of ATen).
+ATEN_THREADS = {"set_num_threads", "set_num_interop_threads", "init_num_threads", "lazy_init_num_threads",
+                "set_thread_num", "ThreadIdGuard", "parallel_for", "parallel_reduce", "launch",
+                "launch_no_thread_state", "intraop_launch", "intraop_launch_future", "invoke_parallel",
+                "TaskThreadPoolBase", "ThreadPool", "TaskThreadPool", "PTThreadPool", "ThreadPoolRegistry",
+                "PThreadPool", "pthreadpool", "get_pthreadpool"}
 # With `using namespace std`, these unqualified words are std's threads and processes.
 STD_WORDS_FORBIDDEN = {"thread", "jthread", "async", "system", "exit", "quick_exit", "abort", "terminate",
                        "getenv", "ofstream", "ifstream", "fstream"}
 # std:: members refused under both policies.
-STD_FORBIDDEN = {"thread", "jthread", "async", "launch", "system", "exit", "quick_exit", "_Exit", "abort",
+STD_FORBIDDEN = {"thread", "jthread", "async", "launch", "execution", "system", "exit", "quick_exit", "_Exit", "abort",
                  "terminate", "atexit", "getenv", "signal", "raise", "filesystem", "ofstream", "ifstream",
                  "fstream", "fopen"}
 # Member calls refused under both policies (pybind11 objects reaching into Python).
@@ -341,6 +358,9 @@ LIBRARY_HEADERS = {"cutlass/": "CUTLASS", "cute/": "CuTe (CUTLASS)", "thrust/": 
                    "Eigen/": "Eigen", "mkl": "MKL", "magma": "MAGMA"}
 # Headers refused under both policies: threads, processes, files, the interpreter, code loading.
 SYSTEM_HEADERS_FORBIDDEN = {"thread": "threads", "future": "threads", "pthread.h": "threads",
+                            "execution": "parallel algorithms (threads)",
+                            "tbb/": "threads (TBB)", "oneapi/tbb": "threads (TBB)", "sched.h": "processes (clone)",
+                            "ATen/Parallel": "ATen's thread pools", "c10/core/thread_pool.h": "thread pools",
                             "omp.h": "OpenMP threads", "fstream": "files", "filesystem": "files",
                             "fcntl.h": "files", "unistd.h": "POSIX system calls", "sys/": "POSIX system calls",
                             "spawn.h": "processes", "signal.h": "signals", "csignal": "signals",
