@@ -93,10 +93,11 @@ def _compile(model, inputs: list, msg: dict):
 def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None], device) -> dict:
     """The verdict on the child's outputs for one input set: the reference output is computed
     here, now, from the seed (it never leaves this process), and compared with what the child
-    handed over (mapped from its GPU memory, or read from the files it wrote)."""
+    handed over (mapped from its GPU memory, or read from the files it wrote). `changed` in the
+    reply is how many places a near duplicate changed."""
     import torch
 
-    from cuda_agent.harness.modules import Steps, make_inputs, release
+    from cuda_agent.harness.modules import Steps, release, varied_inputs
     from cuda_agent.harness.workers.runtime import compare, flatten_outputs
     from cuda_agent.harness.workers.transfer import MAX_OUTPUTS, open_outputs, read_outputs, remove_outputs
 
@@ -108,12 +109,15 @@ def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None], device
         if isinstance(opened, str):
             return {"ok": False, "reason": f"its output could not be read ({opened})"}
         with steps("reference"), torch.no_grad():
-            expected = flatten_outputs(model(*make_inputs(task, seed[0], device, seed[1])))
+            inputs, changed = varied_inputs(task, seed[0], device, *seed[1:])
+            expected = flatten_outputs(model(*inputs))
+            del inputs
+        actual = opened.tensors if ipc else opened
         with steps("compare"):
-            v = compare(expected, opened.tensors if ipc else opened, msg["atol"], msg["rtol"])
-        del expected
+            v = compare(expected, actual, msg["atol"], msg["rtol"])
+        del expected, actual
         return {"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error, "steps": steps.seconds,
-                "scale": v.details.get("scale", "")}
+                "scale": v.details.get("scale", ""), "changed": changed}
     finally:
         with steps("close"):
             if ipc and not isinstance(opened, str):
