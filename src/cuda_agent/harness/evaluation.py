@@ -294,14 +294,22 @@ class _Session:
         self._ref({"op": "reference", "tag": tag, "seed": seed, "variant": variant})
         return tag, seed, variant
 
+    def _follows(self, tags: list[str]) -> dict:
+        """The reference worker's judgement across the sets `tags`: `reason` where the solution's
+        outputs stand still while the reference's move, `barely` where the reference's barely move
+        (workers/fingerprints.py)."""
+        return self._ref({"op": "follows", "tags": tags, "ordinary": tags, "atol": self.config.atol,
+                          "rtol": self.config.rtol})
+
     def correctness(self, result: EvalResult) -> None:
         """`correctness_trials` input sets of their own, then the last of them again with a few
-        values from another draw (a near duplicate), run two at a time back to back."""
+        values from another draw (a near duplicate), run two at a time back to back; last, whether
+        the outputs moved with the inputs across the sets as the reference's did."""
         result.stage = "correctness"
         worst, trials = 0.0, max(2, self.config.correctness_trials)
         runs = self._new_tags(trials)
         runs.append(self._near_duplicate(runs[-1][1]))
-        total = len(runs)
+        total, seen = len(runs), []
         for i in range(0, total, 2):
             pair = runs[i:i + 2]
             reply = self._child({"op": "run", "runs": pair, "route": self.route}, "correctness")
@@ -310,14 +318,21 @@ class _Session:
             for tag, *_ in pair:
                 v = self._check(tag, written.get(tag) if isinstance(written, dict) else None)
                 _add_steps(result, "reference", v.get("steps"))
-                n = int(tag[1:])
+                seen.append(tag)
                 if not v["ok"] or tag in changed:
-                    raise Stop("correctness", self._wrong(n, total, v, tag in changed, result.init))
+                    why = self._wrong(int(tag[1:]), total, v, tag in changed, result.init)
+                    still = self._follows(seen)["reason"] if not v["ok"] else ""
+                    raise Stop("correctness", f"{still}; {why}" if still else why)
                 if v.get("scale") and f"{v['scale']}_outputs" not in result.flags:
                     result.flags.append(f"{v['scale']}_outputs")  # tiny: judged by relative error; degenerate
-                if n == total and not v.get("changed"):
+                if int(tag[1:]) == total and not v.get("changed"):
                     result.flags.append("near_duplicate_unchanged")  # no floating input to change: no replay check
                 worst = max(worst, v.get("max_abs_error", 0.0))
+        follows = self._follows(seen)
+        if follows["reason"]:
+            raise Stop("correctness", follows["reason"])
+        if follows["barely"]:
+            result.flags.append("outputs_barely_depend_on_inputs")  # the task is weak: its outputs hardly vary
         result.correct, result.max_abs_error = True, worst
         result.reason = f"correct on {trials} input sets and a near duplicate of the last (max abs error {worst:.2g})"
 

@@ -30,6 +30,7 @@ def serve(channel) -> None:
     from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, release, timing_draw
     from cuda_agent.harness.baselines import time_baselines
     from cuda_agent.harness.config import TimingPlan
+    from cuda_agent.harness.workers.fingerprints import Fingerprints
     from cuda_agent.harness.workers.transfer import open_outputs
 
     warm = os.environ.get(WARM_ENV, "")
@@ -44,6 +45,7 @@ def serve(channel) -> None:
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, job["state_path"])
     channel.send({"ready": True})
     seeds: dict[str, tuple] = {}  # tag -> input seed and variant; each reference output is computed when it is compared
+    prints = Fingerprints()
     compiled = None
     while (msg := channel.recv()) is not None:
         op = msg.get("op")
@@ -51,7 +53,10 @@ def serve(channel) -> None:
             seeds[msg["tag"]] = (msg["seed"], msg.get("variant"))
             channel.send({"ok": True})
         elif op == "compare":
-            channel.send(compare_outputs(msg, model, task, seeds.pop(msg["tag"]), device))
+            channel.send(compare_outputs(msg, model, task, seeds.pop(msg["tag"]), device, prints))
+        elif op == "follows":  # do the solution's outputs move with the inputs where the reference's do?
+            f = prints.judge(msg["tags"], msg["ordinary"], msg["atol"], msg["rtol"])
+            channel.send({"ok": True, "reason": f.reason, "barely": f.barely})
         elif op == "probe":  # can this process map the child's memory (CUDA IPC)?
             opened = open_outputs(msg.get("meta"), device)
             ok = not isinstance(opened, str) and len(opened.tensors) == 1 and \
@@ -90,11 +95,12 @@ def _compile(model, inputs: list, msg: dict):
         return compile_for_timing(model, inputs, alone=key, lock_dir=lock_dir)
 
 
-def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None], device) -> dict:
+def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None], device, prints=None) -> dict:
     """The verdict on the child's outputs for one input set: the reference output is computed
     here, now, from the seed (it never leaves this process), and compared with what the child
-    handed over (mapped from its GPU memory, or read from the files it wrote). `changed` in the
-    reply is how many places a near duplicate changed."""
+    handed over (mapped from its GPU memory, or read from the files it wrote). `prints` keeps both
+    outputs' fingerprints for the judgement across sets (fingerprints.py); `changed` in the reply
+    is how many places a near duplicate changed."""
     import torch
 
     from cuda_agent.harness.modules import Steps, release, varied_inputs
@@ -114,6 +120,8 @@ def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None], device
             del inputs
         actual = opened.tensors if ipc else opened
         with steps("compare"):
+            if prints is not None and not isinstance(expected, str):
+                prints.add(msg["tag"], expected, actual)
             v = compare(expected, actual, msg["atol"], msg["rtol"])
         del expected, actual
         return {"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error, "steps": steps.seconds,
