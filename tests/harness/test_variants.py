@@ -8,7 +8,7 @@ import types
 
 import torch
 
-from cuda_agent.harness.modules import make_inputs, varied_inputs
+from cuda_agent.harness.modules import SHIFTED, make_inputs, varied_inputs
 from cuda_agent.harness.variants import MOVED
 
 CPU = torch.device("cpu")
@@ -73,3 +73,17 @@ def test_near_duplicate_without_floating_inputs_says_it_changed_nothing():
     t = task(lambda: [torch.randint(0, 9, (10,)), torch.rand(5) > 0.5, 3])
     base, moved, changed = near(t)
     assert changed == 0 and all(torch.equal(b, m) for b, m in zip(base[:2], moved[:2]))
+
+
+def test_shifted_set_moves_continuous_inputs_and_keeps_labels_and_zeros():
+    """A loss whose value over get_inputs' draws stays within atol of its expectation: a constant
+    passes every drawn set, and fails the shifted one, where the expectation moves."""
+    t = task(lambda: [torch.tril(torch.randn(64, 64)), torch.randint(0, 2, (64, 64)).float() * 2 - 1,
+                      torch.randn(8, 10).softmax(-1)])
+    base = make_inputs(t, 3, CPU)
+    moved, count = varied_inputs(t, 3, CPU, 5, SHIFTED)
+    assert count == 1 and torch.equal(moved[0], moved[0].tril()) and not torch.equal(moved[0], base[0])
+    ratio = (moved[0] - base[0])[base[0] != 0].std()
+    assert float(ratio) > 0.1  # a*x + b with a at least 0.25 away from 1
+    assert torch.equal(moved[1], base[1]) and torch.equal(moved[2], base[2])
+    assert all(torch.equal(x, y) for x, y in zip(moved, make_inputs(t, 3, CPU, 5, SHIFTED)))

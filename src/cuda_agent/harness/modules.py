@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 
 from cuda_agent.harness.timing import call_seed
-from cuda_agent.harness.variants import near_duplicate
+from cuda_agent.harness.variants import near_duplicate, shifted
 
 # Bound at import, before a solution's code runs in the child (which could replace them).
 _empty_cache, _manual_seed, _perf_counter = torch.cuda.empty_cache, torch.manual_seed, time.perf_counter
@@ -27,20 +27,30 @@ def to_device(values, device: torch.device) -> list:
     return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
 
-def make_inputs(task_module: types.ModuleType, seed: int, device: torch.device, variant: int | None = None) -> list:
+NEAR, SHIFTED = "near", "shifted"  # the input sets made from a drawn one (see variants.py)
+
+
+def make_inputs(task_module: types.ModuleType, seed: int, device: torch.device, variant: int | None = None,
+                kind: str = NEAR) -> list:
     """The task's inputs drawn with `seed` (the same in every process for the same seed), and,
-    with `variant`, their near duplicate (see `varied_inputs`)."""
-    return varied_inputs(task_module, seed, device, variant)[0]
+    with `variant`, the set made from them: their near duplicate, or (kind SHIFTED) their shifted
+    set (see `varied_inputs`)."""
+    return varied_inputs(task_module, seed, device, variant, kind)[0]
 
 
-def varied_inputs(task_module: types.ModuleType, seed: int, device: torch.device,
-                  variant: int | None) -> tuple[list, int]:
-    """The inputs of `seed`, or with `variant` their near duplicate: a few values taken from a
-    second draw (seeded with `variant`) at the same places. Returns the set and how many places
-    it changed: 0 where it is the drawn set itself."""
+def varied_inputs(task_module: types.ModuleType, seed: int, device: torch.device, variant: int | None,
+                  kind: str = NEAR) -> tuple[list, int]:
+    """The inputs of `seed`, or the set `kind` made from them with `variant`: NEAR takes a few
+    values from a second draw (seeded with `variant`) at the same places, SHIFTED moves the
+    continuous inputs by x -> a*x + b. Returns the set and how many places (NEAR) or tensors
+    (SHIFTED) it changed: 0 where it is the drawn set itself."""
     inputs = _draw(task_module, seed, device)
     if variant is None:
         return inputs, 0
+    if kind == SHIFTED:
+        return shifted(inputs, variant)
+    if kind != NEAR:
+        raise ValueError(f"input set kind {kind!r}: expected {NEAR!r} or {SHIFTED!r}")
     return near_duplicate(inputs, _draw(task_module, variant, device), variant)
 
 

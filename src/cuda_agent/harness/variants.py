@@ -1,6 +1,6 @@
 """Input sets made from a drawn one, the same way in every process that makes them from the same
 (seed, variant): the near duplicate, where a result replayed for inputs that look like ones seen
-before is wrong.
+before is wrong, and the shifted set, where an output that does not follow its inputs is wrong.
 
 Both must stay inputs the task could have drawn: an honest kernel may exploit the structure of its
 inputs (the zeros of a triangle, band or mask; symmetry; sorted or probability rows), and a set
@@ -12,12 +12,13 @@ from __future__ import annotations
 import torch
 
 # Bound at import, before a solution's code runs in the child (which could replace them).
-_Generator, _randint, _nonzero = torch.Generator, torch.randint, torch.nonzero
-_unravel, _equal = torch.unravel_index, torch.equal
+_Generator, _randint, _rand, _nonzero = torch.Generator, torch.randint, torch.rand, torch.nonzero
+_unravel, _equal, _where, _unique = torch.unravel_index, torch.equal, torch.where, torch.unique
 _clone = torch.Tensor.clone
 
 MOVED = 8          # values (or rows) of each floating-point input that a near duplicate takes from another draw
 CANDIDATES = 4096  # places tried at random before all the places where the two draws differ are listed
+SAMPLED = 1024     # values read to tell a continuous input from a discrete one (+-1 labels, 0/1 masks, integers)
 ROW_SUM_TOL = 1e-2  # rows that sum to one within this (and are >= 0) are probabilities
 
 
@@ -37,6 +38,25 @@ def near_duplicate(inputs: list, twin: list, variant: int) -> tuple[list, int]:
             changed += _take_from(v, w, gen)
         out.append(v)
     return out, changed
+
+
+def shifted(inputs: list, variant: int) -> tuple[list, int]:
+    """`inputs` with each continuous floating-point tensor moved by x -> a*x + b (a and b drawn from
+    `variant`: a within 0.5..0.75 or 1.25..1.5, |b| within 0.25..0.5), its exact zeros kept (a
+    triangle, band or mask stays one); discrete tensors (labels, masks, integers) and rows that are
+    sorted or probabilities stay as they are. The expectation of a loss moves with a and b, so a
+    constant near it fails here. Returns the set and the number of tensors moved."""
+    gen = _Generator().manual_seed(variant)
+    out, moved = [], 0
+    for v in inputs:
+        r = _rand(4, generator=gen, dtype=torch.float64).tolist()
+        a = 1.0 + (1 if r[0] < 0.5 else -1) * (0.25 + 0.25 * r[1])
+        b = (1 if r[2] < 0.5 else -1) * (0.25 + 0.25 * r[3])
+        if _floating(v) and _continuous(v) and not _rows_kept_whole(v):
+            v = _where(v == 0, v, v * a + b)
+            moved += 1
+        out.append(v)
+    return out, moved
 
 
 def _floating(v) -> bool:
@@ -130,3 +150,12 @@ def _sorted_rows(rows: torch.Tensor) -> bool:
 
 def _probability_rows(rows: torch.Tensor) -> bool:
     return bool((rows >= 0).all()) and bool(((rows.sum(-1, dtype=torch.float64) - 1).abs() <= ROW_SUM_TOL).all())
+
+
+def _continuous(v: torch.Tensor) -> bool:
+    """Whether a sample of the tensor's nonzero values takes many values, not all whole numbers:
+    randn-like data, not labels (+-1), masks (0/1), one-hots or integers stored as floats."""
+    flat = v.reshape(-1)
+    sample = flat[::max(1, flat.numel() // SAMPLED)][:SAMPLED].double().cpu()
+    sample = sample[torch.isfinite(sample) & (sample != 0)]
+    return _unique(sample).numel() >= 16 and not bool((sample == sample.round()).all())
