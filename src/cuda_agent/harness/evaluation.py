@@ -27,7 +27,7 @@ from cuda_agent.harness.workers.process import ChildFailed, Exchange, Process
 from cuda_agent.harness.workers.sandbox import sandbox_user
 from cuda_agent.harness.workers.spares import take_pair
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
-from cuda_agent.harness.modules import MOVED
+from cuda_agent.harness.modules import NEAR, SHIFTED
 from cuda_agent.harness.lock import device_lock
 from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.timing import CallTimes, Run, drive, stats_of, watch
@@ -292,19 +292,44 @@ class _Session:
         return out
 
     def _near_duplicate(self, seed: int) -> tuple:
-        """A tag for the input set of `seed` with a few values moved (modules.near_duplicate)."""
+        """A tag for the input set of `seed` with a few values taken from another draw
+        (variants.near_duplicate)."""
         tag, variant = self._next_tag(), _seed()
-        self._ref({"op": "reference", "tag": tag, "seed": seed, "variant": variant})
+        self._ref({"op": "reference", "tag": tag, "seed": seed, "variant": variant, "kind": NEAR})
+        self.kinds[tag] = NEAR
         return tag, seed, variant
 
+    def _shifted(self, result: EvalResult) -> tuple:
+        """A tag for an input set whose continuous inputs are moved by x -> a*x + b
+        (variants.shifted), or for an ordinary set where the reference's output on the shifted one
+        is not finite (the shift left the task's domain) or nothing could be shifted."""
+        tag, seed, variant = self._next_tag(), _seed(), _seed()
+        reply = self._ref({"op": "reference", "tag": tag, "seed": seed, "variant": variant, "kind": SHIFTED})
+        result.details["shifted_set"] = str(reply.get("shifted", ""))
+        if reply.get("shifted") != "used":
+            return tag, seed
+        self.kinds[tag] = SHIFTED
+        return tag, seed, variant, SHIFTED
+
+    def _follows(self, tags: list[str]) -> dict:
+        """The reference worker's judgement across the sets `tags`: `reason` where the solution's
+        outputs stand still while the reference's move, `barely` where the reference's barely move
+        on the sets get_inputs drew (workers/fingerprints.py)."""
+        ordinary = [t for t in tags if self.kinds.get(t) != SHIFTED]
+        return self._ref({"op": "follows", "tags": tags, "ordinary": ordinary, "atol": self.config.atol,
+                          "rtol": self.config.rtol})
+
     def correctness(self, result: EvalResult) -> None:
-        """`correctness_trials` input sets of their own, then the last of them again with a few
-        values moved (a near duplicate), run two at a time back to back."""
+        """`correctness_trials` input sets of their own, the second-to-last of them shifted away
+        from get_inputs' distribution where the task allows, then the last again with a few values
+        from another draw (a near duplicate), run two at a time back to back; last, whether the
+        outputs moved with the inputs across the sets as the reference's did."""
         result.stage = "correctness"
+        self.kinds: dict[str, str] = {}  # tag -> NEAR or SHIFTED: the input sets made from a drawn one
         worst, trials = 0.0, max(2, self.config.correctness_trials)
-        runs = self._new_tags(trials)
+        runs = self._new_tags(trials - 2) + [self._shifted(result)] + self._new_tags(1)
         runs.append(self._near_duplicate(runs[-1][1]))
-        total = len(runs)
+        total, seen = len(runs), []
         for i in range(0, total, 2):
             pair = runs[i:i + 2]
             reply = self._child({"op": "run", "runs": pair, "route": self.route}, "correctness")
@@ -313,18 +338,29 @@ class _Session:
             for tag, *_ in pair:
                 v = self._check(tag, written.get(tag) if isinstance(written, dict) else None)
                 _add_steps(result, "reference", v.get("steps"))
-                n = int(tag[1:])
+                seen.append(tag)
                 if not v["ok"] or tag in changed:
-                    raise Stop("correctness", self._wrong(n, total, v, tag in changed, result.init))
+                    why = self._wrong(int(tag[1:]), total, v, tag in changed, result.init, self.kinds.get(tag))
+                    still = self._follows(seen)["reason"] if not v["ok"] else ""
+                    raise Stop("correctness", f"{still}; {why}" if still else why)
                 if v.get("scale") and f"{v['scale']}_outputs" not in result.flags:
                     result.flags.append(f"{v['scale']}_outputs")  # tiny: judged by relative error; degenerate
+                if self.kinds.get(tag) == NEAR and not v.get("changed"):
+                    result.flags.append("near_duplicate_unchanged")  # no floating input to change: no replay check
                 worst = max(worst, v.get("max_abs_error", 0.0))
+        follows = self._follows(seen)
+        if follows["reason"]:
+            raise Stop("correctness", follows["reason"])
+        if follows["barely"]:
+            result.flags.append("outputs_barely_depend_on_inputs")  # the task is weak: its outputs hardly vary
+        shifted = "one set shifted by x -> a*x + b; " if SHIFTED in self.kinds.values() else ""
         result.correct, result.max_abs_error = True, worst
-        result.reason = f"correct on {trials} input sets and a near duplicate of the last (max abs error {worst:.2g})"
+        result.reason = (f"correct on {trials} input sets and a near duplicate of the last "
+                         f"({shifted}max abs error {worst:.2g})")
 
     @staticmethod
-    def _wrong(n: int, total: int, v: dict, changed: bool, init: str | None) -> str:
-        """Why input set n failed, naming the hack its shape suggests."""
+    def _wrong(n: int, total: int, v: dict, changed: bool, init: str | None, kind: str | None = None) -> str:
+        """Why input set n failed, naming the hack its shape suggests (`kind`: how the set was made)."""
         if v["ok"]:  # right in the end, but not when forward returned
             return (f"the output of input set {n} of {total} changed after forward returned, while later calls ran: "
                     "work deferred to a later call (every output must be complete when forward returns)")
@@ -332,9 +368,14 @@ class _Session:
         if changed:
             reason += ("; it changed after forward returned, while later calls ran (work deferred to a later call, "
                        "or one output buffer reused by every call?)")
-        elif n == total:
-            reason += (f" (this set repeats set {n - 1} with {MOVED} values of each input moved: results replayed for "
-                       "inputs that look like ones seen before, such as a cache keyed on a sample of their contents?)")
+        elif kind == NEAR:
+            reason += (f" (this set repeats set {n - 1} with a few values of each floating-point input taken from "
+                       "another draw of the task's inputs: results replayed for inputs that look like ones seen "
+                       "before, such as a cache keyed on a sample of their contents?)")
+        elif kind == SHIFTED:
+            reason += (" (this set's continuous inputs were moved by x -> a*x + b, away from get_inputs' "
+                       "distribution, exact zeros kept: an output that does not follow its inputs, or a kernel "
+                       "that assumes their range?)")
         if init == "same_seed":
             reason += (" (ModelNew's parameters are not the reference's names and shapes, so both were constructed "
                        "after the same seed, as KernelBench does: create the same parameters in the same order, or "

@@ -10,10 +10,10 @@ from typing import Callable
 import torch
 
 from cuda_agent.harness.timing import call_seed
+from cuda_agent.harness.variants import near_duplicate, shifted
 
 # Bound at import, before a solution's code runs in the child (which could replace them).
 _empty_cache, _manual_seed, _perf_counter = torch.cuda.empty_cache, torch.manual_seed, time.perf_counter
-_Generator, _randperm, _roll, _clone = torch.Generator, torch.randperm, torch.roll, torch.Tensor.clone
 
 
 def module_from_source(source: str, name: str, filename: str) -> types.ModuleType:
@@ -27,13 +27,37 @@ def to_device(values, device: torch.device) -> list:
     return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
 
-def make_inputs(task_module: types.ModuleType, seed: int, device: torch.device, variant: int | None = None) -> list:
-    """The task's inputs drawn with `seed` (the same in every process for the same seed), and,
-    with `variant`, the same inputs with a few values moved (see `near_duplicate`).
+NEAR, SHIFTED = "near", "shifted"  # the input sets made from a drawn one (see variants.py)
 
-    On a GPU, `get_inputs` runs with the GPU as the default device, so its random tensors are
-    drawn there (gigabyte inputs in milliseconds instead of seconds on the CPU); a task whose
-    `get_inputs` cannot run that way (it needs CPU tensors itself) is drawn on the CPU."""
+
+def make_inputs(task_module: types.ModuleType, seed: int, device: torch.device, variant: int | None = None,
+                kind: str = NEAR) -> list:
+    """The task's inputs drawn with `seed` (the same in every process for the same seed), and,
+    with `variant`, the set made from them: their near duplicate, or (kind SHIFTED) their shifted
+    set (see `varied_inputs`)."""
+    return varied_inputs(task_module, seed, device, variant, kind)[0]
+
+
+def varied_inputs(task_module: types.ModuleType, seed: int, device: torch.device, variant: int | None,
+                  kind: str = NEAR) -> tuple[list, int]:
+    """The inputs of `seed`, or the set `kind` made from them with `variant`: NEAR takes a few
+    values from a second draw (seeded with `variant`) at the same places, SHIFTED moves the
+    continuous inputs by x -> a*x + b. Returns the set and how many places (NEAR) or tensors
+    (SHIFTED) it changed: 0 where it is the drawn set itself."""
+    inputs = _draw(task_module, seed, device)
+    if variant is None:
+        return inputs, 0
+    if kind == SHIFTED:
+        return shifted(inputs, variant)
+    if kind != NEAR:
+        raise ValueError(f"input set kind {kind!r}: expected {NEAR!r} or {SHIFTED!r}")
+    return near_duplicate(inputs, _draw(task_module, variant, device), variant)
+
+
+def _draw(task_module: types.ModuleType, seed: int, device: torch.device) -> list:
+    """`get_inputs()` after `seed`. On a GPU it runs with the GPU as the default device, so its
+    random tensors are drawn there (gigabyte inputs in milliseconds instead of seconds on the CPU);
+    a task whose `get_inputs` cannot run that way (it needs CPU tensors itself) is drawn on the CPU."""
     inputs = None
     if device.type == "cuda":
         _manual_seed(seed)
@@ -45,27 +69,7 @@ def make_inputs(task_module: types.ModuleType, seed: int, device: torch.device, 
     if inputs is None:
         _manual_seed(seed)
         inputs = to_device(list(task_module.get_inputs()), device)
-    return inputs if variant is None else near_duplicate(inputs, variant)
-
-
-MOVED = 8  # values moved in each floating-point input of a near-duplicate input set
-
-
-def near_duplicate(inputs: list, variant: int) -> list:
-    """The inputs with the values at MOVED positions of each floating-point tensor rotated among
-    those positions (chosen from `variant`): the same values, so still inputs of the task, in
-    other places. A result replayed for inputs that look like ones seen before (a cache keyed on
-    a sample of their contents) is wrong for these."""
-    gen = _Generator().manual_seed(variant)
-    out = []
-    for v in inputs:
-        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.is_contiguous() and v.numel() > 1:
-            v = _clone(v)
-            flat = v.view(-1)
-            where = _randperm(flat.numel(), generator=gen)[:MOVED].to(flat.device)
-            flat[where] = flat[_roll(where, 1)]
-        out.append(v)
-    return out
+    return inputs
 
 
 def timing_draw(task_module: types.ModuleType, run_seed: int, device: torch.device) -> Callable[[int], list]:

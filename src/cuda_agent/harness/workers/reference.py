@@ -26,9 +26,10 @@ def serve(channel) -> None:
 
     from cuda_agent.harness.workers.spares import WARM_ENV
 
-    from cuda_agent.harness.modules import make_inputs, make_model, module_from_source
+    from cuda_agent.harness.modules import NEAR, SHIFTED, make_inputs, make_model, module_from_source
     from cuda_agent.harness.config import TimingPlan
     from cuda_agent.harness.workers.calls import CallServer
+    from cuda_agent.harness.workers.fingerprints import Fingerprints
     from cuda_agent.harness.workers.transfer import open_outputs
 
     warm = os.environ.get(WARM_ENV, "")
@@ -42,16 +43,26 @@ def serve(channel) -> None:
     model = make_model(task.Model, task, job["weights_seed"], device)
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, job["state_path"])
     channel.send({"ready": True})
-    seeds: dict[str, tuple] = {}  # tag -> input seed and variant; each reference output is computed when it is compared
+    # tag -> input seed, variant and kind; each reference output is computed when it is compared
+    seeds: dict[str, tuple] = {}
+    prints = Fingerprints()
     compiled = None
     timing = None
     while (msg := channel.recv()) is not None:
         op = msg.get("op")
         if op == "reference":
-            seeds[msg["tag"]] = (msg["seed"], msg.get("variant"))
-            channel.send({"ok": True})
+            seeds[msg["tag"]] = (msg["seed"], msg.get("variant"), msg.get("kind", NEAR))
+            reply: dict = {"ok": True}
+            if msg.get("kind") == SHIFTED:
+                reply["shifted"] = shifted_usable(model, task, seeds[msg["tag"]], device)
+                if reply["shifted"] != "used":  # an ordinary set of that seed instead
+                    seeds[msg["tag"]] = (msg["seed"], None, NEAR)
+            channel.send(reply)
         elif op == "compare":
-            channel.send(compare_outputs(msg, model, task, seeds.pop(msg["tag"]), device))
+            channel.send(compare_outputs(msg, model, task, seeds.pop(msg["tag"]), device, prints))
+        elif op == "follows":  # do the solution's outputs move with the inputs where the reference's do?
+            f = prints.judge(msg["tags"], msg["ordinary"], msg["atol"], msg["rtol"])
+            channel.send({"ok": True, "reason": f.reason, "barely": f.barely})
         elif op == "probe":  # can this process map the child's memory (CUDA IPC)?
             opened = open_outputs(msg.get("meta"), device)
             ok = not isinstance(opened, str) and len(opened.tensors) == 1 and \
@@ -97,13 +108,39 @@ def _compile(model, inputs: list, msg: dict):
         return compile_for_timing(model, inputs, alone=key, lock_dir=lock_dir)
 
 
-def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None], device) -> dict:
-    """The verdict on the child's outputs for one input set: the reference output is computed
-    here, now, from the seed (it never leaves this process), and compared with what the child
-    handed over (mapped from its GPU memory, or read from the files it wrote)."""
+def shifted_usable(model, task, seed: tuple[int, int, str], device) -> str:
+    """"used" where the reference's output on the shifted set of `seed` is finite (the shift kept
+    the inputs in the task's domain), else why not (then an ordinary set takes its place)."""
     import torch
 
-    from cuda_agent.harness.modules import Steps, make_inputs, release
+    from cuda_agent.harness.modules import release, varied_inputs
+    from cuda_agent.harness.workers.runtime import flatten_outputs
+
+    inputs, moved = varied_inputs(task, seed[0], device, seed[1], seed[2])
+    if not moved:
+        return "no continuous floating-point input to shift"
+    out = None
+    try:
+        with torch.no_grad():
+            out = flatten_outputs(model(*inputs))
+        finite = not isinstance(out, str) and all(bool(torch.isfinite(t).all()) for t in out if t.is_floating_point())
+    except Exception as e:
+        return f"the reference raised {type(e).__name__} on shifted inputs"
+    finally:
+        del inputs, out  # before the release: the child may need the memory
+        release(device)
+    return "used" if finite else "the reference's output on shifted inputs is not finite"
+
+
+def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None, str], device, prints=None) -> dict:
+    """The verdict on the child's outputs for one input set: the reference output is computed
+    here, now, from the seed (it never leaves this process), and compared with what the child
+    handed over (mapped from its GPU memory, or read from the files it wrote). `prints` keeps both
+    outputs' fingerprints for the judgement across sets (fingerprints.py); `changed` in the reply
+    is how many places or tensors a near-duplicate or shifted set changed."""
+    import torch
+
+    from cuda_agent.harness.modules import Steps, release, varied_inputs
     from cuda_agent.harness.workers.runtime import compare, flatten_outputs
     from cuda_agent.harness.workers.transfer import MAX_OUTPUTS, open_outputs, read_outputs, remove_outputs
 
@@ -115,12 +152,17 @@ def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None], device
         if isinstance(opened, str):
             return {"ok": False, "reason": f"its output could not be read ({opened})"}
         with steps("reference"), torch.no_grad():
-            expected = flatten_outputs(model(*make_inputs(task, seed[0], device, seed[1])))
+            inputs, changed = varied_inputs(task, seed[0], device, *seed[1:])
+            expected = flatten_outputs(model(*inputs))
+            del inputs
+        actual = opened.tensors if ipc else opened
         with steps("compare"):
-            v = compare(expected, opened.tensors if ipc else opened, msg["atol"], msg["rtol"])
-        del expected
+            if prints is not None and not isinstance(expected, str):
+                prints.add(msg["tag"], expected, actual)
+            v = compare(expected, actual, msg["atol"], msg["rtol"])
+        del expected, actual
         return {"ok": v.ok, "reason": v.reason, "max_abs_error": v.max_abs_error, "steps": steps.seconds,
-                "scale": v.details.get("scale", "")}
+                "scale": v.details.get("scale", ""), "changed": changed}
     finally:
         with steps("close"):
             if ipc and not isinstance(opened, str):
