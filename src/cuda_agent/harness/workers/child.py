@@ -179,27 +179,6 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
     return written, changed
 
 
-def timed_forward(model, strict: bool, device: torch.device):
-    """forward as the timed calls make it: under the strict policy inside the operator guard, as
-    every other call is, so a solution cannot compute with ATen where it is timed."""
-    if not strict:
-        return model
-
-    def forward(*inputs):
-        guard = OperatorGuard(strict=True, device_type=device.type)
-        try:
-            with guard:
-                out = model(*inputs)
-        except Exception:
-            if not guard.violations:
-                raise
-        if guard.violations:
-            raise Failure("profile", f"forward used torch operator aten::{guard.violations[0]} in a timed call "
-                                     "(only allocation, views and metadata are allowed)")
-        return out
-    return forward
-
-
 class TimingRun:
     """The child's side of a timing run the harness drives call by call (see workers/calls.py):
     `call` times one call on the inputs of the seed the harness sends with it; `check` hands the
@@ -208,7 +187,10 @@ class TimingRun:
     def __init__(self, model, task, msg: dict, strict: bool, device: torch.device, public: str):
         self.model, self.task, self.strict, self.device, self.public = model, task, strict, device, public
         self.route = msg.get("route", "files")
-        self.server = CallServer(timed_forward(model, strict, device), task, device, TimingPlan.from_dict(msg["plan"]))
+        # The timed calls run without the operator guard: a Python dispatch mode costs 50-70 us of host
+        # time a call (H200, 2026-11-26: the demo kernel read 0.07-0.09 ms against 0.019 ms), which the
+        # host floor then charges to the solution; rules on ATen in timed calls are the static scan's.
+        self.server = CallServer(model, task, device, TimingPlan.from_dict(msg["plan"]))
 
     def call(self, msg: dict) -> dict:
         return self.server.call(int(msg["seed"]))
