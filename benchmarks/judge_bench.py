@@ -1,5 +1,6 @@
 """The judge's cost and steadiness on the demo task, called directly (no service): evaluations in a
-row of the bundled demo solution with cached baselines, each one's wall time, speed-up over eager,
+row of the bundled demo solution with cached baselines (the next evaluation's processes started
+ahead, as in the service; --cold: not), each one's wall time, speed-up over eager,
 and what the harness's own clock saw (timing.watch). Run it against two checkouts in one call to
 compare them on the same machine:
 
@@ -25,6 +26,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--evals", type=int, default=8)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--cold", action="store_true", help="no spare processes started ahead (each evaluation starts its own)")
     args = ap.parse_args()
 
     import cuda_agent
@@ -35,14 +37,21 @@ def main() -> None:
         task, solution = load_task("scale_bias_relu"), REPO / "benchmarks" / "solutions" / "scale_bias_relu_cuda"
     else:
         task, solution = load_task(HACKS / "tasks" / "sbr_small.py"), HACKS / "cpu" / "honest_fused"
+    from contextlib import nullcontext
+
+    from cuda_agent.harness.workers.spares import keep_warm
+
     config = EvalConfig(device=args.device)
     rows = []
+    warm = nullcontext() if args.cold else keep_warm(1)  # as the service does: the next pair starts ahead
+    warm.__enter__()
     first = evaluate(task, solution, config)  # baselines timed and cached, the build cached
     rows.append({"i": 0, **_row(first, None)})
     for i in range(1, args.evals + 1):
         t0 = time.monotonic()
         r = evaluate(task, solution, config)
         rows.append({"i": i, **_row(r, time.monotonic() - t0)})
+    warm.__exit__(None, None, None)
     timed = [r for r in rows[1:] if r["speedup_vs_eager"]]
     walls = [r["wall_s"] for r in rows[1:]]
     sp = [r["speedup_vs_eager"] for r in timed]
@@ -66,7 +75,8 @@ def _row(r, wall: float | None) -> dict:
     return {"reward": r.reward, "stage": r.stage, "reason": r.reason[:300], "wall_s": wall,
             "solution_ms": r.solution.median_ms if r.solution else None,
             "speedup_vs_eager": r.speedup_vs_eager, "speedup_vs_compile": r.speedup_vs_compile,
-            "watch": r.details.get("watch"), "flags": r.flags, "stage_seconds": r.stage_seconds}
+            "watch": r.details.get("watch"), "flags": r.flags, "stage_seconds": r.stage_seconds,
+            "steps_s": r.details.get("steps_s")}
 
 
 if __name__ == "__main__":

@@ -404,7 +404,7 @@ class _Session:
         """The solution timed call by call in the child, driven from here on inputs new at every
         call; the outputs of calls chosen after they returned (and of the last) are checked before
         the next call is made, so results cached across calls or work skipped on some calls fail
-        the solution. Every third call is preceded by a call of eager in the reference worker, in
+        the solution. Every sixth call is preceded by a call of eager in the reference worker, in
         the same window: the harness's own work in a call, as trusted code shows it under the same
         load, against which the solution's figures are held (timing.watch). Returns the stats and
         those trusted calls."""

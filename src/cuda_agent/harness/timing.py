@@ -11,11 +11,16 @@ After each call two device-wide synchronizes: the first waits for work the call 
 streams, the second finds the device idle; their difference, averaged over the run, is charged to
 every sample where it is beyond the noise of honest calls (OFFSTREAM_TOLERANCE_*), so side streams
 are counted without charging every call a synchronize's latency and its jitter.
-L2 emptied before each call; warm-up excluded. Every call gets inputs of its own, drawn (untimed)
-from a seed derived from the run's seed and the call's index, so no two calls see the same
-contents: a result cached by pointer, shape or a fingerprint of the contents is wrong at the last
-call, whose output the reference checks (it draws the same inputs from the same seed).
-CPU: the same loop with a monotonic clock and a cache-sized flush.
+L2 emptied before each call; warm-up excluded. CPU: the same with a monotonic clock and a
+cache-sized flush.
+
+Two halves: `CallTimer` times one call where the callable runs; `drive` makes the loop's decisions
+where the clock is trusted. In an evaluation the harness drives the solution's child call by call
+(evaluation._Session._driven): each call's input seed is drawn by the harness and sent with the
+request for that call, so nothing is known of a call's inputs before it is asked for; the harness
+stamps each call with its own clock, plans the count from its warm-up, picks after a call returned
+whether its output is checked, and holds the figures the child reports against its own clock
+(`watch`). In trusted processes (baselines, bench, synth) `time_callable` runs both halves in one.
 """
 
 from __future__ import annotations
@@ -112,14 +117,6 @@ class Timed:
     run: Run | None = None
 
 
-def _tensors(out: object) -> list[torch.Tensor]:
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in _tensors(o)]
-    return []
-
-
 def cycle(sets: Sequence[list]) -> Callable[[int], list]:
     """Input sets used in turn (trusted code and microbenchmarks; the harness draws fresh ones)."""
     return lambda i: sets[i % len(sets)]
@@ -187,7 +184,7 @@ class CallTimer:
 
 def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[int], None] | None = None,
           checks: int = 0, clock: Callable[[], int] = _perf_counter_ns,
-          between: Callable[[], None] | None = None, every: int = 3) -> Run:
+          between: Callable[[], None] | None = None, every: int = 6) -> Run:
     """The timing loop's decisions, taken where `clock` is trusted: `call(i)` makes call i (inputs of
     its own, drawn after the request, so nothing is known of them before) and returns its figures;
     this function stamps each with its own wall time. Warm-up until `min_warmup` calls and
@@ -225,12 +222,16 @@ def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[i
     timed: list[CallTimes] = []
     checked: list[int] = []
     cut = False
+    spent_ms = 0.0
     while len(timed) < runs:
         if between is not None and len(timed) % every == 0:
             between()
         timed.append(one())
+        spent_ms += timed[-1].wall_ms
         last = len(timed) == runs
-        if len(timed) >= plan.min_runs and not last and \
+        # half the calls take at least the median, so median * count <= 2 * the total: the median
+        # (a sort) is taken only once the total could put it past the limit
+        if len(timed) >= plan.min_runs and not last and 2 * spent_ms > wall_limit_ms and \
                 _median([c.wall_ms for c in timed]) * len(timed) > wall_limit_ms:
             cut = last = True
         if check is not None and (last or rng.random() < p):

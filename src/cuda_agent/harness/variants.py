@@ -13,7 +13,7 @@ import torch
 
 # Bound at import, before a solution's code runs in the child (which could replace them).
 _Generator, _randint, _rand, _nonzero = torch.Generator, torch.randint, torch.rand, torch.nonzero
-_unravel, _equal, _where, _unique = torch.unravel_index, torch.equal, torch.where, torch.unique
+_equal, _where, _unique = torch.equal, torch.where, torch.unique
 _clone = torch.Tensor.clone
 
 MOVED = 8          # values (or rows) of each floating-point input that a near duplicate takes from another draw
@@ -108,6 +108,16 @@ def _differing(vb: torch.Tensor, wb: torch.Tensor, units: torch.Size, symmetric:
     return tuple(chosen[:, d].to(vb.device) for d in range(len(units)))
 
 
+def _unravel(flat: torch.Tensor, shape: torch.Size) -> tuple:
+    """Flat indices as one index tensor per dimension (torch.unravel_index imports sympy on its
+    first call: 0.3 s of every fresh worker's first near duplicate)."""
+    out = []
+    for n in reversed(shape):
+        out.append(flat % n)
+        flat = flat // n
+    return tuple(reversed(out))
+
+
 def _canonical(index: tuple, symmetric: bool) -> tuple:
     """The places as given, or each (i, j) of a symmetric matrix as (max, min): below the diagonal."""
     if not symmetric:
@@ -123,7 +133,7 @@ def _keep_differing(vb: torch.Tensor, wb: torch.Tensor, index: tuple) -> list[tu
     if diff.dim() > 1:  # whole rows
         diff = diff.reshape(diff.shape[0], -1).any(-1)
     keep = diff.cpu()
-    places = torch.stack(index, dim=1)[keep].tolist()
+    places = torch.stack(index, dim=1)[keep][:8 * MOVED].tolist()  # enough to find MOVED distinct ones
     return list(dict.fromkeys(tuple(p) for p in places))
 
 
