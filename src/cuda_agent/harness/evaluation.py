@@ -189,6 +189,7 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
                 session.correctness(result)
         if config.profile:
             session.profile(task, backend, result)
+        session.recheck(result)
     finally:
         pair.close()
     _score(result, config)
@@ -399,6 +400,18 @@ class _Session:
         run = drive(call, plan, (lambda i: check(i, seeds[i])) if check else None, checks, between=between)
         request({"op": "time_end"})
         return run, start
+
+    def recheck(self, result: EvalResult) -> None:
+        """Last: every correctness output the child could hold is still what forward returned,
+        after every later call (the other sets' and the timed ones)."""
+        reply = self._child({"op": "recheck"}, "correctness")
+        result.details["outputs_rechecked"] = reply.get("held", 0)
+        changed = reply.get("changed") or []
+        if changed:
+            result.correct = False
+            raise Stop("correctness", f"the output of input set {str(changed[0]).lstrip('t')} changed after forward "
+                                      "returned, while later calls ran: an output must stay what it was when "
+                                      "returned (a buffer handed out again, or written into by a later call?)")
 
     def _time_solution(self, result: EvalResult, device_type: str) -> tuple[TimingStats, list[CallTimes]]:
         """The solution timed call by call in the child, driven from here on inputs new at every

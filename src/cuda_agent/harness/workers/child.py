@@ -139,8 +139,36 @@ def hand_over(outputs: list[torch.Tensor], prefix: str, route: str, keep: list) 
     return share_outputs(outputs, keep) if route == "ipc" else write_outputs(outputs, prefix)
 
 
+class Held:
+    """The outputs of the correctness sets, each beside its copy taken when forward returned, held
+    to the end of the evaluation (within HELD_BYTES): an output must stay what it was when it was
+    returned whatever the solution does in later calls, the timed ones included (a buffer it hands
+    out again, or writes into later)."""
+
+    HELD_BYTES = 2 << 30
+
+    def __init__(self) -> None:
+        self.outputs: dict[str, tuple[list, list]] = {}
+        self.bytes = 0
+        self.skipped = 0
+
+    def add(self, tag: str, flat: list, copies: list | None) -> None:
+        size = sum(t.numel() * t.element_size() for t in flat) * 2
+        if copies is None or self.bytes + size > self.HELD_BYTES:
+            self.skipped += 1
+            return
+        self.outputs[tag] = (flat, copies)
+        self.bytes += size
+
+    def recheck(self) -> dict:
+        """The tags whose output changed since forward returned it; then nothing is held."""
+        changed = [tag for tag, (flat, copies) in self.outputs.items() if changed_since(copies, flat)]
+        held, self.outputs, self.bytes = len(self.outputs), {}, 0
+        return {"ok": True, "changed": changed, "held": held, "skipped": self.skipped}
+
+
 def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list,
-             steps: Steps) -> tuple[dict[str, list], list[str]]:
+             steps: Steps, held: Held | None = None) -> tuple[dict[str, list], list[str]]:
     """Run forward on each input set back to back, then check that the inputs are unchanged (against
     the same inputs drawn again from their seed) and hand every output over; returns each tag's
     output metadata, and the tags whose output changed after its forward returned (work deferred
@@ -170,6 +198,8 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
             raise Failure("correctness", flat)
         if changed_since(copies, flat):
             changed.append(tag)
+        elif held is not None:
+            held.add(tag, flat, copies)
         del copies
         with steps("hand_over"):
             written[tag] = hand_over(flat, f"{public}/out_{tag}", msg.get("route", "files"), keep)
@@ -243,6 +273,7 @@ def main(fd_in: int, fd_out: int) -> None:
         channel.send({"loaded": True})
         keep: list = []  # outputs shared with the reference worker, held until the next request
         timing: TimingRun | None = None
+        held = Held()
         while (msg := channel.recv()) is not None:
             op = msg.get("op")
             keep.clear()
@@ -250,8 +281,10 @@ def main(fd_in: int, fd_out: int) -> None:
                 channel.send({"ok": True, "init": load_weights(model, job["state_path"], strict)})
             elif op == "run":
                 steps = Steps()
-                written, changed = run_pair(model, task, msg, strict, device, job["public"], keep, steps)
+                written, changed = run_pair(model, task, msg, strict, device, job["public"], keep, steps, held)
                 channel.send({"ok": True, "outputs": written, "changed": changed, "steps": steps.seconds})
+            elif op == "recheck":
+                channel.send(held.recheck())
             elif op == "time_start":
                 timing = TimingRun(model, task, msg, strict, device, job["public"])
                 channel.send({"ok": True})
