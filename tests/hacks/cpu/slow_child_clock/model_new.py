@@ -13,7 +13,7 @@ _timing._perf_counter_ns = lambda: _real() // 4
 
 
 class ModelNew(nn.Module):
-    """An honest fused kernel made 60 times slower (60 passes), timed by a clock slowed 4x."""
+    """An honest fused kernel made 240 times slower (240 passes), timed by a clock slowed 4x."""
 
     def __init__(self, features: int):
         super().__init__()
@@ -22,6 +22,6 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         out = None
-        for _ in range(60):
+        for _ in range(240):
             out = cuda_extension.sbr_forward(x, self.scale, self.bias)
         return out
