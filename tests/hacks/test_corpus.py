@@ -132,24 +132,8 @@ def check(result: EvalResult, e: dict) -> None:
     assert any(r in result.reason for r in reasons), said
 
 
-def assert_no_survivors(beat: Path, ran: bool) -> None:
-    """Nothing the solution started still runs: the file its processes rewrite every 10 ms (its
-    heartbeat) stays as it is once the evaluation has returned (a moment allowed for the kill).
-    `ran`: the solution's code ran (the runtime layer), so the heartbeat must have been written."""
-    import time
-
-    assert beat.exists() or not ran, f"the solution's processes never wrote {beat}: the attack did not run"
-    time.sleep(0.5)
-    before = beat.stat().st_mtime_ns if beat.exists() else None
-    time.sleep(1.5)
-    after = beat.stat().st_mtime_ns if beat.exists() else None
-    assert before == after, f"a process the solution started outlived the evaluation ({beat} still beats)"
-
-
 def run_case(folder: Path, device: str, tmp_path: Path, e: dict | None = None) -> EvalResult:
     spec = expectation(folder)
-    if "heartbeat" in spec:
-        Path(spec["heartbeat"]).unlink(missing_ok=True)
     task = load(spec["task"])
     untouched = spec.get("untouched", [])
     before = files_state(untouched)
@@ -165,8 +149,6 @@ def run_case(folder: Path, device: str, tmp_path: Path, e: dict | None = None) -
         fresh = replace(config_for(spec, device), use_baseline_cache=False)
         result = evaluate(task, solution_path(folder, spec, task, device, again), fresh)
     check(result, want)
-    if "heartbeat" in spec:
-        assert_no_survivors(Path(spec["heartbeat"]), ran=e is not None)
     after = files_state(untouched)  # files the harness adds itself (new cache entries) are fine
     changed = [f for f, st in before.items() if after.get(f) != st]
     assert not changed, f"the solution changed files it must not reach: {changed[:3]}"
