@@ -108,6 +108,19 @@ def test_watch_catches_figures_that_are_not_the_calls_own():
     assert not caught.ok and abs(caught.seen_ms - 2.03) < 0.05 and caught.reported_ms == 0.5
 
 
+def test_watch_widens_for_few_trusted_calls_and_calls_spread_by_load():
+    """Measured shape (2-core CPU, three busy loops beside): 4 trusted calls, 13 of the solution's,
+    the harness's own work 11-28 ms a call and moving by several ms. An honest run whose calls met
+    more load than the trusted ones passes (the
+    tolerance before the standard error counted refused it: 5.6 ms against 6.5 ms seen); a clock slowed 4x on a 40 ms kernel is still caught."""
+    trusted = [CallTimes(1.0, 0.0, 0.0, wall_ms=1.0 + o) for o in (10.2, 12.9, 11.0, 13.6)]
+    load = (15.5, 22.0, 17.2, 20.9, 16.0, 23.5, 18.3, 15.8, 21.2, 17.9, 19.0, 16.6, 20.1)
+    honest = [CallTimes(0.17, 0.0, 0.0, wall_ms=0.17 + o) for o in load]
+    assert watch(stats_of(honest, False), honest, trusted, "cpu").ok
+    lying = [CallTimes(10.0, 0.0, 0.0, wall_ms=40.0 + o) for o in load]
+    assert not watch(stats_of(lying, False), lying, trusted, "cpu").ok
+
+
 def test_call_seeds_differ_per_call_and_per_run():
     seeds = {call_seed(r, i) for r in (1, 2, 1 << 61) for i in range(1000)}
     assert len(seeds) == 3000 and all(0 <= s < 1 << 62 for s in seeds)

@@ -25,6 +25,7 @@ whether its output is checked, and holds the figures the child reports against i
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import threading
@@ -388,6 +389,7 @@ def as_timer() -> Iterator[None]:
 WATCH_SHARE = 0.05
 WATCH_FLOOR_MS = {"cuda": 0.02, "cpu": 0.1}
 WATCH_OVERHEAD_SHARE = {"cuda": 0.1, "cpu": 0.25}
+WATCH_Z = 4.0
 
 
 @dataclass(frozen=True)
@@ -413,11 +415,17 @@ class Watch:
 def watch(reported: TimingStats, calls: Sequence[CallTimes], trusted: Sequence[CallTimes], device_type: str) -> Watch:
     """The solution's reported median against the harness's clock (see Watch): the overhead of a
     call is wall minus claimed time on the trusted worker's calls (same task, same inputs, same
-    timer), its spread (median absolute deviation) widens the tolerance."""
+    timer). Its spread (median absolute deviation) widens the tolerance, and so does the standard
+    error of the difference of the two medians (WATCH_Z of them): few trusted calls, or calls of
+    either side spread by load, make the comparison itself uncertain."""
     over = [c.wall_ms - c.claimed_ms for c in trusted]
     overhead = _median(over)
     spread = _median([abs(o - overhead) for o in over])
+    gaps = [c.wall_ms - c.claimed_ms for c in calls]
+    gap = _median(gaps)
+    sigma_sol = 1.4826 * _median([abs(g - gap) for g in gaps])
+    se = 1.2533 * math.sqrt((1.4826 * spread) ** 2 / max(1, len(over)) + sigma_sol ** 2 / max(1, len(gaps)))
     seen = _median([c.wall_ms for c in calls]) - overhead
-    tolerance = WATCH_SHARE * max(seen, 0.0) + max(WATCH_FLOOR_MS.get(device_type, 0.1), 4 * spread,
+    tolerance = WATCH_SHARE * max(seen, 0.0) + max(WATCH_FLOOR_MS.get(device_type, 0.1), 4 * spread, WATCH_Z * se,
                                                     WATCH_OVERHEAD_SHARE.get(device_type, 0.25) * overhead)
     return Watch(reported.median_ms, seen, overhead, tolerance)
