@@ -7,7 +7,7 @@ RL rows (the columns verl's RLHFDataset reads; one row a task):
   (rl/agent_loop.py) builds them again itself from `extra_info.task` under RL's limits, so in those
   rows they serve verl's length filter and a reader.
 - `data_source`: "cuda_agent" (synthesized tasks), "kernelbench" (held out, validation only),
-  "cuda_agent_sanity" (rl/sanity.py).
+  "cuda_agent_sanity" (rl/sanity.py), "cuda_agent_fill" (rl/fill.py).
 - `agent_name`: "single_turn_agent" | "cuda_agent" | "cuda_agent_replay" (verl picks the loop).
 - `reward_model.ground_truth`: the task's sha256 (reward.py checks it against the task's code).
 - `extra_info`: {index, task: {name, code, origin, level, problem_id} (what the agent loop reads),
@@ -49,7 +49,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 PROMPTS = Path(__file__).resolve().parent / "prompts.toml"
 SINGLE_TURN, AGENTIC, REPLAY = "single_turn_agent", "cuda_agent", "cuda_agent_replay"
-SOURCE, KERNELBENCH, SANITY = "cuda_agent", "kernelbench", "cuda_agent_sanity"
+SOURCE, KERNELBENCH, SANITY, FILL = "cuda_agent", "kernelbench", "cuda_agent_sanity", "cuda_agent_fill"
 
 
 def prompts() -> dict[str, dict[str, str]]:

@@ -7,6 +7,8 @@ A reply is judged by the harness through the evaluation service, like every othe
   load_inline); anything else is -1 with the reason, and the harness is not asked.
 - `data_source` "cuda_agent_sanity": the reply picks one of the row's prepared solutions by
   letter (rl/sanity.py).
+- `data_source` "cuda_agent_fill": the reply is the C expression missing from the row's kernel
+  (rl/fill.py), checked by the family's format guard before the harness sees it.
 The score is the harness's milestone reward (-1 / 1 / 2 / 3 by default). A harness error or a
 reply whose verdict does not come within `timeout_s` scores the failure reward, never more.
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import random
 import re
 import threading
 import time
@@ -32,7 +35,7 @@ from typing import Any
 
 from cuda_agent.harness import EvalConfig, EvalResult, RewardSchedule, TimingPlan
 from cuda_agent.journal import Journal
-from cuda_agent.rl.data import SANITY
+from cuda_agent.rl.data import FILL, SANITY
 from cuda_agent.rl.evaluation import shared_service
 from cuda_agent.service import HARNESS_ERROR, PRIORITY_REWARD, EvalService, ServiceSettings, request_id
 from cuda_agent.tasks import Task
@@ -61,6 +64,10 @@ class RewardSettings:
     # The GPU the evaluators run on without asking Ray for it, where the trainer's placement group
     # holds it (one GPU, colocated: "0"); an evaluator asking Ray for a share would wait forever.
     shared_gpu: str | None = None
+    # The control run: each reply is scored with the verdict of a reply drawn at random from this
+    # process's recent ones (its own included), so the rewards keep their distribution but no longer
+    # follow the replies. `true_score` keeps the harness's own verdict for the logs.
+    shuffle: bool = False
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> "RewardSettings":
@@ -140,6 +147,19 @@ def _reward_log() -> Journal | None:
 
 # --- the score ------------------------------------------------------------------------------------
 
+SHUFFLE_POOL = 256
+_pool: list[float] = []
+_pool_rng = random.Random(0)
+
+
+def _shuffled(score: float) -> float:
+    """A score drawn from this process's last SHUFFLE_POOL true scores, this one included."""
+    with _lock:
+        _pool.append(score)
+        del _pool[:-SHUFFLE_POOL]
+        return _pool_rng.choice(_pool)
+
+
 
 def task_of(ground_truth: str, extra_info: dict[str, Any] | None) -> Task:
     """The row's task, checked against its ground truth (the code's sha256)."""
@@ -176,6 +196,10 @@ def _files_of(data_source: str, reply: str, extra_info: dict[str, Any] | None) -
         from cuda_agent.rl.sanity import chosen_files
 
         return chosen_files(reply, extra_info or {})
+    if data_source == FILL:
+        from cuda_agent.rl.fill import reply_files
+
+        return reply_files(reply, extra_info or {})
     code, why = extract_solution(reply)
     return ({"model_new.py": code} if code is not None else None), why
 
@@ -204,6 +228,9 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str,
         except asyncio.TimeoutError:
             out = verdict(schedule.failed, "failed", "timeout", f"no verdict within {settings.timeout_s:g} s",
                           parsed=True, timed_out=True)
+    out["true_score"] = out["score"]
+    if settings.shuffle:
+        out["score"] = _shuffled(out["score"])
     log = _reward_log()
     if log is not None:
         log.append({"at": time.time(), "task": task.name, "data_source": data_source,

@@ -40,8 +40,13 @@ SPECS = {
     "value": StageSpec("value", "ppo", "value", ("critic",), "value pretraining of the critic on recorded trajectories"),
     "agentic": StageSpec("agentic", "ppo", "agentic", ("actor", "critic"),
                          "multi-turn agentic PPO with the pretrained critic"),
-    # not one of the four: the learning sanity run (rl/sanity.py), on its own
+    # not one of the four: the learning sanity run (rl/sanity.py, a plumbing smoke test), on its own
     "sanity": StageSpec("sanity", "ppo", "sanity", (), "PPO with a critic on the learning sanity family"),
+    # the fill-the-kernel family (rl/fill.py): the policy writes the kernel's expression
+    "fill_rft": StageSpec("fill_rft", "sft", "fill_rft", (),
+                          "RFT of the actor on correct examples of the fill family's training operators"),
+    "fill": StageSpec("fill", "ppo", "fill", ("actor", "critic"),
+                      "PPO with a critic on the fill family, from fill_rft's actor (or the model named)"),
 }
 
 

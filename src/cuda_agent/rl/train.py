@@ -154,6 +154,11 @@ def _given(overrides: list[str], key: str) -> bool:
     return any(o.split("=", 1)[0].lstrip("+") == key for o in overrides)
 
 
+def _given_value(overrides: list[str], key: str) -> str | None:
+    values = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+") == key]
+    return values[-1] if values else None
+
+
 def _previous(journal: launch.StageJournal, run: RunConfig, stage: str, needs: str, part: str,
               user: list[str], key: str) -> str | None:
     """A finished stage's output, or None when the user names the model (`key`) themselves."""
@@ -182,6 +187,19 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
                                        k.shuffle, run.seed)
         paths = [f"data.train_files={train}", f"data.val_files={val}"]
         return [*common, *_models(run.model, run.model), *paths, *_ppo_logs(run, d)], len(read_parquet(train))
+    if stage == "fill_rft":
+        from cuda_agent.rl.fill import write_fill_sft
+
+        sft = write_fill_sft(run.out / "data" / "fill" / "sft.parquet", run.harness_device, run.seed)
+        return [*common, f"model.path={run.model}", f"data.train_files={sft}", "data.val_files=null"], len(
+            read_parquet(sft))
+    if stage == "fill":
+        from cuda_agent.rl.fill import write_fill_data
+
+        actor = _previous(journal, run, stage, "fill_rft", "actor", user, actor_key) or _given_value(user, actor_key)
+        train, val = write_fill_data(run.out / "data" / "fill", run.harness_device, run.seed)
+        paths = [f"data.train_files={train}", f"data.val_files={val}"]
+        return [*common, *_models(actor, actor), *paths, *_ppo_logs(run, d)], len(read_parquet(train))
     if stage == "warmup":
         actor = critic = run.model
     elif stage == "rft":
@@ -245,7 +263,7 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
     stage_dir = run.out / stage
     stage_dir.mkdir(parents=True, exist_ok=True)
     report({"event": "stage", "stage": stage, "summary": spec.summary})
-    data = prepare_data(run, report) if stage != "sanity" else {}
+    data = prepare_data(run, report) if stage not in ("sanity", "fill_rft", "fill") else {}
     user = [*mapping_overrides(run.stages.get(stage, {})), *cli]
     generated, rows = generated_overrides(run, stage, data, journal, user, report)
     overrides = launch.platform_overlay(run, stage) + generated + user

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Does RL make SmolLM2-135M-Instruct better at writing kernel code? The fill-the-kernel family
+# (cuda_agent/rl/fill.py) on the lent GPU, one step per argument, each resumable (a warm machine keeps
+# /tmp/rl between calls); results into $OUT/learning.tgz and benchmarks/rl/learning/ when brought back.
+#   prep          install the carried wheels (.whl), join the GGUF parts (.cm1/ .cm2/ ...), convert it
+#   eval:NAME     the held-out prompts, greedy + 4 sampled, judged by the harness (NAME: pretrained,
+#                 rft, ppo, control, ablation; the model is that stage's actor)
+#   rft           cuda-agent train fill_rft: SFT on correct examples of the training operators
+#   ppo           cuda-agent train fill from the RFT actor (critic warm-up 2 steps, then PPO)
+#   control       the same from the RFT actor, rewards shuffled across replies
+#   ablation      PPO from the pretrained model: no RFT, no critic warm-up
+# Steps take an optional :SECONDS limit (default 540). JUDGE=cpu|cuda: where the harness judges the
+# held-out replies (training judges on the CPU backend of the same machine: 16 cores, fast builds).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-device_out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 CUDA_AGENT_HOME=${CUDA_AGENT_HOME:-/tmp/cuda_agent_home} \
+  RAY_USAGE_STATS_ENABLED=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled
+W=/tmp/rl; mkdir -p $W/learning
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+fi
+export PYTHONPATH=/tmp/site:$PWD/src
+bash scripts/sandbox_access.sh python3 >/dev/null
+JUDGE=${JUDGE:-cpu}
+run_file() {  # out-folder, extra yaml lines
+  printf 'out: %s\nmodel: %s\nplatform: gpu\ndevice: cpu\ngpus: 1\n%s\n' "$1" "$W/smollm2" "${2:-}" > "$1.yaml"
+  echo "$1.yaml"
+}
+KW=reward.custom_reward_function.reward_kwargs
+REWARD="fill:$KW.evaluators=6 fill:$KW.build_workers=2"
+actor_of() {  # stage folder -> its actor
+  python3 - "$1" <<'PY'
+import json, sys
+from pathlib import Path
+out = None
+for line in (Path(sys.argv[1]).parent / "stages.jsonl").read_text().splitlines():
+    e = json.loads(line)
+    if e.get("stage") == Path(sys.argv[1]).name and e.get("event") == "finished":
+        out = e["outputs"]["actor"]
+print(out or "")
+PY
+}
+for arg in "$@"; do
+  step=${arg%%:*}; limit=${arg#*:}; [ "$limit" = "$arg" ] && limit=540
+  t0=$SECONDS
+  case $step in
+    prep)
+      if [ ! -f $W/smollm2/config.json ]; then
+        cat .cm*/part* > $W/smollm2.gguf && ls -la $W/smollm2.gguf && sha256sum $W/smollm2.gguf
+        [ -n "$(ls .cm*/gguf-*.whl 2>/dev/null)" ] && python3 -m pip install -q --no-index --no-deps --target /tmp/site .cm*/gguf-*.whl
+        timeout "$limit" python3 -m cuda_agent.rl.pretrained $W/smollm2 --gguf $W/smollm2.gguf
+      fi
+      nvidia-smi --query-gpu=name,driver_version --format=csv,noheader ;;
+    eval)
+      name=${limit%%:*}; [ "$name" = "$limit" ] && limit=540 || limit=${limit#*:}
+      case $name in
+        pretrained) model=$W/smollm2 ;;
+        rft) model=$(actor_of $W/fill/fill_rft) ;;
+        ppo) model=$W/fill/fill/actor ;;
+        control) model=$W/fill_control/fill/actor ;;
+        ablation) model=$W/fill_ablation/fill/actor ;;
+      esac
+      timeout -k 30 "$limit" python3 -m cuda_agent.rl.fill_eval --model "$model" --device "$JUDGE" --sampled 4 \
+        --build-workers 8 --out $W/learning/$name.$JUDGE.json 2>&1 | grep -v "Warning\|WARN\|Loading weights" | tail -3 ;;
+    rft)
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill_rft --config "$(run_file $W/fill)" --quiet 2>&1 | tail -15 ;;
+    ppo)
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill)" --quiet $REWARD 2>&1 | tail -15 ;;
+    control)
+      rft=$(actor_of $W/fill/fill_rft)
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_control)" --quiet $REWARD \
+        fill:actor_rollout_ref.model.path=$rft "fill:+$KW.shuffle=true" 2>&1 | tail -15 ;;
+    ablation)
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_ablation)" --quiet $REWARD \
+        fill:actor_rollout_ref.model.path=$W/smollm2 fill:trainer.critic_warmup=0 2>&1 | tail -15 ;;
+    *) echo "unknown step $step (prep eval:NAME rft ppo control ablation)"; exit 2 ;;
+  esac
+  echo "== $arg: exit ${PIPESTATUS[0]} after $((SECONDS - t0))s"
+done
+tar czf "$OUT/learning.tgz" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' --exclude='*.gguf' \
+  --exclude='checkpoints' --exclude='global_step_*' --exclude='smollm2' --exclude='actor' --exclude='critic' \
+  -C $W . 2>/dev/null
+ls -la "$OUT"

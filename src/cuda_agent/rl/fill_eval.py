@@ -1,0 +1,116 @@
+"""How well a model fills the kernel: its replies to the held-out prompts of rl/fill.py, judged by the
+harness through the reward route (the same verdicts PPO trains on).
+
+    python -m cuda_agent.rl.fill_eval --model FOLDER --device cuda --out stage.json [--sampled 4]
+
+Greedy replies to every held-out prompt give `pass` (share judged correct), `compile` (share that
+built), `reward_mean`; `--sampled K` adds K sampled replies per prompt (temperature 1) and the same
+figures over them. Per-prompt verdicts go beside the summary, split by seen and unseen operators.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.rl import fill
+from cuda_agent.rl.data import FILL
+from cuda_agent.rl.reward import compute_score
+
+
+def load_model(folder: str, device: str):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+    return tok, model
+
+
+def generate(tok, model, conversations: list[list[dict[str, str]]], *, sample: bool, max_new_tokens: int = 64,
+             batch: int = 64, seed: int = 0) -> list[str]:
+    """One reply per conversation (greedy, or sampled at temperature 1)."""
+    import torch
+
+    torch.manual_seed(seed)
+    out: list[str] = []
+    for i in range(0, len(conversations), batch):
+        texts = [tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
+                 for c in conversations[i:i + batch]]
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+        with torch.no_grad():
+            ids = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=sample,
+                                 temperature=1.0 if sample else None, top_p=None, top_k=None,
+                                 pad_token_id=tok.pad_token_id)
+        out += tok.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    return out
+
+
+async def _judge_all(rows: list[dict[str, Any]], replies: list[str], reward_kwargs: dict[str, Any]) -> list[dict]:
+    jobs = [compute_score(FILL, reply, row["reward_model"]["ground_truth"], row["extra_info"], **reward_kwargs)
+            for row, reply in zip(rows, replies)]
+    return list(await asyncio.gather(*jobs))
+
+
+def judge(rows: list[dict[str, Any]], replies: list[str], reward_kwargs: dict[str, Any]) -> list[dict]:
+    """The reward route's verdict on each reply (equal replies to one task are judged once)."""
+    return asyncio.run(_judge_all(rows, replies, reward_kwargs))
+
+
+def evaluate_model(folder: str, device: str, sampled: int = 0, reward_kwargs: dict[str, Any] | None = None,
+                   limit: int | None = None) -> dict[str, Any]:
+    """The summary and per-prompt verdicts of one model on the held-out prompts."""
+    items = fill.items("val", device)[:limit]
+    rows = [fill.fill_row(it, i, device) for i, it in enumerate(items)]
+    convs = [it.messages() for it in items]
+    kwargs = {"device": device, **(reward_kwargs or {})}
+    t0 = time.monotonic()
+    tok, model = load_model(folder, device)
+    greedy = generate(tok, model, convs, sample=False)
+    samples = [generate(tok, model, convs, sample=True, seed=k + 1) for k in range(sampled)]
+    t_gen = time.monotonic() - t0
+    verdicts = judge(rows, greedy, kwargs)
+    sampled_verdicts = [judge(rows, s, kwargs) for s in samples]
+    out: dict[str, Any] = {"model": folder, "device": device, "prompts": len(items), **fill.summary_of(verdicts),
+                           "seen_ops": fill.summary_of([v for v, it in zip(verdicts, items) if it.op.seen]),
+                           "unseen_ops": fill.summary_of([v for v, it in zip(verdicts, items) if not it.op.seen]),
+                           "seconds": {"generate": round(t_gen, 1), "judge": round(time.monotonic() - t0 - t_gen, 1)}}
+    if sampled:
+        flat = [v for vs in sampled_verdicts for v in vs]
+        out["sampled"] = {"k": sampled, **fill.summary_of(flat)}
+    out["replies"] = [{"op": it.op.name, "seen": it.op.seen, "answer": it.answer, "reply": r, "score": v["score"],
+                       "stage": v["stage"], "reason": v["reason"][:160]}
+                      for it, r, v in zip(items, greedy, verdicts)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cuda_agent.rl.fill_eval", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, help="a Hugging Face model folder")
+    ap.add_argument("--device", default=None, help="cuda | cpu (default: this machine's)")
+    ap.add_argument("--out", required=True, help="the JSON file written")
+    ap.add_argument("--sampled", type=int, default=0, help="sampled replies per prompt, beside the greedy one")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N held-out prompts (a quick look)")
+    ap.add_argument("--build-workers", type=int, default=None, help="builders of the reward route")
+    args = ap.parse_args(argv)
+    from cuda_agent.devices import default_device
+
+    device = args.device or default_device()
+    kwargs = {"build_workers": args.build_workers} if args.build_workers is not None else {}
+    result = evaluate_model(args.model, device, args.sampled, kwargs, args.limit)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "replies"}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
