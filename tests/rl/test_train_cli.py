@@ -151,3 +151,44 @@ def test_a_batch_that_micro_batches_do_not_divide_stops_the_stage_before_verl_st
                                                            "actor_rollout_ref.actor.ppo_mini_batch_size=1"]))
     for stage in ("warmup", "value", "agentic"):   # the shipped configs as they are
         check_micro_batches(stage, compose(stage, base))
+
+
+def test_a_run_folder_inside_the_installed_package_is_refused(tmp_path):
+    from cuda_agent.rl.stages import PACKAGE_DIR
+
+    inside = PACKAGE_DIR / "rl" / "config" / "runs" / "test_refused"
+    code, out = train("sanity", "--config", str(write_run(tmp_path, f"out: {inside}\nmodel: m\n")))
+    assert code == 2 and "inside the installed cuda_agent package" in out and not inside.exists(), out
+
+
+def test_the_shipped_examples_paths_are_relative_to_the_current_directory(tmp_path, monkeypatch):
+    from cuda_agent.rl.stages import CONFIG_DIR
+
+    monkeypatch.chdir(tmp_path)
+    run = load_run_config(CONFIG_DIR / "run.example.yaml")
+    assert run.out == tmp_path / "runs" / "rl" and run.tasks == [tmp_path / "data" / "synth.parquet"]
+
+
+def test_the_shipped_example_runs_the_sanity_stage_as_shipped(tmp_path, tiny_model, monkeypatch):
+    """It used to stop on 6 tasks against a batch of 8, after writing its data into the package.
+    Everything up to verl's start runs here (the example's model is replaced by the tiny one)."""
+    from cuda_agent.rl import launch
+    from cuda_agent.rl.stages import CONFIG_DIR, PACKAGE_DIR
+
+    started = []
+    monkeypatch.setattr(launch, "run_logged", lambda cmd, *a, **k: started.append(cmd) or 0)
+    monkeypatch.chdir(tmp_path)
+    files = lambda: sorted(p for p in PACKAGE_DIR.rglob("*") if "__pycache__" not in p.parts)  # noqa: E731
+    before = files()
+    code, out = train("sanity", "--config", str(CONFIG_DIR / "run.example.yaml"),
+                      f"sanity:actor_rollout_ref.model.path={tiny_model}", f"sanity:critic.model.path={tiny_model}")
+    assert code == 0 and started and "verl.trainer.main_ppo" in started[0], out
+    assert (tmp_path / "runs" / "rl" / "data" / "sanity" / "train.parquet").is_file()
+    assert files() == before
+
+
+def test_fewer_sanity_tasks_than_a_batch_is_said_before_anything_is_written(tmp_path):
+    run = write_run(tmp_path, "out: out\nmodel: m\nplatform: cpu\nsanity: {train_tasks: 2}\n")
+    code, out = train("sanity", "--config", str(run))
+    assert code == 2 and "sanity.train_tasks is 2, fewer than data.train_batch_size=4" in out, out
+    assert not (tmp_path / "out").exists()

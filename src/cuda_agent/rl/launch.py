@@ -434,6 +434,7 @@ def write_agent_loops(run: RunConfig, stage_dir: Path) -> Path:
             if run.platform == "gpu" and run.harness_device == "cuda" and run.gpus == 1:
                 entry["service"] = {**(entry.get("service") or {}), "shared_gpu": "0"}
     path = stage_dir / "agent_loops.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("# written by cuda-agent train from cuda_agent/rl/agent_loops.yaml\n" + yaml.safe_dump(entries))
     return path
 

@@ -1,7 +1,9 @@
 """The four stages and a run's config: what each stage runs, what it reads, the overrides it gets.
 
 A run (`cuda-agent train STAGE --config run.yaml`) is described by one YAML file (run.example.yaml
-beside the stage configs shows every key); its paths are relative to that file. Each stage runs
+beside the stage configs shows every key); its paths are relative to that file, except in the
+files shipped inside the package (the examples), whose paths are relative to the current
+directory: a run's folder is never inside the installed package. Each stage runs
 one of verl's trainers with a bundled stage config (rl/config/) and these overrides, in order:
 the paths this run fills in (model, data, checkpoints, logs), the run file's `stages.<stage>`
 mapping, then the command line's `key=value` arguments. On the command line, `STAGE:key=value`
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
+PACKAGE_DIR = CONFIG_DIR.parent.parent          # the installed cuda_agent package
 AGENT_LOOPS = CONFIG_DIR.parent / "agent_loops.yaml"   # the agent loops' list (rl/agent_loop.py), with defaults
 STAGES = ("warmup", "rft", "value", "agentic")
 PLATFORMS = ("gpu", "cpu")
@@ -54,7 +57,7 @@ class RFTSettings:
 
 @dataclass
 class SanitySettings:
-    train_tasks: int = 6
+    train_tasks: int = 8       # at least the sanity config's data.train_batch_size
     val_tasks: int = 2
     shuffle: bool = True      # letters shuffled per task (a real model); false: one fixed order (the tiny model)
 
@@ -109,7 +112,8 @@ def load_run_config(path: str | Path) -> RunConfig:
     for key in ("out", "model"):
         if not raw.get(key):
             raise TrainError(f"{path}: `{key}` is missing; it is required")
-    base = path.parent
+    # a shipped example's relative paths are the user's: they resolve in the current directory
+    base = Path.cwd() if _inside(path.resolve(), PACKAGE_DIR) else path.parent
 
     def rel(p: Any) -> Path:
         return (base / str(p)).resolve() if not Path(str(p)).is_absolute() else Path(str(p))
@@ -132,14 +136,23 @@ def load_run_config(path: str | Path) -> RunConfig:
     tasks = tasks if isinstance(tasks, list) else [tasks]
     trajectories = raw.get("trajectories") or []
     trajectories = trajectories if isinstance(trajectories, list) else [trajectories]
+    out = rel(raw["out"])
+    if _inside(out.resolve(), PACKAGE_DIR):
+        raise TrainError(f"{path}: `out` is {out}, inside the installed cuda_agent package ({PACKAGE_DIR}); a run "
+                         "writes gigabytes and would be lost with the next install: set `out` to a folder of your "
+                         "own (relative paths are relative to the run file)")
     return RunConfig(
-        path=path.resolve(), out=rel(raw["out"]), model=model, tasks=[rel(t) for t in tasks], platform=platform,
+        path=path.resolve(), out=out, model=model, tasks=[rel(t) for t in tasks], platform=platform,
         device=raw.get("device"), gpus=int(raw.get("gpus", 1)),
         kernelbench=rel(raw["kernelbench"]) if raw.get("kernelbench") else None,
         kernelbench_val=int(raw.get("kernelbench_val", 0)), val_fraction=float(raw.get("val_fraction", 0.05)),
         seed=int(raw.get("seed", 0)), agent_config=rel(raw["agent_config"]) if raw.get("agent_config") else None,
         trajectories=[str(rel(t)) for t in trajectories], rft=rft_settings, sanity=sanity_settings,
         stages={k: dict(v or {}) for k, v in stages.items()})
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
 
 
 def _section(path: Path, raw: dict[str, Any], key: str, cls: type) -> Any:

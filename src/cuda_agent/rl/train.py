@@ -178,6 +178,10 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
         from cuda_agent.rl.sanity import write_sanity_data
 
         k = run.sanity
+        batch = launch.compose(SPECS[stage].config, launch.platform_overlay(run, stage) + user).data.train_batch_size
+        if k.train_tasks < batch:   # said before anything is written
+            raise TrainError(f"sanity: sanity.train_tasks is {k.train_tasks}, fewer than data.train_batch_size={batch}: "
+                             f"raise sanity.train_tasks in {run.path}, or lower sanity:data.train_batch_size")
         train, val = write_sanity_data(run.out / "data" / "sanity", run.harness_device, k.train_tasks, k.val_tasks,
                                        k.shuffle, run.seed)
         paths = [f"data.train_files={train}", f"data.val_files={val}"]
@@ -243,11 +247,11 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
         return StageResult(stage, done.get("outputs", {}), done.get("steps"), 0.0, skipped=True)
     t0 = time.monotonic()
     stage_dir = run.out / stage
-    stage_dir.mkdir(parents=True, exist_ok=True)
     report({"event": "stage", "stage": stage, "summary": spec.summary})
     data = prepare_data(run, report) if stage != "sanity" else {}
     user = [*mapping_overrides(run.stages.get(stage, {})), *cli]
     generated, rows = generated_overrides(run, stage, data, journal, user, report)
+    stage_dir.mkdir(parents=True, exist_ok=True)
     overrides = launch.platform_overlay(run, stage) + generated + user
     report({"event": "phase", "text": "checking the config"})
     cfg = launch.compose(spec.config, overrides)
