@@ -100,3 +100,15 @@ def test_any_key_can_be_overridden_and_a_wrong_one_is_named():
     assert cfg.data.train_batch_size == 16 and cfg.actor_rollout_ref.rollout.n == 8
     with pytest.raises(TrainError, match="data.train_batch_sise"):
         compose("warmup", [*MODELS, "data.train_batch_sise=16"])
+
+
+@pytest.mark.parametrize("cpu", [False, True], ids=["one-gpu", "cpu-platform"])
+@pytest.mark.parametrize("name", ["warmup", "agentic", "sanity"])
+def test_ppo_updates_the_actor_in_several_mini_batches_so_clipping_acts(name, cpu):
+    """A mini-batch as large as the batch in one epoch trains on the policy that sampled: the
+    importance ratio stays 1 and the clip fraction 0 (PPO reduced to a policy gradient)."""
+    cfg = ppo(name, cpu)
+    actor = cfg.actor_rollout_ref.actor
+    updates = cfg.data.train_batch_size // actor.ppo_mini_batch_size * actor.ppo_epochs
+    assert updates >= 2, f"{name}: {updates} actor update(s) a batch"
+    assert cfg.data.train_batch_size % actor.ppo_mini_batch_size == 0

@@ -7,13 +7,15 @@ verl.model_merger merge --backend fsdp`); the actor goes warmup -> rft -> value,
 critic warmup -> value -> agentic.
 
 Everything goes under the run's `out` folder:
-  stages.jsonl           the stage journal: a finished stage is not run again
+  stages.jsonl           the stage journal: a finished stage is not run again; its record holds what it
+                         read, what it wrote, and its metrics' summary (rl/metrics.py)
   data/                  the RL Parquet files (built once; data.json says from what)
   <stage>/train.log      verl's output;  <stage>/checkpoints/  verl's checkpoints (it resumes from them)
   <stage>/metrics.jsonl  one line per step: verl's metrics and the share of replies at each milestone
   <stage>/rollouts/      every step's replies and scores;  <stage>/rewards.jsonl  every harness verdict
   <stage>/actor, critic  the merged models the next stage starts from
-  plots/                 reward, milestones, entropy, importance ratios, clipping, critic, lengths
+  plots/                 reward, milestones, entropy, importance ratios, clipping, critic, lengths,
+                         seconds per step (rollout, reward, training)
 A killed stage resumes when the command runs again: verl continues from its last checkpoint.
 """
 
@@ -282,9 +284,9 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
             journal.write(stage, "failed", code=code)
             raise launch.failure(stage, log, code)
     outputs = _outputs(stage, stage_dir, env, log, report)
-    _write_metrics(run, stage)
+    summary = metrics.summary(_write_metrics(run, stage))
     seconds = round(time.monotonic() - t0, 1)
-    journal.write(stage, "finished", outputs=outputs, steps=steps, seconds=seconds)
+    journal.write(stage, "finished", outputs=outputs, steps=steps, seconds=seconds, summary=summary)
     report({"event": "done", "stage": stage, "skipped": False, "outputs": outputs, "seconds": seconds})
     return StageResult(stage, outputs, steps, seconds)
 
@@ -322,9 +324,10 @@ def _outputs(stage: str, stage_dir: Path, env: dict[str, str], log: Path, report
     return outputs
 
 
-def _write_metrics(run: RunConfig, stage: str) -> None:
-    metrics.collect(run.out / stage)
+def _write_metrics(run: RunConfig, stage: str) -> list[dict[str, Any]]:
+    rows = metrics.collect(run.out / stage)
     metrics.write_plots(run.out, list(SPECS))
+    return rows
 
 
 def run_all(run: RunConfig, cli: list[str], report: Report) -> list[StageResult]:
