@@ -192,3 +192,24 @@ def test_fewer_sanity_tasks_than_a_batch_is_said_before_anything_is_written(tmp_
     code, out = train("sanity", "--config", str(run))
     assert code == 2 and "sanity.train_tasks is 2, fewer than data.train_batch_size=4" in out, out
     assert not (tmp_path / "out").exists()
+
+
+def test_the_run_files_harness_settings_reach_the_reward_and_the_agent_loop(tmp_path, tiny_model, monkeypatch):
+    import yaml
+
+    from cuda_agent.journal import read_rows
+    from cuda_agent.rl import launch
+    from cuda_agent.rl.stages import HarnessSettings
+
+    assert HarnessSettings().resolved("cpu")["build_workers"] == 0 and HarnessSettings().resolved("gpu")["build_workers"] >= 1
+    monkeypatch.setattr(launch, "run_logged", lambda cmd, *a, **k: 0)
+    run = write_run(tmp_path, f"out: out\nmodel: {tiny_model}\nplatform: cpu\n"
+                              "harness: {evaluators_per_gpu: 2, cpu_evaluators: 3, build_workers: 4}\n")
+    code, out = train("sanity", "--config", str(run), "++reward.custom_reward_function.reward_kwargs.build_workers=5")
+    assert code == 0, out
+    overrides = next(r for r in read_rows(tmp_path / "out" / "stages.jsonl") if r["event"] == "started")["overrides"]
+    kwargs = {o.split("reward_kwargs.")[1] for o in overrides if "reward_kwargs." in o}
+    assert {"evaluators_per_gpu=2", "evaluators=3", "build_workers=4"} <= kwargs
+    assert overrides[-1].endswith("build_workers=5")   # the command line's comes last: it wins
+    loops = {e["name"]: e for e in yaml.safe_load((tmp_path / "out" / "sanity" / "agent_loops.yaml").read_text())}
+    assert loops["cuda_agent"]["service"] == {"evaluators_per_device": 2, "cpu_evaluators": 3, "build_workers": 4}

@@ -12,6 +12,7 @@ goes to one stage; a bare `key=value` goes to every stage whose config has that 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,24 @@ class RFTSettings:
 
 
 @dataclass
+class HarnessSettings:
+    """The evaluation service behind the reward and the agent loop's tools (null: from the machine)."""
+
+    evaluators_per_gpu: int = 1           # evaluators sharing each GPU (they take its lock to time)
+    cpu_evaluators: int = 1               # the CPU backend: evaluators at once
+    build_workers: int | None = None      # CPU build workers ahead of the evaluators; null: a quarter of the
+                                          # cores (at least 1), none on the cpu platform (the trainer has them)
+
+    def resolved(self, platform: str) -> dict[str, int]:
+        """The service's settings for a run on `platform`, as ServiceSettings names them."""
+        build = self.build_workers
+        if build is None:
+            build = 0 if platform == "cpu" else max(1, (os.cpu_count() or 1) // 4)
+        return {"evaluators_per_device": int(self.evaluators_per_gpu), "cpu_evaluators": int(self.cpu_evaluators),
+                "build_workers": int(build)}
+
+
+@dataclass
 class SanitySettings:
     train_tasks: int = 8       # at least the sanity config's data.train_batch_size
     val_tasks: int = 2
@@ -80,6 +99,7 @@ class RunConfig:
     agent_config: Path | None = None             # the agent's TOML over agent/config.toml, for the agentic stage
     trajectories: list[str] = field(default_factory=list)   # agent runs for RFT and value pretraining
     rft: RFTSettings = field(default_factory=RFTSettings)
+    harness: HarnessSettings = field(default_factory=HarnessSettings)
     sanity: SanitySettings = field(default_factory=SanitySettings)
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)   # verl overrides per stage
 
@@ -89,7 +109,7 @@ class RunConfig:
 
 
 _KEYS = {"out", "model", "tasks", "platform", "device", "gpus", "kernelbench", "kernelbench_val", "val_fraction",
-         "seed", "agent_config", "trajectories", "rft", "sanity", "stages"}
+         "seed", "agent_config", "trajectories", "rft", "harness", "sanity", "stages"}
 
 
 def load_run_config(path: str | Path) -> RunConfig:
@@ -130,6 +150,7 @@ def load_run_config(path: str | Path) -> RunConfig:
         raise TrainError(f"{path}: device {raw['device']!r}: use cuda or cpu")
     rft_settings = _section(path, raw, "rft", RFTSettings)
     sanity_settings = _section(path, raw, "sanity", SanitySettings)
+    harness_settings = _section(path, raw, "harness", HarnessSettings)
     model = str(raw["model"])
     model = str(rel(model)) if (base / model).exists() or model.startswith(".") else model
     tasks = raw.get("tasks") or []
@@ -147,7 +168,8 @@ def load_run_config(path: str | Path) -> RunConfig:
         kernelbench=rel(raw["kernelbench"]) if raw.get("kernelbench") else None,
         kernelbench_val=int(raw.get("kernelbench_val", 0)), val_fraction=float(raw.get("val_fraction", 0.05)),
         seed=int(raw.get("seed", 0)), agent_config=rel(raw["agent_config"]) if raw.get("agent_config") else None,
-        trajectories=[str(rel(t)) for t in trajectories], rft=rft_settings, sanity=sanity_settings,
+        trajectories=[str(rel(t)) for t in trajectories], rft=rft_settings, harness=harness_settings,
+        sanity=sanity_settings,
         stages={k: dict(v or {}) for k, v in stages.items()})
 
 

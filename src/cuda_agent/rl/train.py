@@ -216,10 +216,14 @@ def _models(actor: str | None, critic: str | None) -> list[str]:
 
 
 def _ppo_logs(run: RunConfig, stage_dir: Path) -> list[str]:
+    kwargs = "++reward.custom_reward_function.reward_kwargs"
+    harness = run.harness.resolved(run.platform)   # the agent loop's service gets the same (write_agent_loops)
     return [f"trainer.rollout_data_dir={stage_dir / 'rollouts'}",
             f"trainer.validation_data_dir={stage_dir / 'validation'}",
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={launch.write_agent_loops(run, stage_dir)}",
-            f"++reward.custom_reward_function.reward_kwargs.journal={stage_dir / 'reward_service.jsonl'}"]
+            f"{kwargs}.journal={stage_dir / 'reward_service.jsonl'}",
+            f"{kwargs}.evaluators_per_gpu={harness['evaluators_per_device']}",
+            f"{kwargs}.evaluators={harness['cpu_evaluators']}", f"{kwargs}.build_workers={harness['build_workers']}"]
 
 
 def _fit_sft_batch(cfg, rows: int) -> list[str]:
