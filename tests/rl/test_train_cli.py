@@ -213,3 +213,38 @@ def test_the_run_files_harness_settings_reach_the_reward_and_the_agent_loop(tmp_
     assert overrides[-1].endswith("build_workers=5")   # the command line's comes last: it wins
     loops = {e["name"]: e for e in yaml.safe_load((tmp_path / "out" / "sanity" / "agent_loops.yaml").read_text())}
     assert loops["cuda_agent"]["service"] == {"evaluators_per_device": 2, "cpu_evaluators": 3, "build_workers": 4}
+
+
+def test_rft_and_value_read_the_collected_runs_and_the_journal_says_so(tmp_path, tiny_model, monkeypatch):
+    """The stages feed each other: RFT's candidates are the collect stage's runs (plus the run file's
+    trajectories), value replays collect_rft's runs; each started record lists what it consumed."""
+    import json
+    import shutil
+
+    from cuda_agent.journal import read_rows
+    from cuda_agent.rl import launch, train as train_mod
+
+    recorded = Path(__file__).resolve().parent / "fixtures" / "scale_bias_relu.cpu.trajectory.jsonl"
+    out = tmp_path / "out"
+    for stage in ("collect", "collect_rft"):
+        (out / stage / "runs" / "r1").mkdir(parents=True)
+        shutil.copy(recorded, out / stage / "runs" / "r1" / "trajectory.jsonl")
+    journal = [{"stage": "warmup", "event": "finished", "outputs": {"actor": str(tiny_model), "critic": str(tiny_model)}},
+               {"stage": "collect", "event": "finished", "outputs": {"runs": str(out / "collect" / "runs")}},
+               {"stage": "rft", "event": "finished", "outputs": {"actor": str(tiny_model)}},
+               {"stage": "collect_rft", "event": "finished", "outputs": {"runs": str(out / "collect_rft" / "runs")}}]
+    (out / "stages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in journal))
+    monkeypatch.setattr(launch, "run_logged", lambda cmd, *a, **k: 0)
+    monkeypatch.setattr(train_mod, "_outputs", lambda *a, **k: {"actor": str(tiny_model), "critic": str(tiny_model)})
+    run = write_run(tmp_path, f"out: out\nmodel: {tiny_model}\nplatform: cpu\ntasks: [{TASK}]\nval_fraction: 0\n")
+    code, text = train("rft", "--config", str(run), "--redo")   # the journal's rft stands for an earlier one
+    assert code == 0 and "kept 1 of 1 trajectories" in text, text
+    code, text = train("value", "--config", str(run), "value:data.train_batch_size=1",
+                      "value:actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+                      "value:critic.ppo_micro_batch_size_per_gpu=1", "value:critic.forward_micro_batch_size_per_gpu=1")
+    assert code == 0 and "1 trajectories to replay" in text, text
+    started = {r["stage"]: r for r in read_rows(out / "stages.jsonl") if r["event"] == "started"}
+    assert started["rft"]["inputs"]["from_collect"] == 1
+    assert started["rft"]["inputs"]["trajectories"] == [str(out / "collect" / "runs")]
+    assert started["value"]["inputs"]["trajectories"] == [str(out / "collect_rft" / "runs")]
+    assert started["value"]["inputs"]["replayed"] == 1

@@ -20,7 +20,8 @@ from typing import Any
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 PACKAGE_DIR = CONFIG_DIR.parent.parent          # the installed cuda_agent package
 AGENT_LOOPS = CONFIG_DIR.parent / "agent_loops.yaml"   # the agent loops' list (rl/agent_loop.py), with defaults
-STAGES = ("warmup", "rft", "value", "agentic")
+STAGES = ("warmup", "collect", "rft", "collect_rft", "value", "agentic")
+COLLECTS = {"collect": "warmup", "collect_rft": "rft"}   # a collecting stage -> the stage whose actor it runs
 PLATFORMS = ("gpu", "cpu")
 
 
@@ -40,8 +41,12 @@ class StageSpec:
 SPECS = {
     "warmup": StageSpec("warmup", "ppo", "warmup", ("actor", "critic"),
                         "single-turn PPO with a critic, rewarded by the harness"),
+    "collect": StageSpec("collect", "ppo", "collect", (),
+                         "the warmed-up actor runs the agent loop on the training tasks; its trajectories feed RFT"),
     "rft": StageSpec("rft", "sft", "rft", (), "rejection fine-tuning of the actor on the kept trajectories"),
-    "value": StageSpec("value", "ppo", "value", ("critic",), "value pretraining of the critic on recorded trajectories"),
+    "collect_rft": StageSpec("collect_rft", "ppo", "collect", (),
+                             "RFT's actor runs the agent loop on the training tasks; its trajectories feed the critic"),
+    "value": StageSpec("value", "ppo", "value", ("critic",), "value pretraining of the critic on the RFT actor's trajectories"),
     "agentic": StageSpec("agentic", "ppo", "agentic", ("actor", "critic"),
                          "multi-turn agentic PPO with the pretrained critic"),
     # not one of the four: the learning sanity run (rl/sanity.py), on its own
@@ -97,7 +102,7 @@ class RunConfig:
     val_fraction: float = 0.05
     seed: int = 0
     agent_config: Path | None = None             # the agent's TOML over agent/config.toml, for the agentic stage
-    trajectories: list[str] = field(default_factory=list)   # agent runs for RFT and value pretraining
+    trajectories: list[str] = field(default_factory=list)   # more agent runs for RFT and value pretraining
     rft: RFTSettings = field(default_factory=RFTSettings)
     harness: HarnessSettings = field(default_factory=HarnessSettings)
     sanity: SanitySettings = field(default_factory=SanitySettings)
