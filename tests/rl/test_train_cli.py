@@ -161,12 +161,14 @@ def test_a_run_folder_inside_the_installed_package_is_refused(tmp_path):
     assert code == 2 and "inside the installed cuda_agent package" in out and not inside.exists(), out
 
 
-def test_the_shipped_examples_paths_are_relative_to_the_current_directory(tmp_path, monkeypatch):
+def test_a_shipped_examples_run_folder_is_in_the_current_directory(tmp_path, monkeypatch):
     from cuda_agent.rl.stages import CONFIG_DIR
 
     monkeypatch.chdir(tmp_path)
-    run = load_run_config(CONFIG_DIR / "run.example.yaml")
-    assert run.out == tmp_path / "runs" / "rl" and run.tasks == [tmp_path / "data" / "synth.parquet"]
+    assert load_run_config(CONFIG_DIR / "run.example.yaml").out == tmp_path / "runs" / "rl"
+    cpu = load_run_config(CONFIG_DIR / "run.cpu.yaml")   # its task and trajectory are the package's examples
+    assert cpu.out == tmp_path / "runs" / "cpu" and cpu.tiny and cpu.model == str(tmp_path / "runs" / "cpu" / "tiny_model")
+    assert all(p.exists() for p in cpu.tasks) and all(Path(t).exists() for t in cpu.trajectories)
 
 
 def test_the_shipped_example_runs_the_sanity_stage_as_shipped(tmp_path, tiny_model, monkeypatch):

@@ -1,9 +1,10 @@
 """The four stages and a run's config: what each stage runs, what it reads, the overrides it gets.
 
 A run (`cuda-agent train STAGE --config run.yaml`) is described by one YAML file (run.example.yaml
-beside the stage configs shows every key); its paths are relative to that file, except in the
-files shipped inside the package (the examples), whose paths are relative to the current
-directory: a run's folder is never inside the installed package. Each stage runs
+beside the stage configs shows every key); its paths are relative to that file, except the `out`
+of a file shipped inside the package (the examples), which is relative to the current directory:
+a run's folder is never inside the installed package. `model: tiny` is the 2 M-parameter test
+model (rl/tiny_model.py), built into <out>/tiny_model on first use. Each stage runs
 one of verl's trainers with a bundled stage config (rl/config/) and these overrides, in order:
 the paths this run fills in (model, data, checkpoints, logs), the run file's `stages.<stage>`
 mapping, then the command line's `key=value` arguments. On the command line, `STAGE:key=value`
@@ -93,6 +94,7 @@ class RunConfig:
     path: Path                                   # the YAML file
     out: Path                                    # everything the run writes
     model: str                                   # the starting actor: a Hugging Face model folder
+    tiny: bool = False                           # `model: tiny`: the test model, built into out/tiny_model
     tasks: list[Path] = field(default_factory=list)   # training tasks (synthesized datasets, folders, .py)
     platform: str = "gpu"                        # gpu | cpu (verl's CPU platform: tests, CI)
     device: str | None = None                    # where the harness judges: cuda | cpu (default: the platform's)
@@ -137,8 +139,7 @@ def load_run_config(path: str | Path) -> RunConfig:
     for key in ("out", "model"):
         if not raw.get(key):
             raise TrainError(f"{path}: `{key}` is missing; it is required")
-    # a shipped example's relative paths are the user's: they resolve in the current directory
-    base = Path.cwd() if _inside(path.resolve(), PACKAGE_DIR) else path.parent
+    base = path.parent
 
     def rel(p: Any) -> Path:
         return (base / str(p)).resolve() if not Path(str(p)).is_absolute() else Path(str(p))
@@ -158,17 +159,20 @@ def load_run_config(path: str | Path) -> RunConfig:
     harness_settings = _section(path, raw, "harness", HarnessSettings)
     model = str(raw["model"])
     model = str(rel(model)) if (base / model).exists() or model.startswith(".") else model
+    tiny = model == "tiny"
     tasks = raw.get("tasks") or []
     tasks = tasks if isinstance(tasks, list) else [tasks]
     trajectories = raw.get("trajectories") or []
     trajectories = trajectories if isinstance(trajectories, list) else [trajectories]
     out = rel(raw["out"])
+    if _inside(path.resolve(), PACKAGE_DIR) and not Path(str(raw["out"])).is_absolute():
+        out = (Path.cwd() / str(raw["out"])).resolve()   # a shipped example's run is the user's: here
     if _inside(out.resolve(), PACKAGE_DIR):
         raise TrainError(f"{path}: `out` is {out}, inside the installed cuda_agent package ({PACKAGE_DIR}); a run "
                          "writes gigabytes and would be lost with the next install: set `out` to a folder of your "
                          "own (relative paths are relative to the run file)")
     return RunConfig(
-        path=path.resolve(), out=out, model=model, tasks=[rel(t) for t in tasks], platform=platform,
+        path=path.resolve(), out=out, model=str(out / "tiny_model") if tiny else model, tiny=tiny, tasks=[rel(t) for t in tasks], platform=platform,
         device=raw.get("device"), gpus=int(raw.get("gpus", 1)),
         kernelbench=rel(raw["kernelbench"]) if raw.get("kernelbench") else None,
         kernelbench_val=int(raw.get("kernelbench_val", 0)), val_fraction=float(raw.get("val_fraction", 0.05)),

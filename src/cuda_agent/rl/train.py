@@ -283,6 +283,11 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
         return StageResult(stage, done.get("outputs", {}), done.get("steps"), 0.0, skipped=True)
     t0 = time.monotonic()
     stage_dir = run.out / stage
+    if run.tiny and not (Path(run.model) / "config.json").is_file():
+        from cuda_agent.rl.tiny_model import build_tiny_model
+
+        report({"event": "phase", "text": "building the tiny model"})
+        build_tiny_model(Path(run.model))
     report({"event": "stage", "stage": stage, "summary": spec.summary})
     data = prepare_data(run, report) if stage != "sanity" else {}
     user = [*mapping_overrides(run.stages.get(stage, {})), *cli]
