@@ -80,7 +80,9 @@ def step_seconds(values: dict[str, float]) -> dict[str, float]:
     """A step's seconds in rollout, reward and training. verl's reward workers judge the replies while
     the rollout runs, so `timing_s/gen` holds the reward's time too, and verl times the reward apart
     (`timing_s/reward`) only when it is colocated; otherwise `seconds/reward` is the harness's longest
-    verdict of the step, the least the rollout waited for its rewards."""
+    verdict of the step, the least the rollout waited for its rewards, where the dumped replies carry
+    `eval_seconds` (verl 0.9.1's v1 trainer dumps only input, output, score: then it is absent, and
+    <stage>/rewards.jsonl holds each verdict's seconds)."""
     out = {}
     if "timing_s/gen" in values:
         out["seconds/rollout"] = values["timing_s/gen"]
