@@ -14,7 +14,7 @@ from verl.utils.config import validate_config  # noqa: E402
 from cuda_agent.rl.launch import compose  # noqa: E402
 from cuda_agent.rl.stages import SPECS  # noqa: E402
 
-PPO = [name for name, spec in SPECS.items() if spec.trainer == "ppo"]
+PPO = list(dict.fromkeys(spec.config for spec in SPECS.values() if spec.trainer == "ppo"))   # config names
 MODELS = ["actor_rollout_ref.model.path=/models/actor", "critic.model.path=/models/critic"]
 
 
@@ -28,7 +28,8 @@ def ppo(name: str, cpu: bool, model=None):
 def test_ppo_stage_composes_and_passes_verls_validation(name, cpu, tiny_model):
     cfg = ppo(name, cpu, tiny_model)   # validate_config reads the model's config
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    assert need_critic(cfg) and cfg.algorithm.adv_estimator == "gae" and not need_reference_policy(cfg)
+    assert need_critic(cfg) == (name != "collect") and not need_reference_policy(cfg)   # collecting trains nothing
+    assert cfg.algorithm.adv_estimator == "gae"
     a, c = cfg.actor_rollout_ref, cfg.critic
     # what ran on one H100 without flash-attn (rl-verl notes, sections 5 and 14)
     assert a.model.override_config.attn_implementation == c.model.override_config.attn_implementation == "sdpa"
@@ -56,6 +57,20 @@ def test_value_pretraining_trains_the_critic_alone_on_replays():
     assert cfg.trainer.critic_warmup >= cfg.trainer.total_training_steps
     assert cfg.actor_rollout_ref.rollout.name == "null"   # the string, not YAML's None
     assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "cuda_agent_replay"
+
+
+@pytest.mark.parametrize("cpu", [False, True], ids=["one-gpu", "cpu-platform"])
+def test_collecting_runs_the_frozen_actor_in_the_cuda_agent_loop_sampling(cpu):
+    from cuda_agent.rl.stages import COLLECTS, STAGES
+
+    assert all(SPECS[s].config == "collect" for s in COLLECTS)
+    assert STAGES.index("warmup") < STAGES.index("collect") < STAGES.index("rft") < STAGES.index("collect_rft") \
+        < STAGES.index("value")
+    cfg = ppo("collect", cpu)
+    a = cfg.actor_rollout_ref.rollout
+    assert a.agent.default_agent_loop == "cuda_agent" and a.multi_turn.max_assistant_turns > 1
+    assert a.val_kwargs.do_sample and a.val_kwargs.temperature == 1.0 and a.val_kwargs.n >= 1
+    assert cfg.trainer.val_only and not need_critic(cfg)   # train.py also forces val_only and val_before_train
 
 
 def test_agentic_runs_the_cuda_agent_loop():
@@ -100,3 +115,15 @@ def test_any_key_can_be_overridden_and_a_wrong_one_is_named():
     assert cfg.data.train_batch_size == 16 and cfg.actor_rollout_ref.rollout.n == 8
     with pytest.raises(TrainError, match="data.train_batch_sise"):
         compose("warmup", [*MODELS, "data.train_batch_sise=16"])
+
+
+@pytest.mark.parametrize("cpu", [False, True], ids=["one-gpu", "cpu-platform"])
+@pytest.mark.parametrize("name", ["warmup", "agentic", "sanity"])
+def test_ppo_updates_the_actor_in_several_mini_batches_so_clipping_acts(name, cpu):
+    """A mini-batch as large as the batch in one epoch trains on the policy that sampled: the
+    importance ratio stays 1 and the clip fraction 0 (PPO reduced to a policy gradient)."""
+    cfg = ppo(name, cpu)
+    actor = cfg.actor_rollout_ref.actor
+    updates = cfg.data.train_batch_size // actor.ppo_mini_batch_size * actor.ppo_epochs
+    assert updates >= 2, f"{name}: {updates} actor update(s) a batch"
+    assert cfg.data.train_batch_size % actor.ppo_mini_batch_size == 0

@@ -151,3 +151,102 @@ def test_a_batch_that_micro_batches_do_not_divide_stops_the_stage_before_verl_st
                                                            "actor_rollout_ref.actor.ppo_mini_batch_size=1"]))
     for stage in ("warmup", "value", "agentic"):   # the shipped configs as they are
         check_micro_batches(stage, compose(stage, base))
+
+
+def test_a_run_folder_inside_the_installed_package_is_refused(tmp_path):
+    from cuda_agent.rl.stages import PACKAGE_DIR
+
+    inside = PACKAGE_DIR / "rl" / "config" / "runs" / "test_refused"
+    code, out = train("sanity", "--config", str(write_run(tmp_path, f"out: {inside}\nmodel: m\n")))
+    assert code == 2 and "inside the installed cuda_agent package" in out and not inside.exists(), out
+
+
+def test_a_shipped_examples_run_folder_is_in_the_current_directory(tmp_path, monkeypatch):
+    from cuda_agent.rl.stages import CONFIG_DIR
+
+    monkeypatch.chdir(tmp_path)
+    assert load_run_config(CONFIG_DIR / "run.example.yaml").out == tmp_path / "runs" / "rl"
+    cpu = load_run_config(CONFIG_DIR / "run.cpu.yaml")   # its task and trajectory are the package's examples
+    assert cpu.out == tmp_path / "runs" / "cpu" and cpu.tiny and cpu.model == str(tmp_path / "runs" / "cpu" / "tiny_model")
+    assert all(p.exists() for p in cpu.tasks) and all(Path(t).exists() for t in cpu.trajectories)
+
+
+def test_the_shipped_example_runs_the_sanity_stage_as_shipped(tmp_path, tiny_model, monkeypatch):
+    """It used to stop on 6 tasks against a batch of 8, after writing its data into the package.
+    Everything up to verl's start runs here (the example's model is replaced by the tiny one)."""
+    from cuda_agent.rl import launch
+    from cuda_agent.rl.stages import CONFIG_DIR, PACKAGE_DIR
+
+    started = []
+    monkeypatch.setattr(launch, "run_logged", lambda cmd, *a, **k: started.append(cmd) or 0)
+    monkeypatch.chdir(tmp_path)
+    files = lambda: sorted(p for p in PACKAGE_DIR.rglob("*") if "__pycache__" not in p.parts)  # noqa: E731
+    before = files()
+    code, out = train("sanity", "--config", str(CONFIG_DIR / "run.example.yaml"),
+                      f"sanity:actor_rollout_ref.model.path={tiny_model}", f"sanity:critic.model.path={tiny_model}")
+    assert code == 0 and started and "verl.trainer.main_ppo" in started[0], out
+    assert (tmp_path / "runs" / "rl" / "data" / "sanity" / "train.parquet").is_file()
+    assert files() == before
+
+
+def test_fewer_sanity_tasks_than_a_batch_is_said_before_anything_is_written(tmp_path):
+    run = write_run(tmp_path, "out: out\nmodel: m\nplatform: cpu\nsanity: {train_tasks: 2}\n")
+    code, out = train("sanity", "--config", str(run))
+    assert code == 2 and "sanity.train_tasks is 2, fewer than data.train_batch_size=4" in out, out
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_run_files_harness_settings_reach_the_reward_and_the_agent_loop(tmp_path, tiny_model, monkeypatch):
+    import yaml
+
+    from cuda_agent.journal import read_rows
+    from cuda_agent.rl import launch
+    from cuda_agent.rl.stages import HarnessSettings
+
+    assert HarnessSettings().resolved("cpu")["build_workers"] == 0 and HarnessSettings().resolved("gpu")["build_workers"] >= 1
+    monkeypatch.setattr(launch, "run_logged", lambda cmd, *a, **k: 0)
+    run = write_run(tmp_path, f"out: out\nmodel: {tiny_model}\nplatform: cpu\n"
+                              "harness: {evaluators_per_gpu: 2, cpu_evaluators: 3, build_workers: 4}\n")
+    code, out = train("sanity", "--config", str(run), "++reward.custom_reward_function.reward_kwargs.build_workers=5")
+    assert code == 0, out
+    overrides = next(r for r in read_rows(tmp_path / "out" / "stages.jsonl") if r["event"] == "started")["overrides"]
+    kwargs = {o.split("reward_kwargs.")[1] for o in overrides if "reward_kwargs." in o}
+    assert {"evaluators_per_gpu=2", "evaluators=3", "build_workers=4"} <= kwargs
+    assert overrides[-1].endswith("build_workers=5")   # the command line's comes last: it wins
+    loops = {e["name"]: e for e in yaml.safe_load((tmp_path / "out" / "sanity" / "agent_loops.yaml").read_text())}
+    assert loops["cuda_agent"]["service"] == {"evaluators_per_device": 2, "cpu_evaluators": 3, "build_workers": 4}
+
+
+def test_rft_and_value_read_the_collected_runs_and_the_journal_says_so(tmp_path, tiny_model, monkeypatch):
+    """The stages feed each other: RFT's candidates are the collect stage's runs (plus the run file's
+    trajectories), value replays collect_rft's runs; each started record lists what it consumed."""
+    import json
+    import shutil
+
+    from cuda_agent.journal import read_rows
+    from cuda_agent.rl import launch, train as train_mod
+
+    recorded = Path(__file__).resolve().parent / "fixtures" / "scale_bias_relu.cpu.trajectory.jsonl"
+    out = tmp_path / "out"
+    for stage in ("collect", "collect_rft"):
+        (out / stage / "runs" / "r1").mkdir(parents=True)
+        shutil.copy(recorded, out / stage / "runs" / "r1" / "trajectory.jsonl")
+    journal = [{"stage": "warmup", "event": "finished", "outputs": {"actor": str(tiny_model), "critic": str(tiny_model)}},
+               {"stage": "collect", "event": "finished", "outputs": {"runs": str(out / "collect" / "runs")}},
+               {"stage": "rft", "event": "finished", "outputs": {"actor": str(tiny_model)}},
+               {"stage": "collect_rft", "event": "finished", "outputs": {"runs": str(out / "collect_rft" / "runs")}}]
+    (out / "stages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in journal))
+    monkeypatch.setattr(launch, "run_logged", lambda cmd, *a, **k: 0)
+    monkeypatch.setattr(train_mod, "_outputs", lambda *a, **k: {"actor": str(tiny_model), "critic": str(tiny_model)})
+    run = write_run(tmp_path, f"out: out\nmodel: {tiny_model}\nplatform: cpu\ntasks: [{TASK}]\nval_fraction: 0\n")
+    code, text = train("rft", "--config", str(run), "--redo")   # the journal's rft stands for an earlier one
+    assert code == 0 and "kept 1 of 1 trajectories" in text, text
+    code, text = train("value", "--config", str(run), "value:data.train_batch_size=1",
+                      "value:actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+                      "value:critic.ppo_micro_batch_size_per_gpu=1", "value:critic.forward_micro_batch_size_per_gpu=1")
+    assert code == 0 and "1 trajectories to replay" in text, text
+    started = {r["stage"]: r for r in read_rows(out / "stages.jsonl") if r["event"] == "started"}
+    assert started["rft"]["inputs"]["from_collect"] == 1
+    assert started["rft"]["inputs"]["trajectories"] == [str(out / "collect" / "runs")]
+    assert started["value"]["inputs"]["trajectories"] == [str(out / "collect_rft" / "runs")]
+    assert started["value"]["inputs"]["replayed"] == 1

@@ -18,14 +18,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 console = Console()
 errors = Console(stderr=True, soft_wrap=True)
-CHOICES = ("warmup", "rft", "value", "agentic", "all", "sanity", "fill_rft", "fill")
+CHOICES = ("warmup", "collect", "rft", "collect_rft", "value", "agentic", "all", "sanity", "fill_rft", "fill")
 SHOWN = ("critic/score/mean", "actor/entropy", "critic/vf_loss", "train/loss")
 
 
 def train_command(
-    stage: Annotated[str, typer.Argument(help="warmup, rft, value, agentic; all (the four in order, each from the "
-                                         "previous one's result); sanity (the plumbing smoke test); fill_rft, fill (the "
-                                         "fill-the-kernel family: RFT on correct examples, then PPO).")],
+    stage: Annotated[str, typer.Argument(help="warmup, collect, rft, collect_rft, value, agentic; all (these in "
+                                         "order, each from the previous ones' results); or sanity (a plumbing "
+                                         "smoke test: the letter-choice family); fill_rft, fill (the fill-the-kernel family: "
+                                         "RFT on correct examples, then PPO).")],
     overrides: Annotated[Optional[list[str]], typer.Argument(
         help="verl overrides, key=value (to every stage whose config has the key) or STAGE:key=value.")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="The run's YAML file (out, model, tasks, "

@@ -418,8 +418,9 @@ _NUMPY = re.compile(r"^np\.\w+\((.*)\)$")
 
 def write_agent_loops(run: RunConfig, stage_dir: Path) -> Path:
     """<stage>/agent_loops.yaml: the plug-in's agent loops (rl/agent_loops.yaml) with this run's
-    options: the harness's device, the agent config, the run folders kept in the stage's folder,
-    and on one GPU the trainer's GPU shared with the harness (as the reward does)."""
+    options: the harness's device and service (evaluators, builders), the agent config, the run
+    folders kept in the stage's folder, and on one GPU the trainer's GPU shared with the harness
+    (as the reward does)."""
     import yaml
 
     from cuda_agent.rl.stages import AGENT_LOOPS
@@ -431,9 +432,11 @@ def write_agent_loops(run: RunConfig, stage_dir: Path) -> Path:
             entry["runs_dir"] = str(stage_dir / "runs")
             if run.agent_config:
                 entry["agent_config"] = str(run.agent_config)
+            entry["service"] = {**(entry.get("service") or {}), **run.harness.resolved(run.platform)}
             if run.platform == "gpu" and run.harness_device == "cuda" and run.gpus == 1:
-                entry["service"] = {**(entry.get("service") or {}), "shared_gpu": "0"}
+                entry["service"]["shared_gpu"] = "0"
     path = stage_dir / "agent_loops.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("# written by cuda-agent train from cuda_agent/rl/agent_loops.yaml\n" + yaml.safe_dump(entries))
     return path
 

@@ -3,7 +3,11 @@
 verl's `file` logger writes `<stage>/metrics/attempt-K.jsonl` (one per launch, since it truncates
 its file on open); `collect` merges them (a resumed launch's steps replace the killed one's) and
 adds, from verl's rollout dumps (`<stage>/rollouts/<step>.jsonl`), the share of replies that
-reached each milestone. `write_plots` draws every stage on one step axis, stage boundaries marked.
+reached each milestone and the harness's seconds on them, and the step's seconds by part
+(`seconds/rollout`, `seconds/reward`, `seconds/training`, see `step_seconds`). `summary` gives a
+stage's first, last and mean of the figures that tell whether PPO works (clip fraction, the
+policy's drift, entropy, reply length, the critic's explained variance) and where its time goes.
+`write_plots` draws every stage on one step axis, stage boundaries marked.
 """
 
 from __future__ import annotations
@@ -31,8 +35,19 @@ PANELS = (
     ("explained_variance", "critic explained variance", ("critic/vf_explained_var",)),
     ("length", "reply length (tokens)", ("response_length/mean", "response_length/max")),
     ("turns", "turns per trajectory", ("num_turns/mean", "num_turns/max")),
+    ("seconds", "seconds per step: rollout, reward, training", ("seconds/*",)),
     ("sft_loss", "RFT loss", ("train/loss", "val/loss")),
 )
+
+
+# what `summary` reports: its name -> the metric
+SUMMARY = {"reward": "critic/score/mean", "clip_fraction": "actor/pg_clipfrac", "ppo_kl": "actor/ppo_kl",
+           "entropy": "actor/entropy", "response_length": "response_length/mean",
+           "explained_variance": "critic/vf_explained_var", "vf_loss": "critic/vf_loss", "sft_loss": "train/loss",
+           "rollout_s": "seconds/rollout", "reward_s": "seconds/reward", "training_s": "seconds/training",
+           "step_s": "timing_s/step"}
+# verl's timers (timing_s/*) of a step's training part: everything after the rollout and its reward
+TRAINING_TIMERS = ("old_log_prob", "ref", "values", "adv", "update_critic", "update_actor", "update_weights")
 
 
 def milestone_of(score: float, schedule: RewardSchedule = RewardSchedule()) -> str:
@@ -42,16 +57,51 @@ def milestone_of(score: float, schedule: RewardSchedule = RewardSchedule()) -> s
 
 
 def milestone_shares(rollouts: Path) -> dict[int, dict[str, float]]:
-    """Per step, the share of dumped replies at each milestone (by their score)."""
+    """Per step, the share of dumped replies at each milestone (by their score), and the harness's
+    seconds on them (`reward/eval_seconds_sum`, `_max`: the verdicts' `eval_seconds`)."""
     out: dict[int, dict[str, float]] = {}
     for path in rollouts.glob("*.jsonl") if rollouts.is_dir() else ():
         if not path.stem.isdigit():
             continue
-        scores = [row["score"] for row in read_rows(path) if isinstance(row.get("score"), (int, float))]
+        rows = list(read_rows(path))
+        scores = [row["score"] for row in rows if isinstance(row.get("score"), (int, float))]
         if scores:
             names = [milestone_of(s) for s in scores]
             out[int(path.stem)] = {f"milestone/{m}": names.count(m) / len(names) for m in (*MILESTONES, "other")
                                    if m != "other" or "other" in names}
+        seconds = [row["eval_seconds"] for row in rows if isinstance(row.get("eval_seconds"), (int, float))]
+        if seconds:
+            out.setdefault(int(path.stem), {}).update({"reward/eval_seconds_sum": float(sum(seconds)),
+                                                       "reward/eval_seconds_max": float(max(seconds))})
+    return out
+
+
+def step_seconds(values: dict[str, float]) -> dict[str, float]:
+    """A step's seconds in rollout, reward and training. verl's reward workers judge the replies while
+    the rollout runs, so `timing_s/gen` holds the reward's time too, and verl times the reward apart
+    (`timing_s/reward`) only when it is colocated; otherwise `seconds/reward` is the harness's longest
+    verdict of the step, the least the rollout waited for its rewards, where the dumped replies carry
+    `eval_seconds` (verl 0.9.1's v1 trainer dumps only input, output, score: then it is absent, and
+    <stage>/rewards.jsonl holds each verdict's seconds)."""
+    out = {}
+    if "timing_s/gen" in values:
+        out["seconds/rollout"] = values["timing_s/gen"]
+    reward = values.get("timing_s/reward", values.get("reward/eval_seconds_max"))
+    if reward is not None:
+        out["seconds/reward"] = reward
+    training = [values[f"timing_s/{t}"] for t in TRAINING_TIMERS if f"timing_s/{t}" in values]
+    if training:
+        out["seconds/training"] = float(sum(training))
+    return out
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A stage's steps, and the first, last and mean of each figure of SUMMARY it has."""
+    out: dict[str, Any] = {"steps": len(rows)}
+    for name, key in SUMMARY.items():
+        values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        if values:
+            out[name] = {"first": values[0], "last": values[-1], "mean": sum(values) / len(values)}
     return out
 
 
@@ -73,6 +123,8 @@ def collect(stage_dir: Path) -> list[dict[str, Any]]:
                 steps[row["step"]] = {k: v for k, v in ((k, _number(v)) for k, v in row["data"].items()) if v is not None}
     for step, shares in milestone_shares(stage_dir / "rollouts").items():
         steps.setdefault(step, {}).update(shares)
+    for values in steps.values():
+        values.update(step_seconds(values))
     rows = [{"step": step, **values} for step, values in sorted(steps.items())]
     if rows or (stage_dir / "metrics").is_dir():
         tmp = stage_dir / "metrics.jsonl.tmp"

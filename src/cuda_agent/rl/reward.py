@@ -57,7 +57,8 @@ class RewardSettings:
     timing_budget_s: float = 0.5       # seconds of timed calls per model
     min_runs: int = 10
     correctness_trials: int = 5
-    evaluators: int = 1                # CPU backend: evaluators at once (cuda: one per GPU Ray gives it)
+    evaluators: int = 1                # CPU backend: evaluators at once
+    evaluators_per_gpu: int = 1        # cuda: evaluators sharing each GPU (they take its lock to time)
     build_workers: int = 1             # CPU build workers ahead of the evaluators (0: evaluators build)
     pin_cores: bool = False            # the trainer shares the machine: no cores of the evaluator's own
     journal: str | None = None         # the service's journal: verdicts survive a restart
@@ -86,6 +87,7 @@ class RewardSettings:
     def service_settings(self, device: str) -> ServiceSettings:
         shared = str(self.shared_gpu) if self.shared_gpu is not None and device == "cuda" else None
         return ServiceSettings(device=device, cpu_evaluators=self.evaluators, build_workers=self.build_workers,
+                               evaluators_per_device=self.evaluators_per_gpu,
                                pin_cores=self.pin_cores, journal=self.journal, shared_gpu=shared)
 
 

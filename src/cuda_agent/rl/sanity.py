@@ -1,5 +1,9 @@
 """The learning sanity family: tasks a small policy can learn in minutes, judged by the real harness.
 
+A plumbing smoke test: a rising reward here shows that verl's PPO, the reward and the harness are
+wired together; picking a prepared solution by letter teaches nothing about writing kernels (the
+training stages are warmup, collect, rft, collect_rft, value and agentic, rl/train.py).
+
 Each task is y = f(x * scale + bias) (f: relu, relu6, leaky relu, abs, square, softsign) at some
 size, and comes with four prepared solutions, each a workspace (sanity_kernels/README.md):
 - `fast`: one fused pass (honest, fast: reward 2 or 3);

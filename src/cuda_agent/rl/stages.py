@@ -1,7 +1,10 @@
 """The four stages and a run's config: what each stage runs, what it reads, the overrides it gets.
 
 A run (`cuda-agent train STAGE --config run.yaml`) is described by one YAML file (run.example.yaml
-beside the stage configs shows every key); its paths are relative to that file. Each stage runs
+beside the stage configs shows every key); its paths are relative to that file, except the `out`
+of a file shipped inside the package (the examples), which is relative to the current directory:
+a run's folder is never inside the installed package. `model: tiny` is the 2 M-parameter test
+model (rl/tiny_model.py), built into <out>/tiny_model on first use. Each stage runs
 one of verl's trainers with a bundled stage config (rl/config/) and these overrides, in order:
 the paths this run fills in (model, data, checkpoints, logs), the run file's `stages.<stage>`
 mapping, then the command line's `key=value` arguments. On the command line, `STAGE:key=value`
@@ -10,13 +13,16 @@ goes to one stage; a bare `key=value` goes to every stage whose config has that 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
+PACKAGE_DIR = CONFIG_DIR.parent.parent          # the installed cuda_agent package
 AGENT_LOOPS = CONFIG_DIR.parent / "agent_loops.yaml"   # the agent loops' list (rl/agent_loop.py), with defaults
-STAGES = ("warmup", "rft", "value", "agentic")
+STAGES = ("warmup", "collect", "rft", "collect_rft", "value", "agentic")
+COLLECTS = {"collect": "warmup", "collect_rft": "rft"}   # a collecting stage -> the stage whose actor it runs
 PLATFORMS = ("gpu", "cpu")
 
 
@@ -36,8 +42,12 @@ class StageSpec:
 SPECS = {
     "warmup": StageSpec("warmup", "ppo", "warmup", ("actor", "critic"),
                         "single-turn PPO with a critic, rewarded by the harness"),
+    "collect": StageSpec("collect", "ppo", "collect", (),
+                         "the warmed-up actor runs the agent loop on the training tasks; its trajectories feed RFT"),
     "rft": StageSpec("rft", "sft", "rft", (), "rejection fine-tuning of the actor on the kept trajectories"),
-    "value": StageSpec("value", "ppo", "value", ("critic",), "value pretraining of the critic on recorded trajectories"),
+    "collect_rft": StageSpec("collect_rft", "ppo", "collect", (),
+                             "RFT's actor runs the agent loop on the training tasks; its trajectories feed the critic"),
+    "value": StageSpec("value", "ppo", "value", ("critic",), "value pretraining of the critic on the RFT actor's trajectories"),
     "agentic": StageSpec("agentic", "ppo", "agentic", ("actor", "critic"),
                          "multi-turn agentic PPO with the pretrained critic"),
     # not one of the four: the learning sanity run (rl/sanity.py, a plumbing smoke test), on its own
@@ -58,8 +68,26 @@ class RFTSettings:
 
 
 @dataclass
+class HarnessSettings:
+    """The evaluation service behind the reward and the agent loop's tools (null: from the machine)."""
+
+    evaluators_per_gpu: int = 1           # evaluators sharing each GPU (they take its lock to time)
+    cpu_evaluators: int = 1               # the CPU backend: evaluators at once
+    build_workers: int | None = None      # CPU build workers ahead of the evaluators; null: a quarter of the
+                                          # cores (at least 1), none on the cpu platform (the trainer has them)
+
+    def resolved(self, platform: str) -> dict[str, int]:
+        """The service's settings for a run on `platform`, as ServiceSettings names them."""
+        build = self.build_workers
+        if build is None:
+            build = 0 if platform == "cpu" else max(1, (os.cpu_count() or 1) // 4)
+        return {"evaluators_per_device": int(self.evaluators_per_gpu), "cpu_evaluators": int(self.cpu_evaluators),
+                "build_workers": int(build)}
+
+
+@dataclass
 class SanitySettings:
-    train_tasks: int = 6
+    train_tasks: int = 8       # at least the sanity config's data.train_batch_size
     val_tasks: int = 2
     shuffle: bool = True      # letters shuffled per task (a real model); false: one fixed order (the tiny model)
 
@@ -71,6 +99,7 @@ class RunConfig:
     path: Path                                   # the YAML file
     out: Path                                    # everything the run writes
     model: str                                   # the starting actor: a Hugging Face model folder
+    tiny: bool = False                           # `model: tiny`: the test model, built into out/tiny_model
     tasks: list[Path] = field(default_factory=list)   # training tasks (synthesized datasets, folders, .py)
     platform: str = "gpu"                        # gpu | cpu (verl's CPU platform: tests, CI)
     device: str | None = None                    # where the harness judges: cuda | cpu (default: the platform's)
@@ -80,8 +109,9 @@ class RunConfig:
     val_fraction: float = 0.05
     seed: int = 0
     agent_config: Path | None = None             # the agent's TOML over agent/config.toml, for the agentic stage
-    trajectories: list[str] = field(default_factory=list)   # agent runs for RFT and value pretraining
+    trajectories: list[str] = field(default_factory=list)   # more agent runs for RFT and value pretraining
     rft: RFTSettings = field(default_factory=RFTSettings)
+    harness: HarnessSettings = field(default_factory=HarnessSettings)
     sanity: SanitySettings = field(default_factory=SanitySettings)
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)   # verl overrides per stage
 
@@ -91,7 +121,7 @@ class RunConfig:
 
 
 _KEYS = {"out", "model", "tasks", "platform", "device", "gpus", "kernelbench", "kernelbench_val", "val_fraction",
-         "seed", "agent_config", "trajectories", "rft", "sanity", "stages"}
+         "seed", "agent_config", "trajectories", "rft", "harness", "sanity", "stages"}
 
 
 def load_run_config(path: str | Path) -> RunConfig:
@@ -131,20 +161,34 @@ def load_run_config(path: str | Path) -> RunConfig:
         raise TrainError(f"{path}: device {raw['device']!r}: use cuda or cpu")
     rft_settings = _section(path, raw, "rft", RFTSettings)
     sanity_settings = _section(path, raw, "sanity", SanitySettings)
+    harness_settings = _section(path, raw, "harness", HarnessSettings)
     model = str(raw["model"])
     model = str(rel(model)) if (base / model).exists() or model.startswith(".") else model
+    tiny = model == "tiny"
     tasks = raw.get("tasks") or []
     tasks = tasks if isinstance(tasks, list) else [tasks]
     trajectories = raw.get("trajectories") or []
     trajectories = trajectories if isinstance(trajectories, list) else [trajectories]
+    out = rel(raw["out"])
+    if _inside(path.resolve(), PACKAGE_DIR) and not Path(str(raw["out"])).is_absolute():
+        out = (Path.cwd() / str(raw["out"])).resolve()   # a shipped example's run is the user's: here
+    if _inside(out.resolve(), PACKAGE_DIR):
+        raise TrainError(f"{path}: `out` is {out}, inside the installed cuda_agent package ({PACKAGE_DIR}); a run "
+                         "writes gigabytes and would be lost with the next install: set `out` to a folder of your "
+                         "own (relative paths are relative to the run file)")
     return RunConfig(
-        path=path.resolve(), out=rel(raw["out"]), model=model, tasks=[rel(t) for t in tasks], platform=platform,
+        path=path.resolve(), out=out, model=str(out / "tiny_model") if tiny else model, tiny=tiny, tasks=[rel(t) for t in tasks], platform=platform,
         device=raw.get("device"), gpus=int(raw.get("gpus", 1)),
         kernelbench=rel(raw["kernelbench"]) if raw.get("kernelbench") else None,
         kernelbench_val=int(raw.get("kernelbench_val", 0)), val_fraction=float(raw.get("val_fraction", 0.05)),
         seed=int(raw.get("seed", 0)), agent_config=rel(raw["agent_config"]) if raw.get("agent_config") else None,
-        trajectories=[str(rel(t)) for t in trajectories], rft=rft_settings, sanity=sanity_settings,
+        trajectories=[str(rel(t)) for t in trajectories], rft=rft_settings, harness=harness_settings,
+        sanity=sanity_settings,
         stages={k: dict(v or {}) for k, v in stages.items()})
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
 
 
 def _section(path: Path, raw: dict[str, Any], key: str, cls: type) -> Any:

@@ -1,20 +1,26 @@
-"""`cuda-agent train`: the four stages of the paper's RL, one after another, each a verl run.
+"""`cuda-agent train`: the paper's RL stages, one after another, each a verl run.
 
-warmup (single-turn PPO) -> rft (SFT on the kept trajectories) -> value (the critic alone, on
-recorded trajectories) -> agentic (multi-turn PPO). Each stage starts from the previous ones'
-results: verl's FSDP checkpoints are merged into Hugging Face folders (`python -m
-verl.model_merger merge --backend fsdp`); the actor goes warmup -> rft -> value, agentic, and the
-critic warmup -> value -> agentic.
+warmup (single-turn PPO) -> collect (the warmed-up actor runs the agent loop on the training tasks)
+-> rft (SFT on the collected trajectories that pass the filter) -> collect_rft (RFT's actor, the
+same way) -> value (the critic alone, on those rollouts) -> agentic (multi-turn PPO). Each stage
+starts from the previous ones' results: verl's FSDP checkpoints are merged into Hugging Face
+folders (`python -m verl.model_merger merge --backend fsdp`); the actor goes warmup -> collect,
+rft -> collect_rft, value, agentic, and the critic warmup -> value -> agentic. The run file's
+`trajectories` (agent runs recorded elsewhere) join both collections as an optional extra.
 
 Everything goes under the run's `out` folder:
-  stages.jsonl           the stage journal: a finished stage is not run again
+  stages.jsonl           the stage journal: a finished stage is not run again; its record holds what it
+                         read, what it wrote, and its metrics' summary (rl/metrics.py)
   data/                  the RL Parquet files (built once; data.json says from what)
   <stage>/train.log      verl's output;  <stage>/checkpoints/  verl's checkpoints (it resumes from them)
   <stage>/metrics.jsonl  one line per step: verl's metrics and the share of replies at each milestone
   <stage>/rollouts/      every step's replies and scores;  <stage>/rewards.jsonl  every harness verdict
   <stage>/actor, critic  the merged models the next stage starts from
-  plots/                 reward, milestones, entropy, importance ratios, clipping, critic, lengths
-A killed stage resumes when the command runs again: verl continues from its last checkpoint.
+  collect*/runs/         the collected agent runs (trajectory.jsonl, solution, verdicts), one folder each
+  plots/                 reward, milestones, entropy, importance ratios, clipping, critic, lengths,
+                         seconds per step (rollout, reward, training)
+A killed stage resumes when the command runs again: verl continues from its last checkpoint (a
+collecting stage, which has none, collects again).
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ from typing import Any, Callable
 from cuda_agent.rl import launch, metrics
 from cuda_agent.rl.data import (AGENTIC, KERNELBENCH, REPLAY, SINGLE_TURN, KernelBenchGuard, load_training_tasks,
                                 read_parquet, rl_row, rl_rows, split_tasks, write_parquet)
-from cuda_agent.rl.stages import SPECS, STAGES, RunConfig, TrainError, mapping_overrides, route_overrides
+from cuda_agent.rl.stages import (COLLECTS, SPECS, STAGES, RunConfig, TrainError, mapping_overrides,
+                                  route_overrides)
 
 Report = Callable[[dict[str, Any]], None]   # progress events, see `run_stage`
 
@@ -38,7 +45,7 @@ Report = Callable[[dict[str, Any]], None]   # progress events, see `run_stage`
 @dataclass
 class StageResult:
     stage: str
-    outputs: dict[str, str]
+    outputs: dict[str, Any]
     steps: int | None
     seconds: float
     skipped: bool = False
@@ -99,18 +106,23 @@ def _identity(path: Path | None) -> Any:
     return [str(p), p.stat().st_size, int(p.stat().st_mtime)] if p.is_file() else str(p)
 
 
-def rft_data(run: RunConfig, data: dict[str, Path], actor: str, max_length: int, report: Report) -> tuple[Path, int]:
-    """out/rft/sft.parquet from the warm-up's replies and the run's trajectories (rl/rft.py); no
-    conversation longer than the SFT trainer's data.max_length (it refuses to truncate)."""
+def _candidates(run: RunConfig, collected: str | None) -> tuple[list[Any], list[str]]:
+    """The collected runs (a collecting stage's runs/) and the run file's trajectories, as RFT
+    candidates, and where they came from."""
     from cuda_agent.rl import rft
 
-    prompts = {r["reward_model"]["ground_truth"]: (r["extra_info"]["task"]["name"], r["prompt"])
-               for r in read_parquet(data["single_turn_train"])}
-    candidates = list(rft.from_rollout_dumps(run.out / "warmup" / "rollouts", prompts))
-    for path in rft.trajectory_files(run.trajectories):
-        c = rft.from_trajectory(path)
-        if c is not None:
-            candidates.append(c)
+    sources = ([collected] if collected else []) + list(run.trajectories)
+    found = [rft.from_trajectory(path) for path in rft.trajectory_files(sources)]
+    return [c for c in found if c is not None], sources
+
+
+def rft_data(run: RunConfig, collected: str | None, actor: str, max_length: int,
+             report: Report) -> tuple[Path, int, dict[str, Any]]:
+    """out/rft/sft.parquet from the collected runs and the run's trajectories (rl/rft.py) that pass
+    the filter; no conversation longer than the SFT trainer's data.max_length (it refuses to truncate)."""
+    from cuda_agent.rl import rft
+
+    candidates, sources = _candidates(run, collected)
     rule = rft.RFTFilter(run.rft.min_reward, run.rft.max_turns, min(run.rft.max_tokens, max_length))
     try:
         counter = rft.chat_token_counter(actor)
@@ -120,31 +132,36 @@ def rft_data(run: RunConfig, data: dict[str, Path], actor: str, max_length: int,
     report({"event": "note", "text": f"rft: {summary.summary()}"})
     if not kept:
         raise TrainError(f"rft: no trajectory to fine-tune on: {summary.summary()}. Lower rft.min_reward in "
-                         f"{run.path}, or list agent runs under `trajectories` (trajectory.jsonl files or folders)")
-    return rft.write_sft(kept, run.out / "rft" / "sft.parquet"), len(kept)
+                         f"{run.path}, collect more (collect:actor_rollout_ref.rollout.val_kwargs.n=N), or list "
+                         "agent runs under `trajectories` (trajectory.jsonl files or folders)")
+    inputs = {"trajectories": sources, "candidates": summary.candidates, "kept": summary.kept,
+              "dropped": dict(summary.dropped), "from_collect": sum(1 for c in kept if collected and
+                                                                    c.source.startswith(collected))}
+    return rft.write_sft(kept, run.out / "rft" / "sft.parquet"), len(kept), inputs
 
 
-def replay_data(run: RunConfig, report: Report) -> Path:
-    """out/value/replay.parquet: the run's trajectories (good and bad) for cuda_agent_replay."""
-    from cuda_agent.rl import rft
+def replay_data(run: RunConfig, collected: str | None, report: Report) -> tuple[Path, dict[str, Any]]:
+    """out/value/replay.parquet: the collected runs of the RFT actor and the run's trajectories
+    (good and bad) for cuda_agent_replay."""
     from cuda_agent.tasks import Task
 
     guard = KernelBenchGuard.load(run.kernelbench)
     rows = []
-    for path in rft.trajectory_files(run.trajectories):
-        c = rft.from_trajectory(path)
-        if c is None or c.turns > run.rft.max_turns or guard.why_excluded(c.task, sha=c.task_sha or None):
+    candidates, sources = _candidates(run, collected)
+    for c in candidates:
+        if c.turns > run.rft.max_turns or guard.why_excluded(c.task, sha=c.task_sha or None):
             continue
-        task = Task(name=c.task, code="", origin=str(path))
-        row = rl_row(task, len(rows), c.messages[:2], REPLAY, run.harness_device, "train", trajectory=str(path),
+        task = Task(name=c.task, code="", origin=c.source)
+        row = rl_row(task, len(rows), c.messages[:2], REPLAY, run.harness_device, "train", trajectory=c.source,
                      reward=c.reward)
         row["reward_model"]["ground_truth"] = c.task_sha
         rows.append(row)
-    report({"event": "note", "text": f"value: {len(rows)} recorded trajectories to replay"})
+    report({"event": "note", "text": f"value: {len(rows)} trajectories to replay"})
     if not rows:
-        raise TrainError(f"value: no recorded trajectory to pretrain the critic on; list agent runs under "
-                         f"`trajectories` in {run.path} (trajectory.jsonl files or folders of them)")
-    return write_parquet(rows, run.out / "value" / "replay.parquet")
+        raise TrainError(f"value: no trajectory to pretrain the critic on ({', '.join(sources) or 'none collected'}); "
+                         f"run collect_rft, or list agent runs under `trajectories` in {run.path}")
+    inputs = {"trajectories": sources, "replayed": len(rows)}
+    return write_parquet(rows, run.out / "value" / "replay.parquet"), inputs
 
 
 # --- what each stage starts from ------------------------------------------------------------------
@@ -173,8 +190,9 @@ def _previous(journal: launch.StageJournal, run: RunConfig, stage: str, needs: s
 
 
 def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journal: launch.StageJournal,
-                        user: list[str], report: Report) -> tuple[list[str], int]:
-    """The overrides this run fills in for `stage` (paths, logging), and its training rows."""
+                        user: list[str], report: Report) -> tuple[list[str], int, dict[str, Any]]:
+    """The overrides this run fills in for `stage` (paths, logging), its training rows, and what it
+    consumes (for the journal)."""
     d = run.out / stage
     common = [f"trainer.default_local_dir={d / 'checkpoints'}", f"trainer.logger={launch.loggers()}",
               f"trainer.n_gpus_per_node={run.gpus}"]
@@ -183,43 +201,62 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
         from cuda_agent.rl.sanity import write_sanity_data
 
         k = run.sanity
+        batch = launch.compose(SPECS[stage].config, launch.platform_overlay(run, stage) + user).data.train_batch_size
+        if k.train_tasks < batch:   # said before anything is written
+            raise TrainError(f"sanity: sanity.train_tasks is {k.train_tasks}, fewer than data.train_batch_size={batch}: "
+                             f"raise sanity.train_tasks in {run.path}, or lower sanity:data.train_batch_size")
         train, val = write_sanity_data(run.out / "data" / "sanity", run.harness_device, k.train_tasks, k.val_tasks,
                                        k.shuffle, run.seed)
         paths = [f"data.train_files={train}", f"data.val_files={val}"]
-        return [*common, *_models(run.model, run.model), *paths, *_ppo_logs(run, d)], len(read_parquet(train))
+        return ([*common, *_models(run.model, run.model), *paths, *_ppo_logs(run, d)], len(read_parquet(train)),
+                {"actor": run.model, "data": str(train)})
     if stage == "fill_rft":
         from cuda_agent.rl.fill import write_fill_sft
 
         sft = write_fill_sft(run.out / "data" / "fill" / "sft.parquet", run.harness_device, run.seed)
-        return [*common, f"model.path={run.model}", f"data.train_files={sft}", "data.val_files=null"], len(
-            read_parquet(sft))
+        return ([*common, f"model.path={run.model}", f"data.train_files={sft}", "data.val_files=null"],
+                len(read_parquet(sft)), {"actor": run.model, "data": str(sft)})
     if stage == "fill":
         from cuda_agent.rl.fill import write_fill_data
 
         actor = _previous(journal, run, stage, "fill_rft", "actor", user, actor_key) or _given_value(user, actor_key)
         train, val = write_fill_data(run.out / "data" / "fill", run.harness_device, run.seed)
         paths = [f"data.train_files={train}", f"data.val_files={val}"]
-        return [*common, *_models(actor, actor), *paths, *_ppo_logs(run, d)], len(read_parquet(train))
+        return ([*common, *_models(actor, actor), *paths, *_ppo_logs(run, d)], len(read_parquet(train)),
+                {"actor": actor, "data": str(train)})
     if stage == "warmup":
         actor = critic = run.model
+    elif stage in COLLECTS:   # the actor frozen, on the training tasks (verl's validation pass alone)
+        actor = _previous(journal, run, stage, COLLECTS[stage], "actor", user, actor_key)
+        tasks = data["agentic_train"]
+        # what makes it a collection, also over the CPU overlay (which turns validation off)
+        paths = [f"data.train_files={tasks}", f"data.val_files={tasks}", "trainer.val_only=true",
+                 "trainer.val_before_train=true"]
+        return ([*common, *_models(actor, None), *paths, *_ppo_logs(run, d)], len(read_parquet(tasks)),
+                {"actor": actor, "tasks": str(tasks)})
     elif stage == "rft":
         actor = _previous(journal, run, stage, "warmup", "actor", user, "model.path") or run.model
+        collected = _previous(journal, run, stage, "collect", "runs", user, "model.path")
         max_length = launch.compose(SPECS[stage].config, launch.platform_overlay(run, stage) + user).data.max_length
-        sft, rows = rft_data(run, data, actor, int(max_length), report)
-        return [*common, f"model.path={actor}", f"data.train_files={sft}", "data.val_files=null"], rows
+        sft, rows, inputs = rft_data(run, collected, actor, int(max_length), report)
+        return ([*common, f"model.path={actor}", f"data.train_files={sft}", "data.val_files=null"], rows,
+                {"actor": actor, **inputs})
     elif stage == "value":
         actor = _previous(journal, run, stage, "rft", "actor", user, actor_key)
         done = journal.finished("warmup")
         critic = (done or {}).get("outputs", {}).get("critic") or actor
-        replay = replay_data(run, report)
+        collected = _previous(journal, run, stage, "collect_rft", "runs", user, actor_key)
+        replay, inputs = replay_data(run, collected, report)
         paths = [f"data.train_files={replay}", f"data.val_files={replay}"]
-        return [*common, *_models(actor, critic), *paths, *_ppo_logs(run, d)], len(read_parquet(replay))
+        return ([*common, *_models(actor, critic), *paths, *_ppo_logs(run, d)], len(read_parquet(replay)),
+                {"actor": actor, "critic": critic, **inputs})
     else:
         actor = _previous(journal, run, stage, "rft", "actor", user, actor_key)
         critic = _previous(journal, run, stage, "value", "critic", user, critic_key)
     kind = "single_turn" if stage == "warmup" else "agentic"
     paths = [f"data.train_files={data[f'{kind}_train']}", f"data.val_files={data[f'{kind}_val']}"]
-    return [*common, *_models(actor, critic), *paths, *_ppo_logs(run, d)], len(read_parquet(data[f"{kind}_train"]))
+    return ([*common, *_models(actor, critic), *paths, *_ppo_logs(run, d)], len(read_parquet(data[f"{kind}_train"])),
+            {"actor": actor, "critic": critic, "tasks": str(data[f"{kind}_train"])})
 
 
 def _models(actor: str | None, critic: str | None) -> list[str]:
@@ -228,10 +265,14 @@ def _models(actor: str | None, critic: str | None) -> list[str]:
 
 
 def _ppo_logs(run: RunConfig, stage_dir: Path) -> list[str]:
+    kwargs = "++reward.custom_reward_function.reward_kwargs"
+    harness = run.harness.resolved(run.platform)   # the agent loop's service gets the same (write_agent_loops)
     return [f"trainer.rollout_data_dir={stage_dir / 'rollouts'}",
             f"trainer.validation_data_dir={stage_dir / 'validation'}",
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={launch.write_agent_loops(run, stage_dir)}",
-            f"++reward.custom_reward_function.reward_kwargs.journal={stage_dir / 'reward_service.jsonl'}"]
+            f"{kwargs}.journal={stage_dir / 'reward_service.jsonl'}",
+            f"{kwargs}.evaluators_per_gpu={harness['evaluators_per_device']}",
+            f"{kwargs}.evaluators={harness['cpu_evaluators']}", f"{kwargs}.build_workers={harness['build_workers']}"]
 
 
 def _fit_sft_batch(cfg, rows: int) -> list[str]:
@@ -261,11 +302,16 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
         return StageResult(stage, done.get("outputs", {}), done.get("steps"), 0.0, skipped=True)
     t0 = time.monotonic()
     stage_dir = run.out / stage
-    stage_dir.mkdir(parents=True, exist_ok=True)
+    if run.tiny and not (Path(run.model) / "config.json").is_file():
+        from cuda_agent.rl.tiny_model import build_tiny_model
+
+        report({"event": "phase", "text": "building the tiny model"})
+        build_tiny_model(Path(run.model))
     report({"event": "stage", "stage": stage, "summary": spec.summary})
     data = prepare_data(run, report) if stage not in ("sanity", "fill_rft", "fill") else {}
     user = [*mapping_overrides(run.stages.get(stage, {})), *cli]
-    generated, rows = generated_overrides(run, stage, data, journal, user, report)
+    generated, rows, inputs = generated_overrides(run, stage, data, journal, user, report)
+    stage_dir.mkdir(parents=True, exist_ok=True)
     overrides = launch.platform_overlay(run, stage) + generated + user
     report({"event": "phase", "text": "checking the config"})
     cfg = launch.compose(spec.config, overrides)
@@ -279,11 +325,13 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
         launch.check_ppo(stage, cfg, rows, run.harness_device)
     steps = launch.total_steps(cfg, rows)
     attempt = journal.attempts(stage) + 1
-    journal.write(stage, "started", attempt=attempt, overrides=overrides)
+    journal.write(stage, "started", attempt=attempt, inputs=inputs, overrides=overrides)
     env = launch.stage_env(run, stage_dir, attempt)
     log = stage_dir / "train.log"
     latest = launch.latest_checkpoint(stage_dir / "checkpoints")
     resumed_at = _step_of(latest)
+    if stage in COLLECTS:   # nothing to resume: a collection starts over
+        shutil.rmtree(stage_dir / "runs", ignore_errors=True)
     if steps is None or resumed_at < steps:
         report({"event": "phase", "text": f"starting verl ({'resuming at step ' + str(resumed_at) if resumed_at else 'Ray, workers, models'})",
                 "total": steps})
@@ -296,9 +344,9 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
             journal.write(stage, "failed", code=code)
             raise launch.failure(stage, log, code)
     outputs = _outputs(stage, stage_dir, env, log, report)
-    _write_metrics(run, stage)
+    summary = metrics.summary(_write_metrics(run, stage))
     seconds = round(time.monotonic() - t0, 1)
-    journal.write(stage, "finished", outputs=outputs, steps=steps, seconds=seconds)
+    journal.write(stage, "finished", inputs=inputs, outputs=outputs, steps=steps, seconds=seconds, summary=summary)
     report({"event": "done", "stage": stage, "skipped": False, "outputs": outputs, "seconds": seconds})
     return StageResult(stage, outputs, steps, seconds)
 
@@ -316,8 +364,10 @@ def _follow(report: Report, stage: str, total: int | None) -> Callable[[str], No
     return on_line
 
 
-def _outputs(stage: str, stage_dir: Path, env: dict[str, str], log: Path, report: Report) -> dict[str, str]:
+def _outputs(stage: str, stage_dir: Path, env: dict[str, str], log: Path, report: Report) -> dict[str, Any]:
     """The stage's models for the next ones: merged from its last checkpoint (rft: verl's own HF export)."""
+    if stage in COLLECTS:
+        return _collected(stage, stage_dir, log)
     latest = launch.latest_checkpoint(stage_dir / "checkpoints")
     if latest is None and not SPECS[stage].merges and SPECS[stage].trainer == "ppo":
         return {}
@@ -336,13 +386,27 @@ def _outputs(stage: str, stage_dir: Path, env: dict[str, str], log: Path, report
     return outputs
 
 
-def _write_metrics(run: RunConfig, stage: str) -> None:
-    metrics.collect(run.out / stage)
+def _collected(stage: str, stage_dir: Path, log: Path) -> dict[str, Any]:
+    """A collecting stage's result: its runs folder, how many trajectories, and their rewards."""
+    from cuda_agent.rl import rft
+
+    runs = stage_dir / "runs"
+    found = [c for c in map(rft.from_trajectory, rft.trajectory_files([runs])) if c is not None]
+    if not found:
+        raise TrainError(f"{stage}: verl finished but no agent run with a conversation is in {runs}; see {log}")
+    rewards = [c.reward for c in found]
+    return {"runs": str(runs), "trajectories": len(found), "best_reward": max(rewards),
+            "mean_reward": round(sum(rewards) / len(rewards), 4)}
+
+
+def _write_metrics(run: RunConfig, stage: str) -> list[dict[str, Any]]:
+    rows = metrics.collect(run.out / stage)
     metrics.write_plots(run.out, list(SPECS))
+    return rows
 
 
 def run_all(run: RunConfig, cli: list[str], report: Report) -> list[StageResult]:
-    """The four stages in order; finished ones are skipped."""
+    """The stages in order (STAGES); finished ones are skipped."""
     routed = route_overrides(cli, list(STAGES), launch.key_checker(run))
     return [run_stage(run, stage, routed[stage], report) for stage in STAGES]
 
