@@ -3,7 +3,7 @@
 # (cuda_agent/rl/fill.py) on the lent GPU, one step per argument, each resumable (a warm machine keeps
 # /tmp/rl between calls); results into $OUT/learning.tgz and benchmarks/rl/learning/ when brought back.
 #   prep          install the carried wheels (.whl), join the GGUF parts (.cm1/ .cm2/ ...), convert it
-#   eval:NAME     the held-out prompts, greedy + 4 sampled, judged by the harness (NAME: pretrained,
+#   eval:NAME     the held-out prompts, greedy + SAMPLED (2) sampled, judged by the harness (NAME: pretrained,
 #                 rft, ppo, control, ablation; the model is that stage's actor)
 #   rft           cuda-agent train fill_rft: SFT on correct examples of the training operators
 #   ppo           cuda-agent train fill from the RFT actor (critic warm-up 2 steps, then PPO)
@@ -62,7 +62,7 @@ for arg in "$@"; do
         control) model=$W/fill_control/fill/actor ;;
         ablation) model=$W/fill_ablation/fill/actor ;;
       esac
-      timeout -k 30 "$limit" python3 -m cuda_agent.rl.fill_eval --model "$model" --device "$JUDGE" --sampled 4 \
+      timeout -k 30 "$limit" python3 -m cuda_agent.rl.fill_eval --model "$model" --device "$JUDGE" --sampled ${SAMPLED:-2} \
         --build-workers 8 --out $W/learning/$name.$JUDGE.json 2>&1 | grep -v "Warning\|WARN\|Loading weights" | tail -3 ;;
     rft)
       timeout -k 60 "$limit" python3 -m cuda_agent train fill_rft --config "$(run_file $W/fill)" --quiet 2>&1 | tail -15 ;;

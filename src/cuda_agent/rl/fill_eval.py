@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -100,11 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sampled", type=int, default=0, help="sampled replies per prompt, beside the greedy one")
     ap.add_argument("--limit", type=int, default=None, help="only the first N held-out prompts (a quick look)")
     ap.add_argument("--build-workers", type=int, default=None, help="builders of the reward route")
+    ap.add_argument("--evaluators", type=int, default=None,
+                    help="CPU backend: evaluations at once (default: half the cores)")
     args = ap.parse_args(argv)
     from cuda_agent.devices import default_device
 
     device = args.device or default_device()
     kwargs = {"build_workers": args.build_workers} if args.build_workers is not None else {}
+    if device == "cpu":
+        kwargs["evaluators"] = args.evaluators or max(1, (os.cpu_count() or 2) // 2)
     result = evaluate_model(args.model, device, args.sampled, kwargs, args.limit)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
