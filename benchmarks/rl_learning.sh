@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Does RL make SmolLM2-135M-Instruct better at writing kernel code? The fill-the-kernel family
 # (cuda_agent/rl/fill.py) on the lent GPU, one step per argument, each resumable (a warm machine keeps
-# /tmp/rl between calls); results into $OUT/learning.tgz and benchmarks/rl/learning/ when brought back.
+# /tmp/rl between calls; the GGUF travels in parts, .cm1/part1 .. .cm3/part3, one carry each, copied to /tmp/parts); results into $OUT/learning.tgz and benchmarks/rl/learning/ when brought back.
 #   prep          install the carried wheels (.whl), join the GGUF parts (.cm1/ .cm2/ ...), convert it
 #   eval:NAME     the held-out prompts, greedy + SAMPLED (2) sampled, judged by the harness (NAME: pretrained,
 #                 rft, ppo, control, ablation; the model is that stage's actor)
@@ -29,7 +29,7 @@ run_file() {  # out-folder, extra yaml lines
   echo "$1.yaml"
 }
 KW=reward.custom_reward_function.reward_kwargs
-REWARD="fill:$KW.evaluators=6 fill:$KW.build_workers=2"
+REWARD="fill:$KW.evaluators=6 fill:$KW.build_workers=3"
 actor_of() {  # stage folder -> its actor
   python3 - "$1" <<'PY'
 import json, sys
@@ -48,8 +48,10 @@ for arg in "$@"; do
   case $step in
     prep)
       if [ ! -f $W/smollm2/config.json ]; then
-        cat .cm*/part* > $W/smollm2.gguf && ls -la $W/smollm2.gguf && sha256sum $W/smollm2.gguf
-        [ -n "$(ls .cm*/gguf-*.whl 2>/dev/null)" ] && python3 -m pip install -q --no-index --no-deps --target /tmp/site .cm*/gguf-*.whl
+        # the parts, copied out of the tree as they came (a later call's copy of the tree drops them)
+        mkdir -p /tmp/parts && cp .cm*/* /tmp/parts/ 2>/dev/null
+        cat /tmp/parts/part* > $W/smollm2.gguf && ls -la $W/smollm2.gguf && sha256sum $W/smollm2.gguf
+        python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/parts/gguf-*.whl
         timeout "$limit" python3 -m cuda_agent.rl.pretrained $W/smollm2 --gguf $W/smollm2.gguf
       fi
       nvidia-smi --query-gpu=name,driver_version --format=csv,noheader ;;

@@ -101,13 +101,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sampled", type=int, default=0, help="sampled replies per prompt, beside the greedy one")
     ap.add_argument("--limit", type=int, default=None, help="only the first N held-out prompts (a quick look)")
     ap.add_argument("--build-workers", type=int, default=None, help="builders of the reward route")
+    ap.add_argument("--profile", action="store_true",
+                    help="time the correct replies too (reward 2-3 possible); default: correctness only, as fill trains")
     ap.add_argument("--evaluators", type=int, default=None,
                     help="CPU backend: evaluations at once (default: half the cores)")
     args = ap.parse_args(argv)
     from cuda_agent.devices import default_device
 
     device = args.device or default_device()
-    kwargs = {"build_workers": args.build_workers} if args.build_workers is not None else {}
+    kwargs: dict = {"profile": args.profile}
+    if args.build_workers is not None:
+        kwargs["build_workers"] = args.build_workers
     if device == "cpu":
         kwargs["evaluators"] = args.evaluators or max(1, (os.cpu_count() or 2) // 2)
     result = evaluate_model(args.model, device, args.sampled, kwargs, args.limit)

@@ -51,7 +51,14 @@ def convert(out: str | Path, gguf: str | Path | None = None) -> Path:
 
     src = find_gguf(gguf)
     tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
-    model = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
+    loaded = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
+    # a plain model with the dequantized weights: newer transformers mark a GGUF-loaded model as
+    # quantized, and refuse to save it
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
     tmp = out.with_name(out.name + ".tmp")
     model.save_pretrained(tmp, safe_serialization=True)
     tok.save_pretrained(tmp)

@@ -69,6 +69,9 @@ class RewardSettings:
     # process's recent ones (its own included), so the rewards keep their distribution but no longer
     # follow the replies. `true_score` keeps the harness's own verdict for the logs.
     shuffle: bool = False
+    # False: correctness only (reward -1 or 1, no timing, no baselines): where speed is not what the
+    # family teaches, a verdict in a fraction of the time
+    profile: bool = True
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> "RewardSettings":
@@ -81,7 +84,7 @@ class RewardSettings:
     def eval_config(self, device: str) -> EvalConfig:
         timing = TimingPlan(min_runs=self.min_runs, max_runs=max(self.min_runs, 200), budget_s=self.timing_budget_s,
                             warmup_s=0.05, min_warmup=2)
-        return EvalConfig(device=device, policy=self.policy, correctness_trials=self.correctness_trials,
+        return EvalConfig(device=device, policy=self.policy, correctness_trials=self.correctness_trials, profile=self.profile,
                           timeout_s=self.eval_timeout_s, build_timeout_s=self.build_timeout_s, timing=timing)
 
     def service_settings(self, device: str) -> ServiceSettings:
