@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -132,8 +133,25 @@ def check(result: EvalResult, e: dict) -> None:
     assert any(r in result.reason for r in reasons), said
 
 
+def assert_no_survivors(beat: Path, ran: bool) -> None:
+    """Nothing the solution started still runs once the evaluation has returned: the file its
+    processes rewrite every 10 ms (their heartbeat) stays as it is over 1.5 s, a moment allowed for
+    the kill first. (A listing of /proc cannot tell: a chain of processes that fork and exit every
+    few milliseconds has handed over to a new pid before its listed one is read.) `ran`: the
+    solution's code ran (the runtime layer), so the heartbeat must have been written."""
+    assert beat.exists() or not ran, f"the solution's processes never wrote {beat}: the attack did not run"
+    time.sleep(0.5)
+    before = beat.stat().st_mtime_ns if beat.exists() else None
+    time.sleep(1.5)
+    after = beat.stat().st_mtime_ns if beat.exists() else None
+    beat.unlink(missing_ok=True)  # survivors (a failing run) end at their next beat
+    assert before == after, f"processes the solution started outlived the evaluation ({beat} still beats)"
+
+
 def run_case(folder: Path, device: str, tmp_path: Path, e: dict | None = None) -> EvalResult:
     spec = expectation(folder)
+    if "no_survivors" in spec:
+        Path(spec["no_survivors"]).unlink(missing_ok=True)
     task = load(spec["task"])
     untouched = spec.get("untouched", [])
     before = files_state(untouched)
@@ -149,6 +167,8 @@ def run_case(folder: Path, device: str, tmp_path: Path, e: dict | None = None) -
         fresh = replace(config_for(spec, device), use_baseline_cache=False)
         result = evaluate(task, solution_path(folder, spec, task, device, again), fresh)
     check(result, want)
+    if "no_survivors" in spec:
+        assert_no_survivors(Path(spec["no_survivors"]), ran=result.stage not in ("static", "build"))
     after = files_state(untouched)  # files the harness adds itself (new cache entries) are fine
     changed = [f for f, st in before.items() if after.get(f) != st]
     assert not changed, f"the solution changed files it must not reach: {changed[:3]}"
