@@ -41,7 +41,10 @@ def _start_chains(n: int) -> None:
             if os.fork() != 0:
                 os._exit(0)
             os.closerange(3, 1 << 12)
-            os.execv(sys.executable, [sys.executable, "-S", "-c", CHAIN, BEAT])
+            try:
+                os.execv(sys.executable, [sys.executable, "-S", "-c", CHAIN, BEAT])
+            finally:
+                os._exit(1)
         os.waitpid(pid, 0)
 
 
