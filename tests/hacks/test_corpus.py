@@ -24,9 +24,11 @@ from pathlib import Path
 
 import pytest
 
+from cuda_agent.harness import baselines
+from cuda_agent.harness.backend import resolve_backend
 from cuda_agent.harness.config import EvalConfig, TimingPlan
 from cuda_agent.harness.evaluation import evaluate
-from cuda_agent.harness.result import EvalResult, StaticReport
+from cuda_agent.harness.result import EvalResult, StaticReport, TimingStats
 from cuda_agent.harness.workers.spares import keep_warm
 from cuda_agent.tasks import load_task
 from cuda_agent.workspace import create_workspace
@@ -151,10 +153,6 @@ def assert_no_survivors(beat: Path, ran: bool) -> None:
 def store_cached_baselines(task, config: EvalConfig, ms: dict) -> None:
     """Baselines in the cache as if an earlier evaluation had timed them (`cached_baselines`: the
     medians of eager and torch.compile in ms), under the key this evaluation reads."""
-    from cuda_agent.harness import baselines
-    from cuda_agent.harness.backend import resolve_backend
-    from cuda_agent.harness.result import TimingStats
-
     eager, compiled = (TimingStats.from_samples([ms[k]] * config.timing.min_runs) for k in ("eager_ms", "compile_ms"))
     key = baselines.cache_key(task.code, resolve_backend(config.device).device, config.timing)
     baselines.store(key, eager, compiled, {"task": task.name, "device_name": "stored by test_corpus.py"})
