@@ -18,14 +18,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from cuda_agent.harness import baselines
+from cuda_agent.harness.backend import resolve_backend
 from cuda_agent.harness.config import EvalConfig, TimingPlan
 from cuda_agent.harness.evaluation import evaluate
-from cuda_agent.harness.result import EvalResult, StaticReport
+from cuda_agent.harness.result import EvalResult, StaticReport, TimingStats
 from cuda_agent.harness.workers.spares import keep_warm
 from cuda_agent.tasks import load_task
 from cuda_agent.workspace import create_workspace
@@ -132,9 +135,36 @@ def check(result: EvalResult, e: dict) -> None:
     assert any(r in result.reason for r in reasons), said
 
 
+def assert_no_survivors(beat: Path, ran: bool) -> None:
+    """Nothing the solution started still runs once the evaluation has returned: the file its
+    processes rewrite every 10 ms (their heartbeat) stays as it is over 1.5 s, a moment allowed for
+    the kill first. (A listing of /proc cannot tell: a chain of processes that fork and exit every
+    few milliseconds has handed over to a new pid before its listed one is read.) `ran`: the
+    solution's code ran (the runtime layer), so the heartbeat must have been written."""
+    assert beat.exists() or not ran, f"the solution's processes never wrote {beat}: the attack did not run"
+    time.sleep(0.5)
+    before = beat.stat().st_mtime_ns if beat.exists() else None
+    time.sleep(1.5)
+    after = beat.stat().st_mtime_ns if beat.exists() else None
+    beat.unlink(missing_ok=True)  # survivors (a failing run) end at their next beat
+    assert before == after, f"processes the solution started outlived the evaluation ({beat} still beats)"
+
+
+def store_cached_baselines(task, config: EvalConfig, ms: dict) -> None:
+    """Baselines in the cache as if an earlier evaluation had timed them (`cached_baselines`: the
+    medians of eager and torch.compile in ms), under the key this evaluation reads."""
+    eager, compiled = (TimingStats.from_samples([ms[k]] * config.timing.min_runs) for k in ("eager_ms", "compile_ms"))
+    key = baselines.cache_key(task.code, resolve_backend(config.device).device, config.timing)
+    baselines.store(key, eager, compiled, {"task": task.name, "device_name": "stored by test_corpus.py"})
+
+
 def run_case(folder: Path, device: str, tmp_path: Path, e: dict | None = None) -> EvalResult:
     spec = expectation(folder)
+    if "no_survivors" in spec:
+        Path(spec["no_survivors"]).unlink(missing_ok=True)
     task = load(spec["task"])
+    if "cached_baselines" in spec:
+        store_cached_baselines(task, config_for(spec, device), spec["cached_baselines"])
     untouched = spec.get("untouched", [])
     before = files_state(untouched)
     want = e or spec
@@ -149,6 +179,8 @@ def run_case(folder: Path, device: str, tmp_path: Path, e: dict | None = None) -
         fresh = replace(config_for(spec, device), use_baseline_cache=False)
         result = evaluate(task, solution_path(folder, spec, task, device, again), fresh)
     check(result, want)
+    if "no_survivors" in spec:
+        assert_no_survivors(Path(spec["no_survivors"]), ran=result.stage not in ("static", "build"))
     after = files_state(untouched)  # files the harness adds itself (new cache entries) are fine
     changed = [f for f, st in before.items() if after.get(f) != st]
     assert not changed, f"the solution changed files it must not reach: {changed[:3]}"
