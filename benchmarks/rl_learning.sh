@@ -24,6 +24,8 @@ fi
 export PYTHONPATH=/tmp/site:$PWD/src
 bash scripts/sandbox_access.sh python3 >/dev/null
 JUDGE=${JUDGE:-cpu}
+# RFT_OPS="affine clamp tanh": RFT shows only these training operators; PPO must learn the others
+FILL=""; [ -n "${RFT_OPS:-}" ] && FILL="fill: {rft_ops: [$(echo $RFT_OPS | sed 's/ /, /g')]}"
 run_file() {  # out-folder, extra yaml lines
   printf 'out: %s\nmodel: %s\nplatform: gpu\ndevice: cpu\ngpus: 1\n%s\n' "$1" "$W/smollm2" "${2:-}" > "$1.yaml"
   echo "$1.yaml"
@@ -67,9 +69,9 @@ for arg in "$@"; do
       timeout -k 30 "$limit" python3 -m cuda_agent.rl.fill_eval --model "$model" --device "$JUDGE" --sampled ${SAMPLED:-2} \
         --build-workers 8 --out $W/learning/$name.$JUDGE.json 2>&1 | grep -v "Warning\|WARN\|Loading weights" | tail -3 ;;
     rft)
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill_rft --config "$(run_file $W/fill)" --quiet 2>&1 | tail -15 ;;
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill_rft --config "$(run_file $W/fill "$FILL")" --quiet 2>&1 | tail -15 ;;
     ppo)
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill)" --quiet $REWARD 2>&1 | tail -15 ;;
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill "$FILL")" --quiet $REWARD 2>&1 | tail -15 ;;
     control)
       rft=$(actor_of $W/fill/fill_rft)
       timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_control)" --quiet $REWARD \

@@ -98,3 +98,17 @@ def test_the_harness_judges_the_reply():
     assert bad["stage"] == "parse" and bad["parsed"] == 0.0
     shuffled = judge(item.answer, shuffle=True)
     assert shuffled["true_score"] == good["score"] and shuffled["score"] in {good["score"], wrong["score"], -1.0}
+
+
+def test_rft_may_show_only_some_operators(tmp_path):
+    from cuda_agent.rl.stages import TrainError, load_run_config
+
+    sft = read_parquet(fill.write_fill_sft(tmp_path / "sft.parquet", "cpu", ops=["affine", "tanh"], copies=2))
+    assert len(sft) == 2 * 2 * 16 and {r["op"] for r in sft} == {"affine", "tanh"}
+    run = tmp_path / "run.yaml"
+    run.write_text("out: out\nmodel: m\nfill: {rft_ops: [affine, elu]}\n")
+    assert load_run_config(run).fill.rft_ops == ["affine", "elu"]
+    for bad, said in (("[affine, softsign]", "unknown: softsign"), ("[]", "empty")):
+        run.write_text(f"out: out\nmodel: m\nfill: {{rft_ops: {bad}}}\n")
+        with pytest.raises(TrainError, match=said):
+            load_run_config(run)

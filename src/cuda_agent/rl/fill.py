@@ -297,9 +297,11 @@ def write_fill_data(out: str | Path, device: str, seed: int = 0) -> tuple[Path, 
     return write_parquet(rows, out / "train.parquet"), write_parquet(val, out / "val.parquet")
 
 
-def write_fill_sft(path: str | Path, device: str, seed: int = 0, copies: int = 1) -> Path:
-    """Correct examples of the training tasks as SFT rows (system, user, the correct expression)."""
-    train = items("train", device) * copies
+def write_fill_sft(path: str | Path, device: str, seed: int = 0, copies: int = 1,
+                   ops: list[str] | None = None) -> Path:
+    """Correct examples of the training tasks as SFT rows (system, user, the correct expression);
+    `ops`: only those operators' tasks (None: every training operator)."""
+    train = [it for it in items("train", device) if ops is None or it.op.name in ops] * copies
     random.Random(seed).shuffle(train)
     rows = [sft_row(it.messages() + [{"role": "assistant", "content": it.answer}], None, op=it.op.name)
             for it in train]

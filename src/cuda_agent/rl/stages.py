@@ -93,6 +93,15 @@ class SanitySettings:
 
 
 @dataclass
+class FillSettings:
+    """The fill family's run (rl/fill.py): which training operators fill_rft's correct examples show
+    (null: all of them). The others are learned in the fill stage from the harness's reward alone."""
+
+    rft_ops: list[str] | None = None
+    copies: int = 1            # each correct example this many times
+
+
+@dataclass
 class RunConfig:
     """One training run (the `--config` YAML file)."""
 
@@ -113,6 +122,7 @@ class RunConfig:
     rft: RFTSettings = field(default_factory=RFTSettings)
     harness: HarnessSettings = field(default_factory=HarnessSettings)
     sanity: SanitySettings = field(default_factory=SanitySettings)
+    fill: FillSettings = field(default_factory=FillSettings)
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)   # verl overrides per stage
 
     @property
@@ -121,7 +131,7 @@ class RunConfig:
 
 
 _KEYS = {"out", "model", "tasks", "platform", "device", "gpus", "kernelbench", "kernelbench_val", "val_fraction",
-         "seed", "agent_config", "trajectories", "rft", "harness", "sanity", "stages"}
+         "seed", "agent_config", "trajectories", "rft", "harness", "sanity", "fill", "stages"}
 
 
 def load_run_config(path: str | Path) -> RunConfig:
@@ -162,6 +172,15 @@ def load_run_config(path: str | Path) -> RunConfig:
     rft_settings = _section(path, raw, "rft", RFTSettings)
     sanity_settings = _section(path, raw, "sanity", SanitySettings)
     harness_settings = _section(path, raw, "harness", HarnessSettings)
+    fill_settings = _section(path, raw, "fill", FillSettings)
+    if fill_settings.rft_ops is not None:
+        from cuda_agent.rl.fill import OPS
+
+        known = [op.name for op in OPS if op.seen]
+        unknown = sorted(set(fill_settings.rft_ops) - set(known))
+        if unknown or not fill_settings.rft_ops:
+            raise TrainError(f"{path}: fill.rft_ops names training operators of the fill family ({', '.join(known)})"
+                             + (f"; unknown: {', '.join(unknown)}" if unknown else "; it is empty"))
     model = str(raw["model"])
     model = str(rel(model)) if (base / model).exists() or model.startswith(".") else model
     tiny = model == "tiny"
@@ -183,7 +202,7 @@ def load_run_config(path: str | Path) -> RunConfig:
         kernelbench_val=int(raw.get("kernelbench_val", 0)), val_fraction=float(raw.get("val_fraction", 0.05)),
         seed=int(raw.get("seed", 0)), agent_config=rel(raw["agent_config"]) if raw.get("agent_config") else None,
         trajectories=[str(rel(t)) for t in trajectories], rft=rft_settings, harness=harness_settings,
-        sanity=sanity_settings,
+        sanity=sanity_settings, fill=fill_settings,
         stages={k: dict(v or {}) for k, v in stages.items()})
 
 

@@ -213,7 +213,8 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
     if stage == "fill_rft":
         from cuda_agent.rl.fill import write_fill_sft
 
-        sft = write_fill_sft(run.out / "data" / "fill" / "sft.parquet", run.harness_device, run.seed)
+        sft = write_fill_sft(run.out / "data" / "fill" / "sft.parquet", run.harness_device, run.seed,
+                             copies=run.fill.copies, ops=run.fill.rft_ops)
         return ([*common, f"model.path={run.model}", f"data.train_files={sft}", "data.val_files=null"],
                 len(read_parquet(sft)), {"actor": run.model, "data": str(sft)})
     if stage == "fill":
