@@ -167,7 +167,8 @@ def baselines_command(
                 timing = f"eager {e['median_ms']:.4f} ms, compile {c['median_ms']:.4f} ms" if e and c else \
                     f"[red]{r.get('error')}[/]"
                 sol = (r.get("roofline") or {}).get("sol_ms")
-                console.print(f"L{r.get('level')} {r['task']}  {timing}" + (f", SOL {sol:.4f} ms" if sol else ""),
+                level = f"L{r['level']} " if r.get("level") is not None else ""
+                console.print(f"{level}{r['task']}  {timing}" + (f", SOL {sol:.4f} ms" if sol else ""),
                               highlight=False)
 
             settings = ServiceSettings(address=address, device=dev, cpu_evaluators=workers,
