@@ -146,8 +146,8 @@ def baselines_command(
     table_only: Annotated[bool, typer.Option(help="Only write the table from the JSONL file.")] = False,
     address: Annotated[Optional[str], typer.Option(help="A Ray cluster to run the evaluation service on "
                                                    "(default: $RAY_ADDRESS, else a local Ray started for the run).")] = None,
-    workers: Annotated[int, typer.Option(help="Evaluators at once on each device: each compiles on its own and "
-                                         "takes the device only to time.")] = 1,
+    workers: Annotated[int, typer.Option(min=1, help="Evaluators at once on each device: each compiles on its own "
+                                         "and takes the device only to time.")] = 1,
     budget: Annotated[float, typer.Option(help="Timing budget per model in seconds (the harness's default "
                                           "is 2; baselines are cached per budget).")] = 2.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No line per task.")] = False,

@@ -52,7 +52,7 @@ def _llm(model: Optional[str], base_url: Optional[str], api_key: Optional[str]):
 def synth_command(
         out_path: Path = typer.Option(..., "--out", help="the dataset to write (.parquet, or .jsonl); run it "
                                                          "again with the same --out to resume"),
-        count: int = typer.Option(100, help="accepted tasks wanted"),
+        count: int = typer.Option(100, min=1, help="accepted tasks wanted"),
         composer: str = typer.Option("program", help="program (no LLM) or llm"),
         device: Optional[str] = typer.Option(None, help="cuda or cpu (default: cuda when a GPU is present)"),
         seed: int = typer.Option(0, help="run seed: candidate i is drawn from (seed, i)"),
@@ -61,10 +61,10 @@ def synth_command(
         similarity: float = typer.Option(0.7, help="reject when this similar to a KernelBench task (0..1)"),
         kernelbench: Optional[Path] = typer.Option(None, help="KernelBench JSONL (name, code) to compare with; "
                                                               "`none` to skip"),
-        workers: Optional[int] = typer.Option(None, help="evaluators per GPU (or on the CPU) executing candidates"),
+        workers: Optional[int] = typer.Option(None, min=1, help="evaluators per GPU (or on the CPU) executing candidates"),
         address: Optional[str] = typer.Option(None, help="a Ray cluster for the evaluation service (default: "
                                                          "$RAY_ADDRESS, else a local Ray)"),
-        max_candidates: Optional[int] = typer.Option(None, help="stop after this many candidates (default 50x count)"),
+        max_candidates: Optional[int] = typer.Option(None, min=1, help="stop after this many candidates (default 50x count)"),
         mix: str = typer.Option("kernelbench", help="task classes to aim at: `kernelbench` (levels 1-3's shares), "
                                                     "`free` (any seed), or CLASS=SHARE,... e.g. conv=0.5,gemm=0.3,norm=0.2"),
         hf_families: Optional[str] = typer.Option(None, help="transformers model types to crawl blocks from, "
@@ -208,12 +208,12 @@ def seeds_command(device: Optional[str] = typer.Option(None, help="cuda or cpu: 
 @synth_app.callback()
 def _synth_group(ctx: typer.Context,
                  out_path: Optional[Path] = typer.Option(None, "--out", help="the dataset to write"),
-                 count: int = typer.Option(100), composer: str = typer.Option("program"),
+                 count: int = typer.Option(100, min=1), composer: str = typer.Option("program"),
                  device: Optional[str] = typer.Option(None), seed: int = typer.Option(0),
                  window: Optional[str] = typer.Option(None), similarity: float = typer.Option(0.7),
-                 kernelbench: Optional[Path] = typer.Option(None), workers: Optional[int] = typer.Option(None),
+                 kernelbench: Optional[Path] = typer.Option(None), workers: Optional[int] = typer.Option(None, min=1),
                  address: Optional[str] = typer.Option(None),
-                 max_candidates: Optional[int] = typer.Option(None), jsonl: bool = typer.Option(False, "--jsonl"),
+                 max_candidates: Optional[int] = typer.Option(None, min=1), jsonl: bool = typer.Option(False, "--jsonl"),
                  mix: str = typer.Option("kernelbench"), hf_families: Optional[str] = typer.Option(None),
                  seeds: Optional[Path] = typer.Option(None), max_seconds: Optional[float] = typer.Option(None),
                  grace_seconds: float = typer.Option(30.0),
