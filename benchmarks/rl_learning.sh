@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Does RL make SmolLM2-135M-Instruct better at writing kernel code? The fill-the-kernel family
 # (cuda_agent/rl/fill.py) on the lent GPU, one step per argument, each resumable (a warm machine keeps
-# /tmp/rl between calls; the GGUF travels in parts, .cm1/part1 .. .cm3/part3, one carry each, copied to /tmp/parts); results into $OUT/learning.tgz and benchmarks/rl/learning/ when brought back.
+# /tmp/rl between calls; the GGUF travels in parts made by scripts/carry_smollm2.sh, .cm1/part1 .. .cm3/part3, one
+# carry each, copied to /tmp/parts); results into $OUT/learning.tgz, brought into benchmarks/rl/learning/ by hand.
 #   prep          install the carried wheels (.whl), join the GGUF parts (.cm1/ .cm2/ ...), convert it
 #   eval:NAME     the held-out prompts, greedy + SAMPLED (2) sampled, judged by the harness (NAME: pretrained,
 #                 rft, ppo, control, ablation; the model is that stage's actor)
