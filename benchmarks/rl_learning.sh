@@ -33,17 +33,10 @@ run_file() {  # out-folder, extra yaml lines
 }
 KW=reward.custom_reward_function.reward_kwargs
 REWARD="fill:$KW.evaluators=6 fill:$KW.build_workers=3"
-actor_of() {  # stage folder -> its actor
-  python3 - "$1" <<'PY'
-import json, sys
-from pathlib import Path
-out = None
-for line in (Path(sys.argv[1]).parent / "stages.jsonl").read_text().splitlines():
-    e = json.loads(line)
-    if e.get("stage") == Path(sys.argv[1]).name and e.get("event") == "finished":
-        out = e["outputs"]["actor"]
-print(out or "")
-PY
+actor_of() {  # stage folder -> its actor (the run's journal, rl/launch.StageJournal)
+  python3 -c 'import sys; from pathlib import Path; from cuda_agent.rl.launch import StageJournal
+p = Path(sys.argv[1]); done = StageJournal(p.parent).finished(p.name)
+print((done or {}).get("outputs", {}).get("actor", ""))' "$1"
 }
 for arg in "$@"; do
   step=${arg%%:*}; limit=${arg#*:}; [ "$limit" = "$arg" ] && limit=540

@@ -4,7 +4,7 @@ Each task is y = f(x * scale + bias) with a per-feature scale and bias, where f 
 operators below with its constants (`elu(v, alpha=0.5)`, `clamp(v, -0.25, 1.5)`, ...). The prompt
 shows the reference `forward` and a fused CUDA (or C++) kernel whose one line `y[i] = ...;` is left
 open; the reply is that C expression of the float `v`. The expression goes into the kernel
-(rl/sanity_kernels/<device>/fast.*), and the harness builds, checks and times the solution as it
+(rl/sanity_kernels/<device>/fast.*, through sanity.kernel_files), and the harness builds, checks and times the solution as it
 does any other: -1 when it does not build or is wrong, 1 when correct, 2-3 when also faster than
 eager and torch.compile (a fused pass usually is, on the GPU).
 
@@ -33,7 +33,6 @@ from typing import Any
 from cuda_agent.rl.data import FILL, rl_row, sft_row, write_parquet
 from cuda_agent.tasks import Task
 
-KERNELS = Path(__file__).resolve().parent / "sanity_kernels"
 MAX_CHARS = 200
 
 
@@ -262,13 +261,11 @@ def expression(reply: str) -> tuple[str | None, str]:
 
 
 def solution_files(expr: str, device: str) -> dict[str, str]:
-    """The workspace files of the solution with this expression in the fused kernel."""
-    folder = KERNELS / device
-    ext = "cu" if device == "cuda" else "cpp"
-    return {"model_new.py": MODEL_NEW,
-            f"kernels/sanity.{ext}": (folder / f"fast.{ext}").read_text().replace("@EXPR@", expr),
-            "kernels/sanity.h": (folder / "sanity.h").read_text(),
-            "kernels/sanity_binding.cpp": (folder / "sanity_binding.cpp").read_text()}
+    """The workspace files of the solution with this expression in the fused kernel (the sanity
+    family's one-pass kernel and binding)."""
+    from cuda_agent.rl.sanity import kernel_files
+
+    return {"model_new.py": MODEL_NEW, **kernel_files("fast", expr, device)}
 
 
 def reply_files(reply: str, extra_info: dict[str, Any]) -> tuple[dict[str, str] | None, str]:

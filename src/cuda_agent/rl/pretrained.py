@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import shutil
 from pathlib import Path
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -62,7 +63,9 @@ def convert(out: str | Path, gguf: str | Path | None = None) -> Path:
     tmp = out.with_name(out.name + ".tmp")
     model.save_pretrained(tmp, safe_serialization=True)
     tok.save_pretrained(tmp)
-    tmp.replace(out) if not out.exists() else (out.rmdir(), tmp.replace(out))
+    if out.exists():   # a folder left by an interrupted conversion
+        shutil.rmtree(out)
+    tmp.replace(out)
     return out
 
 

@@ -141,16 +141,21 @@ def sanity_task(index: int, device: str) -> tuple[Task, Op]:
     return Task(name=f"sanity_{index:03d}_{op.name}_{batch}x{features}", code=code, origin=f"sanity:{index}"), op
 
 
-def solution_files(op: Op, option: Option, device: str) -> dict[str, str]:
-    """The workspace files of one prepared solution (paths relative to the workspace)."""
+def kernel_files(template: str, expr: str, device: str) -> dict[str, str]:
+    """The kernels/ files of a solution: sanity_kernels/<device>/<template> with `expr` as f(v),
+    its header and its binding (paths relative to the workspace; rl/fill.py uses them too)."""
     folder = KERNELS / device
     ext = "cu" if device == "cuda" else "cpp"
-    kernel = (folder / f"{option.kernel}.{ext}").read_text().replace("@EXPR@", op.cpp)
-    result = op.torch_call if option.name == "hack" else "v"
-    return {"model_new.py": MODEL_NEW.format(description=f"{option.name}: {option.description}.", result=result),
-            f"kernels/sanity.{ext}": kernel,
+    return {f"kernels/sanity.{ext}": (folder / f"{template}.{ext}").read_text().replace("@EXPR@", expr),
             "kernels/sanity.h": (folder / "sanity.h").read_text(),
             "kernels/sanity_binding.cpp": (folder / "sanity_binding.cpp").read_text()}
+
+
+def solution_files(op: Op, option: Option, device: str) -> dict[str, str]:
+    """The workspace files of one prepared solution (paths relative to the workspace)."""
+    result = op.torch_call if option.name == "hack" else "v"
+    return {"model_new.py": MODEL_NEW.format(description=f"{option.name}: {option.description}.", result=result),
+            **kernel_files(option.kernel, op.cpp, device)}
 
 
 def option_order(task: Task, shuffle: bool, seed: int) -> list[Option]:

@@ -167,10 +167,6 @@ def replay_data(run: RunConfig, collected: str | None, report: Report) -> tuple[
 # --- what each stage starts from ------------------------------------------------------------------
 
 
-def _given(overrides: list[str], key: str) -> bool:
-    return any(o.split("=", 1)[0].lstrip("+") == key for o in overrides)
-
-
 def _given_value(overrides: list[str], key: str) -> str | None:
     values = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+") == key]
     return values[-1] if values else None
@@ -182,7 +178,7 @@ def _previous(journal: launch.StageJournal, run: RunConfig, stage: str, needs: s
     done = journal.finished(needs)
     if done and part in done.get("outputs", {}):
         return done["outputs"][part]
-    if _given(user, key):
+    if _given_value(user, key) is not None:
         return None
     raise TrainError(f"{stage} starts from the {needs} stage's {part}, and {needs} has not finished in {run.out}: "
                      f"run `cuda-agent train {needs} --config {run.path}` first (or `train all`), "
