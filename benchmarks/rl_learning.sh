@@ -12,6 +12,10 @@
 #   ablation      PPO from the pretrained model: no RFT, no critic warm-up
 # Steps take an optional :SECONDS limit (default 540). JUDGE=cpu|cuda: where the harness judges the
 # held-out replies (training judges on the CPU backend of the same machine: 16 cores, fast builds).
+# EXTRA="fill:trainer.total_training_steps=10 ...": overrides added to ppo, control and ablation alike.
+# Two runs at once on a machine of two GPUs: give each its GPU, its Ray and its OUT, e.g.
+#   CUDA_VISIBLE_DEVICES=1 RAY_TMPDIR=/tmp/rb OUT=$OUT/b bash benchmarks/rl_learning.sh ablation &
+# (RAY_TMPDIR apart, each run starts its own Ray instead of joining the other's).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -19,8 +23,9 @@ mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 CUDA_AGENT_HOME=${CUDA_AGENT_HOME:-/tmp/cuda_agent_home} \
   RAY_USAGE_STATS_ENABLED=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled
 W=/tmp/rl; mkdir -p $W/learning
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1 && [ ! -f /tmp/site/.installed ]; then  # once per machine: parallel runs share it
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && touch /tmp/site/.installed
 fi
 export PYTHONPATH=/tmp/site:$PWD/src
 bash scripts/sandbox_access.sh python3 >/dev/null
@@ -32,7 +37,7 @@ run_file() {  # out-folder, extra yaml lines
   echo "$1.yaml"
 }
 KW=reward.custom_reward_function.reward_kwargs
-REWARD="fill:$KW.evaluators=6 fill:$KW.build_workers=3"
+REWARD="fill:$KW.evaluators=${EVALUATORS:-6} fill:$KW.build_workers=${BUILDERS:-3}"  # the reward route per run
 actor_of() {  # stage folder -> its actor (the run's journal, rl/launch.StageJournal)
   python3 -c 'import sys; from pathlib import Path; from cuda_agent.rl.launch import StageJournal
 p = Path(sys.argv[1]); done = StageJournal(p.parent).finished(p.name)
@@ -65,13 +70,13 @@ for arg in "$@"; do
     rft)
       timeout -k 60 "$limit" python3 -m cuda_agent train fill_rft --config "$(run_file $W/fill "$FILL")" --quiet 2>&1 | tail -15 ;;
     ppo)
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill "$FILL")" --quiet $REWARD 2>&1 | tail -15 ;;
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill "$FILL")" --quiet $REWARD ${EXTRA:-} 2>&1 | tail -15 ;;
     control)
       rft=$(actor_of $W/fill/fill_rft)
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_control)" --quiet $REWARD \
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_control)" --quiet $REWARD ${EXTRA:-} \
         fill:actor_rollout_ref.model.path=$rft "fill:+$KW.shuffle=true" 2>&1 | tail -15 ;;
     ablation)
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_ablation)" --quiet $REWARD \
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_ablation)" --quiet $REWARD ${EXTRA:-} \
         fill:actor_rollout_ref.model.path=$W/smollm2 fill:trainer.critic_warmup=0 2>&1 | tail -15 ;;
     *) echo "unknown step $step (prep eval:NAME rft ppo control ablation)"; exit 2 ;;
   esac
