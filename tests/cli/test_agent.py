@@ -16,23 +16,25 @@ app.command("optimize")(optimize_command)
 app.command("demo")(demo_command)
 
 
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
+def invoke(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(app, list(args), env=env)
 
 
 def test_optimize_against_an_endpoint_prints_the_report_as_json(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_AGENT_MODEL", "test-model")
-    with ChatServer([reply("", ("bash", {"command": "ls"})), reply("nothing to do")]) as server:
+    # nothing verified: a reply without a tool call gets three format reminders before the run ends
+    with ChatServer([reply("", ("bash", {"command": "ls"}))] + [reply("nothing to do")] * 4) as server:
         r = invoke("optimize", "scale_bias_relu", "--base-url", server.url, "--device", "cpu",
                    "--out", str(tmp_path / "out"), "--json")
     assert r.exit_code == 0, r.output
     report = json.loads(r.stdout)   # stdout alone: Ray may log a warning on stderr when the service starts it
-    assert (report["status"], report["turns"], report["correct"], report["model"]) == ("done", 2, False, "test-model")
+    assert (report["status"], report["turns"], report["correct"], report["model"]) == \
+        ("no_tool_call", 5, False, "test-model")
     assert server.requests[0]["model"] == "test-model"
 
 
 def test_many_tasks_get_a_folder_each_and_a_summary(tmp_path):
-    with ChatServer([reply("nothing to do")]) as server:
+    with ChatServer([reply("nothing to do")] * 4) as server:   # the first reply and three format reminders
         r = invoke("optimize", "--tasks", "examples", "--limit", "1", "--model", "m", "--base-url", server.url,
                    "--device", "cpu", "--out", str(tmp_path / "many"), "--quiet")
     assert r.exit_code == 0, r.output
@@ -55,3 +57,4 @@ def test_an_occupied_output_folder_needs_resume_or_force(tmp_path):
     r = invoke("optimize", "scale_bias_relu", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
                "--device", "cpu", "--out", str(tmp_path / "o"))
     assert r.exit_code == 2 and "--resume" in r.output and "--force" in r.output
+

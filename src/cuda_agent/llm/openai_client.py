@@ -27,6 +27,7 @@ class ModelSettings:
     backoff_s: float = 2.0
     backoff_max_s: float = 60.0
     protocol: str = "native"           # "native" | "text"
+    format_reminders: int = 3          # replies without a tool call answered with the protocol's syntax
     temperature: float | None = None   # None: the endpoint's default
     max_tokens: int | None = None
 
