@@ -58,3 +58,24 @@ def test_an_occupied_output_folder_needs_resume_or_force(tmp_path):
                "--device", "cpu", "--out", str(tmp_path / "o"))
     assert r.exit_code == 2 and "--resume" in r.output and "--force" in r.output
 
+
+def test_the_live_view_of_one_task_given_by_its_path_has_one_row_and_fits_80_columns(tmp_path):
+    """The README's `optimize TASK.py`: no second row keyed by the path stuck at "waiting"."""
+    from cuda_agent.tasks import EXAMPLES_DIR
+
+    with ChatServer([reply("", ("bash", {"command": "ls"})), reply("nothing to do")]) as server:
+        r = invoke("optimize", str(EXAMPLES_DIR / "scale_bias_relu.py"), "--model", "m", "--base-url", server.url,
+                   "--device", "cpu", "--out", str(tmp_path / "out"), "--config", str(_no_reminders(tmp_path)),
+                   env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    view = r.output[:r.output.index("scale_bias_relu: nothing verified")]   # the view's last frame, then the report
+    view = "\n".join(line for line in view.splitlines() if line[:1] in "╭│╰")    # not Ray's warning
+    assert "waiting" not in view and "/2 finished" not in view and "scale_bias_relu.py" not in view
+    assert "│ task           scale_bias_relu" in view and "│ status         done" in view
+    assert all(len(line) <= 80 for line in view.splitlines())
+
+
+def _no_reminders(tmp_path):
+    config = tmp_path / "agent.toml"
+    config.write_text("[model]\nformat_reminders = 0\n")
+    return config
