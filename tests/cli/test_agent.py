@@ -54,9 +54,28 @@ def test_a_missing_endpoint_is_a_clear_error(tmp_path, monkeypatch):
 def test_an_occupied_output_folder_needs_resume_or_force(tmp_path):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "x").write_text("")
-    r = invoke("optimize", "scale_bias_relu", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-               "--device", "cpu", "--out", str(tmp_path / "o"))
+    with ChatServer([]) as server:   # an endpoint that is up: a dead one is said first
+        r = invoke("optimize", "scale_bias_relu", "--model", "m", "--base-url", server.url,
+                   "--device", "cpu", "--out", str(tmp_path / "o"))
     assert r.exit_code == 2 and "--resume" in r.output and "--force" in r.output
+
+
+def test_a_refused_endpoint_is_one_line_before_anything_starts(tmp_path, monkeypatch):
+    import socket
+    import time
+
+    for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    r = invoke("optimize", "scale_bias_relu", "--model", "m", "--base-url", f"http://127.0.0.1:{port}/v1",
+               "--device", "cpu", "--out", str(tmp_path / "o"))
+    assert time.monotonic() - start < 10, "the evaluation service was started before the endpoint was tried"
+    assert r.exit_code == 2 and not (tmp_path / "o").exists()
+    assert r.output.startswith("error: model 'm' at http://127.0.0.1:") and "cannot connect" in r.output
+    assert "Traceback" not in r.output
 
 
 def test_the_live_view_of_one_task_given_by_its_path_has_one_row_and_fits_80_columns(tmp_path):

@@ -166,3 +166,14 @@ def test_timeouts_are_retried_and_each_retry_is_told_and_kept(settings):
     assert r.content == "in time"
     assert len(notes) == 1 and notes[0].startswith("model: no answer within 0.5 s (timeout_s); retry 1 of 3 in ")
     assert r.retries == notes, "the reply carries its retries, for the trajectory"
+
+
+def test_a_dead_endpoint_is_found_before_any_work(monkeypatch):
+    for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(ModelError, match=r"^model 'm' at http://127.0.0.1:\d+/v1: cannot connect \(.*\); check"):
+        Endpoint("m", f"http://127.0.0.1:{_free_port()}/v1", "EMPTY").check()
+    with ChatServer([]) as server:
+        Endpoint("m", server.url, "EMPTY").check()          # up: nothing said, nothing asked
+    assert server.requests == []
+    Endpoint("m", None, "key").check()                       # the hosted API: nothing to check here

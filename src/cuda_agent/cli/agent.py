@@ -63,7 +63,7 @@ def optimize_command(
                        model={"protocol": tool_protocol})
         options = dict(model=model, base_url=base_url, api_key=api_key, policy=policy, device=device,
                        config=cfg, resume=resume, force=force, timing=TimingPlan().with_budget(timing_budget))
-        make_model(policy, model, base_url, api_key, cfg)  # a missing endpoint is said before anything starts
+        make_model(policy, model, base_url, api_key, cfg, check=True)  # a missing or dead endpoint: said first
         if tasks is None:
             if task is None:
                 raise typer.BadParameter("give a TASK, or --tasks SOURCE for many")

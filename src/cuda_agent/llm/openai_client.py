@@ -4,7 +4,10 @@ and messages a user can act on."""
 from __future__ import annotations
 
 import os
+import socket
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -54,6 +57,23 @@ class Endpoint:
                              "for a hosted one")
         # Local servers accept any key, but the client insists on one.
         return cls(model=model, base_url=base_url, api_key=api_key or "EMPTY")
+
+    def check(self) -> None:
+        """Fail now, before any work starts, if nothing listens at the server's host and port (refused,
+        unknown host). A slow network passes: timeouts are the client's to retry. Through a proxy, or
+        for the hosted API, there is nothing to check here."""
+        if not self.base_url:
+            return
+        url = urllib.parse.urlsplit(self.base_url)
+        if not url.hostname or (urllib.request.getproxies() and not urllib.request.proxy_bypass(url.hostname)):
+            return
+        try:
+            socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
+                                     timeout=CONNECT_TIMEOUT_S).close()
+        except TimeoutError:
+            return
+        except OSError as e:
+            raise ModelError(cannot_connect(f"model {self.model!r} at {self.base_url}", e)) from None
 
 
 class OpenAIModel:
@@ -108,8 +128,7 @@ class OpenAIModel:
                 return response
             except retryable as e:
                 if not self._answered and _transport_error(e) == "ConnectError":
-                    raise ModelError(f"{self._where()}: cannot connect ({e.__cause__}); check that the server "
-                                     "is running and that --base-url names it (http://HOST:PORT/v1)") from e
+                    raise ModelError(cannot_connect(self._where(), e.__cause__)) from e
                 if attempt + 1 == attempts:
                     raise ModelError(f"{self._where()}: {self._describe(e)}, still after {attempts} attempts; "
                                      "check that the server is up and not overloaded, then resume the run "
@@ -179,3 +198,8 @@ def _transport_error(error: Exception) -> str:
     could be made (refused, unknown host), `ConnectTimeout`, `ReadTimeout`, ... By name, because the
     openai package's transport is httpx or, in newer releases, httpx2."""
     return type(error.__cause__).__name__ if error.__cause__ is not None else ""
+
+
+def cannot_connect(where: str, error: object) -> str:
+    return (f"{where}: cannot connect ({error}); check that the server is running and that --base-url names "
+            "it (http://HOST:PORT/v1)")
