@@ -87,7 +87,8 @@ def test_the_last_turns_are_announced(task, tmp_path, fast_config):
 
 
 def test_old_tool_outputs_are_shortened_when_the_context_fills(task, tmp_path, fast_config):
-    config = override(fast_config, limits={"max_context_tokens": 12000, "compact_at": 0.6, "keep_recent_outputs": 1})
+    config = override(fast_config, limits={"max_context_tokens": 12000, "compact_at": 0.6, "keep_recent_outputs": 1},
+                      model={"format_reminders": 0})   # it ends unverified: no reminder, as before they came
     big = ("bash", {"command": "seq 1 3000"})
     script = [reply("", big, prompt_tokens=0), reply("", big, prompt_tokens=0), reply("", big, prompt_tokens=0),
               reply("done", prompt_tokens=0)]
@@ -175,3 +176,95 @@ def test_many_tasks_run_side_by_side_and_a_bad_one_does_not_stop_the_others(task
     summary = json.loads((tmp_path / "many" / "summary.json").read_text())
     assert (summary["tasks"], summary["verified"]) == (2, 1)
     assert "| scale_bias_relu | done | 3 | 3.00x | 1.50x |" in (tmp_path / "many" / "summary.md").read_text()
+
+
+def test_a_reply_without_a_tool_call_gets_a_format_reminder_and_the_run_goes_on(task, tmp_path, fast_config):
+    script = [reply("I would fuse the three operations into one kernel."),     # prose, no call
+              reply("", WRITE_FAST, ("verify", {})), reply("Done: verified.")]
+    result, server, out = run(task, tmp_path, fast_config, script)
+    assert (result.status, result.turns, result.correct) == ("done", 3, True)
+    reminder = server.requests[1]["messages"][-1]
+    assert reminder["role"] == "user" and reminder["content"].startswith("Your reply has no tool call")
+    assert "tool calling" in reminder["content"] and '`read_file` with the arguments {"path": "model.py"}' in \
+        reminder["content"] and "After 3 more replies without a tool call the session ends." in reminder["content"]
+    records = [r for r in read_records(out / "trajectory.jsonl") if r.get("type") == "message"]
+    assert [r["message"]["role"] for r in records if r.get("reminder")] == ["user"]
+    # once the harness has judged the work, a reply without a tool call is the model's end
+    assert len(server.requests) == 3 and server.requests[-1]["messages"][-1]["role"] == "tool"
+
+
+def test_a_model_that_never_calls_a_tool_ends_after_the_reminders_and_is_told_the_text_protocol(
+        task, tmp_path, fast_config):
+    script = [reply("I think the kernel should be fast.")] * 4 + [reply("never asked")]
+    result, server, out = run(task, tmp_path, fast_config, script)
+    assert (result.status, result.turns, result.reward) == ("no_tool_call", 4, -1.0)
+    assert len(server.requests) == 4, "three reminders, then the fourth reply ends the run"
+    reminders = [r["messages"][-1]["content"] for r in server.requests[1:]]
+    assert [t.splitlines()[-1][-40:] for t in reminders] == [
+        f"After {n} more replies without a tool call the session ends."[-40:] for n in (3, 2, 1)]
+    assert result.error == ("the model replied 4 times without a tool call, through 3 format reminders; the agent "
+                            "expects native tool calls (the endpoint's tool-calling API), and none ever came: if "
+                            "the server or the model has no tool calling, pass --tool-protocol text")
+    assert "| status | no_tool_call (the model kept replying without a tool call) |" in (out / "report.md").read_text()
+
+
+def test_the_text_protocols_reminder_shows_its_block_and_names_the_protocol(task, tmp_path, fast_config):
+    config = override(fast_config, model={"protocol": "text", "format_reminders": 1})
+    script = [reply("Let me look at the model."), reply("```python\nprint(open('model.py').read())\n```")]
+    result, server, _ = run(task, tmp_path, config, script)
+    assert (result.status, result.turns) == ("no_tool_call", 2)
+    reminder = server.requests[1]["messages"][-1]
+    assert reminder["role"] == "user" and 'writing a block like this in your reply:\n<tool_call>\n' \
+        '{"name": "read_file", "arguments": {"path": "model.py"}}\n</tool_call>' in reminder["content"]
+    assert "expects <tool_call> blocks in the reply's text (--tool-protocol text)" in result.error
+    assert "--tool-protocol text" not in result.error.split("(--tool-protocol text)")[1]
+
+
+def test_a_model_that_answers_in_the_reminded_format_goes_on(task, tmp_path, fast_config):
+    config = override(fast_config, model={"protocol": "text"})
+    block = '<tool_call>\n{"name": "%s", "arguments": %s}\n</tool_call>'
+    script = [reply("Sure."),
+              reply(block % ("write_file", json.dumps({"path": "model_new.py", "content": FAST_MODEL_NEW}))
+                    + block % ("profile", "{}")),
+              reply("Done.")]
+    result, server, _ = run(task, tmp_path, config, script)
+    assert (result.status, result.turns, result.reward) == ("done", 3, 3.0)
+
+
+def test_an_unreachable_endpoint_ends_the_run_at_once_with_one_line(task, tmp_path, fast_config):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = override(fast_config, model={"max_retries": 6, "backoff_s": 2.0})
+    start = time.monotonic()
+    result = optimize(task, model="m", base_url=f"http://127.0.0.1:{port}/v1", device="cpu", out=tmp_path / "out",
+                      config=config, evaluator=lambda ws, device, timing: FakeEvaluator(ws))
+    assert time.monotonic() - start < 30, "the refused connection was retried"
+    assert (result.status, result.turns) == ("model_error", 0)
+    assert "cannot connect" in result.error and "--base-url" in result.error and "\n" not in result.error
+
+
+class Recorder:
+    """A progress view that keeps every update."""
+
+    def __init__(self):
+        self.updates: list[tuple[str, dict]] = []
+
+    def update(self, task: str, **fields) -> None:
+        self.updates.append((task, fields))
+
+
+def test_timeouts_are_retried_and_shown_in_the_live_view_and_the_trajectory(task, tmp_path, fast_config):
+    config = override(fast_config, model={"timeout_s": 0.5})
+    progress = Recorder()
+    script = [slow(3.0, reply("too late")), reply("", WRITE_FAST, ("verify", {})), reply("Done.")]
+    result, _, out = run(task, tmp_path, config, script, progress=progress)
+    assert result.status == "done"
+    shown = [f["action"] for t, f in progress.updates if str(f.get("action", "")).startswith("model:")]
+    assert len(shown) == 1 and shown[0].startswith("model: no answer within 0.5 s (timeout_s); retry 1 of 3 in ")
+    assert {t for t, _ in progress.updates} == {"scale_bias_relu"}, "one row, keyed by the task's name"
+    first_reply = next(r for r in read_records(out / "trajectory.jsonl")
+                       if r.get("type") == "message" and r["message"]["role"] == "assistant")
+    assert first_reply["retries"] == shown

@@ -81,3 +81,12 @@ def test_sol_fraction_counts_only_correct_solutions():
 def test_empty_results_give_zero_rates_and_no_geomean():
     s = metrics.summarize([])
     assert s.tasks == 0 and s.pass_rate == 0.0 and s.geomean_eager is None
+
+
+def test_a_set_of_one_level_or_none_is_summarized_once():
+    no_level = [dict(r, level=None) for r in ROWS]
+    assert metrics.level_groups(no_level) == {} and [s.group for s in metrics.by_level(no_level)] == ["overall"]
+    one_level = [dict(r, level=2) for r in ROWS]
+    assert [s.group for s in metrics.by_level(one_level)] == ["overall"]
+    mixed = [dict(r, level=None) if r["task"] == "E" else r for r in ROWS]
+    assert list(metrics.level_groups(mixed)) == ["level 1", "level 2", "no level"]

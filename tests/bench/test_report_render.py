@@ -1,7 +1,8 @@
 """The report as a reader sees it: headless Chromium renders report.html built from synthetic rows,
 with every request sent to a proxy that refuses it, and the screenshot and the live page are
-checked: each figure is drawn where the page puts it and is not blank, the page fetched nothing, and
-the per-task table sorts on a click.
+checked: each figure is drawn where the page puts it and is not blank, the page fetched nothing,
+the verdicts come first and sort on a click, a long reason opens on a click, and each task point of
+a figure is what the pointer finds there (its name on hover) and sits on a drawn mark.
 
 Skipped where no Chromium or Chrome is installed (Debian: apt-get install -y chromium). PIL comes
 with matplotlib, which the report needs anyway."""
@@ -25,14 +26,15 @@ from .synthetic import synthetic_rows
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((found for name in BROWSERS if (found := shutil.which(name))), None)
-WIDTH, HEIGHT = 1400, 3000
+WIDTH, HEIGHT = 1400, 3600
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(BROWSER is None, reason=f"none of {', '.join(BROWSERS)} on PATH: install one "
                                  "(apt-get install -y chromium) to check the rendered report")]
 
-# Runs after the report's own script, once the images are decoded: records what the page fetched
-# and where each figure landed, then clicks the "vs eager" header twice (descending) as a reader would.
+# Runs after the report's own script, once the images are decoded: records what the page fetched,
+# where each figure landed, the first table, and what the pointer finds at each task point; then
+# clicks the "vs eager" header twice (descending) and a long reason's summary, as a reader would.
 PROBE = """<script>
 window.addEventListener("load", function () {
   var body = document.body;
@@ -43,11 +45,30 @@ window.addEventListener("load", function () {
     return {alt: img.alt, natural: [img.naturalWidth, img.naturalHeight],
             box: [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height]};
   })));
+  body.setAttribute("data-first-table", JSON.stringify(document.querySelector("table").id));
+  body.setAttribute("data-points", JSON.stringify(Array.prototype.map.call(
+    document.querySelectorAll(".plot circle"), function (c) {
+      var r = c.getBoundingClientRect(), x = r.left + r.width / 2, y = r.top + r.height / 2;
+      var found = document.elementFromPoint(x, y), title = found && found.querySelector("title");
+      return {label: c.querySelector("title").textContent, x: x + window.scrollX, y: y + window.scrollY,
+              figure: c.closest("figure").querySelector("img").alt, r: r.width / 2,
+              found: found && found.tagName === "circle" && title ? title.textContent : String(found && found.tagName)};
+    })));
   var th = Array.prototype.find.call(document.querySelectorAll("#tasks th"),
                                      function (h) { return h.textContent === "vs eager"; });
   if (th) { th.click(); th.click(); }
+  var details = document.querySelector("#tasks td.reason details");
+  if (details) {
+    var closed = details.getBoundingClientRect().height;
+    details.querySelector("summary").click();
+    body.setAttribute("data-reason", JSON.stringify({open: details.open, closed: closed,
+      opened: details.getBoundingClientRect().height, text: details.innerText,
+      head: getComputedStyle(details.querySelector(".head")).display}));
+  }
 });
 </script>"""
+LONG = ("rule broken: model_new.py:9: torch.tanh is PyTorch computation, which the strict policy forbids in "
+        "forward: write it as a CUDA kernel and call it through the extension [torch-compute]")
 
 
 def chromium(tmp: Path, page: Path, *action: str) -> str:
@@ -111,6 +132,8 @@ def rendered(tmp_path_factory):
     """A report of 90 synthetic tasks, its screenshot and its live DOM."""
     tmp = tmp_path_factory.mktemp("render")
     rows = synthetic_rows(per_level=30)
+    for r in [r for r in rows if not r["correct"]][:3]:
+        r["reason"] = LONG
     rep = write_report(rows, tmp / "report", {"device": "synthetic", "source": "synthetic rows"})
     page = tmp / "report" / "report.html"
     png = tmp / "report.png"
@@ -189,3 +212,32 @@ def test_clicking_a_header_sorts_the_task_table(rendered):
     assert keys[len(filled):] == [""] * (len(keys) - len(filled)), "tasks without a speed-up must sort last"
     original = [r["speedup_vs_eager"] for r in sorted(rows, key=lambda r: (r["level"], r["problem_id"]))]
     assert [v for v in original if v is not None] != filled, "the rows were already in this order: nothing tested"
+
+
+def test_the_verdicts_come_first_and_a_long_reason_opens_whole_on_a_click(rendered):
+    *_, dom = rendered
+    assert body_data(dom, "first-table") == "tasks"
+    reason = body_data(dom, "reason")
+    assert reason["open"] and reason["head"] == "none", "the summary's shortened text stays after opening"
+    assert reason["opened"] > reason["closed"], "opening the reason did not show more of it"
+    assert " ".join(reason["text"].split()) == LONG
+
+
+def test_each_task_point_names_its_task_under_the_pointer_on_a_drawn_mark(rendered):
+    from PIL import Image
+
+    rows, rep, _, png, dom = rendered
+    points = body_data(dom, "points")
+    assert len(points) == sum(len(p) for p in rep.points.values()) > 100
+    assert [p["found"] for p in points if p["found"] not in {q["label"] for q in points}] == [], \
+        "the pointer finds something else than a task point at these points"
+    alone = [p for p in points if not any(q is not p and q["figure"] == p["figure"] and
+                                          abs(q["x"] - p["x"]) < 2 * q["r"] and abs(q["y"] - p["y"]) < 2 * q["r"]
+                                          for q in points)]
+    assert len(alone) > 50 and [p["label"] for p in alone if p["found"] != p["label"]] == [], \
+        "a point that overlaps no other does not name its own task under the pointer"
+    named = {p["label"].split(":")[0] for p in points}
+    assert named == {r["task"] for r in rows}, "every task is named by a point (speed of light: all of them)"
+    shot = Image.open(png).convert("L")
+    on_white = [p["label"] for p in points if shot.getpixel((round(p["x"]), round(p["y"]))) > 235]
+    assert on_white == [], "these points are not on a drawn mark in the screenshot"

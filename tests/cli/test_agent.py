@@ -16,23 +16,25 @@ app.command("optimize")(optimize_command)
 app.command("demo")(demo_command)
 
 
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
+def invoke(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(app, list(args), env=env)
 
 
 def test_optimize_against_an_endpoint_prints_the_report_as_json(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_AGENT_MODEL", "test-model")
-    with ChatServer([reply("", ("bash", {"command": "ls"})), reply("nothing to do")]) as server:
+    # nothing verified: a reply without a tool call gets three format reminders before the run ends
+    with ChatServer([reply("", ("bash", {"command": "ls"}))] + [reply("nothing to do")] * 4) as server:
         r = invoke("optimize", "scale_bias_relu", "--base-url", server.url, "--device", "cpu",
                    "--out", str(tmp_path / "out"), "--json")
     assert r.exit_code == 0, r.output
     report = json.loads(r.stdout)   # stdout alone: Ray may log a warning on stderr when the service starts it
-    assert (report["status"], report["turns"], report["correct"], report["model"]) == ("done", 2, False, "test-model")
+    assert (report["status"], report["turns"], report["correct"], report["model"]) == \
+        ("no_tool_call", 5, False, "test-model")
     assert server.requests[0]["model"] == "test-model"
 
 
 def test_many_tasks_get_a_folder_each_and_a_summary(tmp_path):
-    with ChatServer([reply("nothing to do")]) as server:
+    with ChatServer([reply("nothing to do")] * 4) as server:   # the first reply and three format reminders
         r = invoke("optimize", "--tasks", "examples", "--limit", "1", "--model", "m", "--base-url", server.url,
                    "--device", "cpu", "--out", str(tmp_path / "many"), "--quiet")
     assert r.exit_code == 0, r.output
@@ -52,6 +54,47 @@ def test_a_missing_endpoint_is_a_clear_error(tmp_path, monkeypatch):
 def test_an_occupied_output_folder_needs_resume_or_force(tmp_path):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "x").write_text("")
-    r = invoke("optimize", "scale_bias_relu", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-               "--device", "cpu", "--out", str(tmp_path / "o"))
+    with ChatServer([]) as server:   # an endpoint that is up: a dead one is said first
+        r = invoke("optimize", "scale_bias_relu", "--model", "m", "--base-url", server.url,
+                   "--device", "cpu", "--out", str(tmp_path / "o"))
     assert r.exit_code == 2 and "--resume" in r.output and "--force" in r.output
+
+
+def test_a_refused_endpoint_is_one_line_before_anything_starts(tmp_path, monkeypatch):
+    import socket
+    import time
+
+    for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    r = invoke("optimize", "scale_bias_relu", "--model", "m", "--base-url", f"http://127.0.0.1:{port}/v1",
+               "--device", "cpu", "--out", str(tmp_path / "o"))
+    assert time.monotonic() - start < 10, "the evaluation service was started before the endpoint was tried"
+    assert r.exit_code == 2 and not (tmp_path / "o").exists()
+    assert r.output.startswith("error: model 'm' at http://127.0.0.1:") and "cannot connect" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_the_live_view_of_one_task_given_by_its_path_has_one_row_and_fits_80_columns(tmp_path):
+    """The README's `optimize TASK.py`: no second row keyed by the path stuck at "waiting"."""
+    from cuda_agent.tasks import EXAMPLES_DIR
+
+    with ChatServer([reply("", ("bash", {"command": "ls"})), reply("nothing to do")]) as server:
+        r = invoke("optimize", str(EXAMPLES_DIR / "scale_bias_relu.py"), "--model", "m", "--base-url", server.url,
+                   "--device", "cpu", "--out", str(tmp_path / "out"), "--config", str(_no_reminders(tmp_path)),
+                   env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    view = r.output[:r.output.index("scale_bias_relu: nothing verified")]   # the view's last frame, then the report
+    view = "\n".join(line for line in view.splitlines() if line[:1] in "╭│╰")    # not Ray's warning
+    assert "waiting" not in view and "/2 finished" not in view and "scale_bias_relu.py" not in view
+    assert "│ task           scale_bias_relu" in view and "│ status         done" in view
+    assert all(len(line) <= 80 for line in view.splitlines())
+
+
+def _no_reminders(tmp_path):
+    config = tmp_path / "agent.toml"
+    config.write_text("[model]\nformat_reminders = 0\n")
+    return config

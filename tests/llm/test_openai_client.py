@@ -125,3 +125,55 @@ def test_text_protocol_sends_plain_chat(settings):
     assert '"name": "read_file"' in sent["messages"][0]["content"]        # the schemas, in the prompt
     assert '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}' in sent["messages"][2]["content"]
     assert sent["messages"][3]["content"] == "<tool_response>\nmodel.py\n</tool_response>"
+
+
+def _free_port() -> int:
+    """A port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_refused_connection_fails_at_once_without_retries():
+    notes: list[str] = []
+    model = OpenAIModel(Endpoint("m", f"http://127.0.0.1:{_free_port()}/v1", "EMPTY"),
+                        ModelSettings(max_retries=6, backoff_s=2.0), on_retry=notes.append)
+    start = time.monotonic()
+    with pytest.raises(ModelError, match=r"cannot connect \(.*Connection refused.*\); check that the server is "
+                                         r"running and that --base-url names it") as caught:
+        model.query(MESSAGES, [])
+    assert time.monotonic() - start < 1.9, "it waited for a back-off (2 s) before failing"
+    assert notes == [] and "\n" not in str(caught.value)
+
+
+def test_a_server_gone_after_answering_is_retried_as_a_lost_connection(settings):
+    notes: list[str] = []
+    with ChatServer([reply("first")]) as server:
+        model = OpenAIModel(Endpoint("m", server.url, "EMPTY"), settings, on_retry=notes.append)
+        assert model.query(MESSAGES, []).content == "first"
+    with pytest.raises(ModelError, match=r"cannot connect .*, still after 4 attempts.*--resume"):
+        model.query(MESSAGES, [])                # the server is down now: a restart, maybe
+    assert [n.split(";")[1].split(" in ")[0] for n in notes] == [" retry 1 of 3", " retry 2 of 3", " retry 3 of 3"]
+
+
+def test_timeouts_are_retried_and_each_retry_is_told_and_kept(settings):
+    notes: list[str] = []
+    config = replace(settings, timeout_s=0.5)
+    with ChatServer([slow(3.0, reply("too late")), reply("in time")]) as server:
+        r = OpenAIModel(Endpoint("m", server.url, "EMPTY"), config, on_retry=notes.append).query(MESSAGES, [])
+    assert r.content == "in time"
+    assert len(notes) == 1 and notes[0].startswith("model: no answer within 0.5 s (timeout_s); retry 1 of 3 in ")
+    assert r.retries == notes, "the reply carries its retries, for the trajectory"
+
+
+def test_a_dead_endpoint_is_found_before_any_work(monkeypatch):
+    for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(ModelError, match=r"^model 'm' at http://127.0.0.1:\d+/v1: cannot connect \(.*\); check"):
+        Endpoint("m", f"http://127.0.0.1:{_free_port()}/v1", "EMPTY").check()
+    with ChatServer([]) as server:
+        Endpoint("m", server.url, "EMPTY").check()          # up: nothing said, nothing asked
+    assert server.requests == []
+    Endpoint("m", None, "key").check()                       # the hosted API: nothing to check here

@@ -183,6 +183,7 @@ def test_rl_limits_never_compact_and_use_verls_token_budget():
     config = al.rl_config(load_config(), rollout, final_profile=False)
     assert config.limits.max_context_tokens == 4000 and config.limits.max_turns == 8
     assert config.limits.compact_at > 1 and config.run.final_profile is False
+    assert config.model.format_reminders == 0, "a reply without a tool call ends a trajectory: the policy's choice"
     rollout.multi_turn.max_assistant_turns = None
     assert al.rl_config(load_config(), rollout, True).limits.max_turns == load_config().limits.max_turns
 

@@ -1,5 +1,11 @@
 """The agent loop: ask the model, run the tools it calls, record everything, until the model
-replies without a tool call or a budget (turns, context, wall clock) runs out."""
+replies without a tool call or a budget (turns, context, wall clock) runs out.
+
+A reply without a tool call before the harness has judged anything is taken for a slip of format
+(a small model, or a server without tool calling), not for the end: the model gets a reminder with
+the protocol's syntax, at most `[model] format_reminders` times in a run, and a run that still ends
+so says which protocol the agent expected (status `no_tool_call`).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,24 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cuda_agent.agent.config import AgentConfig
-from cuda_agent.llm import Model, ModelError, Usage
+from cuda_agent.llm import Model, ModelError, ToolCall, Usage, render_tool_call
 from cuda_agent.agent.tools import Tools
 from cuda_agent.agent.trajectory import TrajectoryWriter
+
+
+# The reminder for a reply without a tool call, and each protocol's way to call a tool in it.
+FORMAT_REMINDER = """Your reply has no tool call, so nothing ran; nothing has been verified yet, and a \
+session that ends now scores nothing.
+{syntax}
+Start by reading `model.py`. After {left} more replies without a tool call the session ends."""
+EXAMPLE_CALL = ToolCall("", "read_file", '{"path": "model.py"}')
+CALL_SYNTAX = {
+    "native": "Call a tool through the chat's tool calling (the tools offered with this conversation), "
+              "for example `read_file` with the arguments " + EXAMPLE_CALL.arguments + ".",
+    "text": "Call a tool by writing a block like this in your reply:\n" + render_tool_call(EXAMPLE_CALL),
+}
+EXPECTED = {"native": "native tool calls (the endpoint's tool-calling API)",
+            "text": "<tool_call> blocks in the reply's text (--tool-protocol text)"}
 
 
 class ContextFull(Exception):
@@ -21,7 +42,7 @@ class ContextFull(Exception):
 
 @dataclass
 class Outcome:
-    status: str      # done | max_turns | max_seconds | max_context | model_error | interrupted
+    status: str      # done | no_tool_call | max_turns | max_seconds | max_context | model_error | interrupted
     turns: int
     usage: Usage
     elapsed: float
@@ -42,7 +63,8 @@ class Agent:
     def __init__(self, model: Model, tools: Tools, config: AgentConfig, trajectory: TrajectoryWriter,
                  on_step: Callable[[Step], None] | None = None):
         self.model, self.tools, self.trajectory = model, tools, trajectory
-        self.limits, self.prompts = config.limits, config.prompts
+        self.limits, self.prompts, self.protocol = config.limits, config.prompts, config.model.protocol
+        self.format_reminders = config.model.format_reminders
         self.on_step = on_step or (lambda step: None)
         self.messages: list[dict[str, Any]] = []
         self.turns = 0
@@ -63,6 +85,8 @@ class Agent:
                 if status:
                     return self._outcome(status)
                 self._step()
+            if self._reminders_given() and not self._judged():
+                return self._outcome("no_tool_call", self._no_tool_call_error())
             return self._outcome("done")
         except ContextFull:
             return self._outcome("max_context")
@@ -78,9 +102,18 @@ class Agent:
         self.usage = self.usage + reply.usage
         if reply.usage.prompt_tokens and sent_chars:
             self._tokens_per_char = reply.usage.prompt_tokens / sent_chars
-        self._append(reply.message(), usage=reply.usage.to_dict(), seconds=round(reply.seconds, 3))
+        retries = {"retries": reply.retries} if reply.retries else {}
+        self._append(reply.message(), usage=reply.usage.to_dict(), seconds=round(reply.seconds, 3), **retries)
         if not reply.tool_calls:
-            self.on_step(Step(self.turns, "finished", self.usage.total_tokens, self.elapsed))
+            left = self.format_reminders - self._reminders_given()
+            if left > 0 and not self._judged():
+                syntax = CALL_SYNTAX.get(self.protocol, CALL_SYNTAX["native"])
+                self._append({"role": "user", "content": FORMAT_REMINDER.format(syntax=syntax, left=left)},
+                             reminder=True)
+                action = f"no tool call: format reminder {self.format_reminders - left + 1} of {self.format_reminders}"
+            else:
+                action = "finished"
+            self.on_step(Step(self.turns, action, self.usage.total_tokens, self.elapsed))
         for i, call in enumerate(reply.tool_calls):
             start = time.monotonic()
             obs = self.tools.execute(call.name, call.arguments)
@@ -93,6 +126,26 @@ class Agent:
     def _finished(self) -> bool:
         last = self.messages[-1]
         return last["role"] == "assistant" and not last.get("tool_calls")
+
+    def _reminders_given(self) -> int:
+        """Replies without a tool call that the conversation went on from (each got a format reminder)."""
+        return sum(1 for m, after in zip(self.messages, self.messages[1:])
+                   if m["role"] == "assistant" and not m.get("tool_calls") and after["role"] == "user")
+
+    def _judged(self) -> bool:
+        """Whether the harness has verified or profiled anything in this run."""
+        return self.tools.keeper.evaluations > 0
+
+    def _no_tool_call_error(self) -> str:
+        replies = sum(1 for m in self.messages if m["role"] == "assistant" and not m.get("tool_calls"))
+        text = (f"the model replied {replies} times without a tool call, through {self._reminders_given()} format "
+                f"reminders; the agent expects {EXPECTED.get(self.protocol, self.protocol)}")
+        if any(m.get("tool_calls") for m in self.messages):
+            return text
+        if self.protocol == "native":
+            return text + (", and none ever came: if the server or the model has no tool calling, "
+                           "pass --tool-protocol text")
+        return text + ", and none ever came: the model may be too small to follow the protocol"
 
     def _out_of_budget(self) -> str | None:
         if self.turns >= self.limits.max_turns:

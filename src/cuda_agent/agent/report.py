@@ -12,6 +12,7 @@ from cuda_agent.agent.trajectory import read_records
 
 STATUS_TEXT = {
     "done": "the model finished",
+    "no_tool_call": "the model kept replying without a tool call",
     "max_turns": "out of turns",
     "max_seconds": "out of time",
     "max_context": "out of context",

@@ -39,15 +39,20 @@ _FILE_TOOLS = ("write_file", "edit_file")
 
 
 def make_model(policy: str | None = None, model: str | None = None, base_url: str | None = None,
-               api_key: str | None = None, config: AgentConfig | None = None) -> Model:
+               api_key: str | None = None, config: AgentConfig | None = None,
+               on_retry: Callable[[str], None] | None = None, check: bool = False) -> Model:
     """`replay:FILE` re-issues a recorded run; otherwise an OpenAI-compatible endpoint (flags, then
-    the environment), asked in native tool calling or in the text protocol as the config says."""
+    the environment), asked in native tool calling or in the text protocol as the config says, each
+    of its retries told to `on_retry`. `check`: fail now if nothing listens at the endpoint."""
     config = config or load_config()
     if policy and policy.startswith("replay:"):
         return ReplayModel(policy.removeprefix("replay:"))
     if policy not in (None, "", "llm"):
         raise ValueError(f"unknown policy {policy!r}: use `replay:FILE`, or leave it out to ask --model")
-    llm: Model = OpenAIModel(Endpoint.resolve(model, base_url, api_key), config.model)
+    endpoint = Endpoint.resolve(model, base_url, api_key)
+    if check:
+        endpoint.check()
+    llm: Model = OpenAIModel(endpoint, config.model, on_retry)
     if config.model.protocol == "text":
         llm = TextProtocolModel(llm, config.prompts.text_protocol)
     elif config.model.protocol != "native":
@@ -75,7 +80,8 @@ def optimize(task: Task | str | Path, *, model: str | None = None, base_url: str
     config = config or load_config()
     out = Path(out) if out else Path("runs") / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     progress = progress or NoProgress()
-    llm = make_model(policy, model, base_url, api_key, config)
+    llm = make_model(policy, model, base_url, api_key, config,
+                     on_retry=lambda note: progress.update(task.name, status="running", action=note))
     device = resolve_backend(device).device if device or not resume else None  # checked before out is touched
     resumed = _prepare_out(task, out, resume, force)
     device = device or resolve_backend(resumed.header.get("device") if resumed else None).device

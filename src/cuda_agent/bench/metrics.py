@@ -185,9 +185,15 @@ def level_of(row: Row) -> str:
     return f"level {level}" if level is not None else "no level"
 
 
-def by_level(rows: list[Row]) -> list[Summary]:
-    """One summary per level (in level order), then one over all tasks."""
+def level_groups(rows: list[Row]) -> dict[str, list[Row]]:
+    """The rows by level, in level order ("no level" last); empty where there is only one group,
+    which would be the same tasks as "overall"."""
     groups: dict[str, list[Row]] = {}
     for r in sorted(rows, key=lambda r: (r.get("level") is None, r.get("level") or 0)):
         groups.setdefault(level_of(r), []).append(r)
-    return [summarize(g, name) for name, g in groups.items()] + [summarize(rows, "overall")]
+    return groups if len(groups) > 1 else {}
+
+
+def by_level(rows: list[Row]) -> list[Summary]:
+    """One summary per level (in level order) where there are several, then one over all tasks."""
+    return [summarize(g, name) for name, g in level_groups(rows).items()] + [summarize(rows, "overall")]

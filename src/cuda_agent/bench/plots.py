@@ -1,4 +1,5 @@
-"""The report's figures, drawn with matplotlib (Agg) and returned as PNG bytes.
+"""The report's figures, drawn with matplotlib (Agg): PNG bytes, and where each task's point
+landed in them (pixels from the top left, with the task's name), so the page can name its points.
 
 Every number plotted comes from `bench.metrics`; nothing is computed here that a table lacks.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import io
 import random
+from dataclasses import dataclass, field
 from typing import Any
 
 from cuda_agent.bench import metrics
@@ -14,6 +16,23 @@ from cuda_agent.bench import metrics
 Row = dict[str, Any]
 LEVEL_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"]
 SERIES_COLORS = {"eager": "#8C8C8C", "compile": "#4C72B0", "solution": "#DD8452"}
+DPI = 110
+PAD_INCHES = 0.1
+
+
+@dataclass
+class Point:
+    """One task's mark in a figure: its centre in the PNG's pixels, and what it is."""
+
+    x: float
+    y: float
+    label: str
+
+
+@dataclass
+class Figure:
+    png: bytes
+    points: list[Point] = field(default_factory=list)
 
 
 def _pyplot():
@@ -27,21 +46,28 @@ def _pyplot():
     return plt
 
 
-def _png(fig) -> bytes:
+def _render(fig, marks: list[tuple[Any, float, float, str]] = ()) -> Figure:
+    """The figure as a PNG cropped to what it draws, and each mark (axes, x, y in data, label) in its
+    pixels. The crop is computed here and handed to savefig, so the two agree exactly."""
+    fig.canvas.draw()
+    box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(PAD_INCHES)
+    points = []
+    for ax, x, y, label in marks:
+        px, py = ax.transData.transform((x, y))     # display pixels at fig.dpi, from the bottom left
+        points.append(Point(round(float(px / fig.dpi - box.x0) * DPI, 1),
+                            round(float(box.y1 - py / fig.dpi) * DPI, 1), label))
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight", dpi=110)
+    fig.savefig(buf, format="png", bbox_inches=box, dpi=DPI)
     fig.clf()
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    return buf.getvalue()
+    return Figure(buf.getvalue(), points)
 
 
 def _groups(rows: list[Row]) -> dict[str, list[Row]]:
-    out: dict[str, list[Row]] = {}
-    for r in sorted(rows, key=lambda r: (r.get("level") is None, r.get("level") or 0)):
-        out.setdefault(metrics.level_of(r), []).append(r)
-    return out
+    """A strip per level, or one of all tasks where they are all of one level (or none)."""
+    return metrics.level_groups(rows) or {"overall": rows}
 
 
 def _log_x(ax, values: list[float]) -> None:
@@ -56,21 +82,25 @@ def _log_x(ax, values: list[float]) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def speedup_distribution(rows: list[Row]) -> bytes:
+def speedup_distribution(rows: list[Row]) -> Figure:
     """Per-task speed-ups of the correct tasks, one strip per level, vs eager and vs torch.compile."""
     plt = _pyplot()
     groups = _groups(rows)
     fig, axes = plt.subplots(1, 2, figsize=(12, 1.4 + 0.8 * len(groups)))
     fig.subplots_adjust(wspace=0.35)
     jitter = random.Random(0)
+    marks = []
     for ax, baseline in zip(axes, metrics.BASELINES):
         everything: list[float] = []
         labels = []
+        against = "eager" if baseline == "eager" else "torch.compile"
         for i, (name, group) in enumerate(groups.items()):
-            values = [v for r in group if (v := metrics.speedup(r, baseline)) is not None]
+            named = [(r["task"], v) for r in group if (v := metrics.speedup(r, baseline)) is not None]
+            values = [v for _, v in named]
             everything += values
             ys = [i + jitter.uniform(-0.25, 0.25) for _ in values]
             ax.scatter(values, ys, s=18, alpha=0.75, color=LEVEL_COLORS[i % len(LEVEL_COLORS)], edgecolors="none")
+            marks += [(ax, v, y, f"{task}: {v:.2f}x vs {against}") for (task, v), y in zip(named, ys)]
             gm = metrics.geomean(values)
             labels.append(f"{name}\n{len(values)} correct" + (f", geomean {gm:.2f}x" if gm else ""))
         ax.axvline(1.0, color="black", lw=1)
@@ -81,13 +111,13 @@ def speedup_distribution(rows: list[Row]) -> bytes:
         ax.tick_params(axis="y", labelsize=8.5)
         ax.set_ylim(len(groups) - 0.4, -0.6)
         ax.grid(axis="y", visible=False)
-    return _png(fig)
+    return _render(fig, marks)
 
 
-def fast_p_curve(rows: list[Row]) -> bytes:
+def fast_p_curve(rows: list[Row]) -> Figure:
     """fast_p (fraction of tasks correct and more than p times faster) against p, per level."""
     plt = _pyplot()
-    groups = dict(_groups(rows), overall=rows)
+    groups = dict(metrics.level_groups(rows), overall=rows)
     top = max([3.0] + [v for r in rows for b in metrics.BASELINES if (v := metrics.speedup(r, b))])
     ps = [i * min(top, 5.0) / 300 for i in range(301)]
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
@@ -105,10 +135,10 @@ def fast_p_curve(rows: list[Row]) -> bytes:
         ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
     axes[0].set_ylabel("fraction of tasks")
     axes[1].legend(loc="upper right", frameon=False)
-    return _png(fig)
+    return _render(fig)
 
 
-def sol_fractions(rows: list[Row]) -> bytes:
+def sol_fractions(rows: list[Row]) -> Figure:
     """Fraction of the speed-of-light time reached by eager, torch.compile and the solution, per
     task (points) and per level (median bars)."""
     plt = _pyplot()
@@ -117,15 +147,20 @@ def sol_fractions(rows: list[Row]) -> bytes:
     jitter = random.Random(1)
     width = 0.26
     everything: list[float] = []
+    marks = []
     for i, (name, group) in enumerate(groups.items()):
         for j, which in enumerate(metrics.TIMED):
-            values = [v for r in group if (v := metrics.sol_fraction(r, which)) is not None]
+            named = [(r["task"], v) for r in group if (v := metrics.sol_fraction(r, which)) is not None]
+            values = [v for _, v in named]
             everything += values
             x = i + (j - 1) * width
-            label = {"eager": "eager", "compile": "torch.compile", "solution": "solution"}[which] if i == 0 else None
+            series = {"eager": "eager", "compile": "torch.compile", "solution": "solution"}[which]
             if values:
-                ax.scatter([x + jitter.uniform(-0.08, 0.08) for _ in values], values, s=12, alpha=0.6,
-                           color=SERIES_COLORS[which], edgecolors="none", label=label)
+                xs = [x + jitter.uniform(-0.08, 0.08) for _ in values]
+                ax.scatter(xs, values, s=12, alpha=0.6, color=SERIES_COLORS[which], edgecolors="none",
+                           label=series if i == 0 else None)
+                marks += [(ax, px, v, f"{task}: {series} at {v:.0%} of the speed of light")
+                          for (task, v), px in zip(named, xs)]
                 med = metrics.median(values)
                 ax.hlines(med, x - 0.11, x + 0.11, color="black", lw=2)
     _sol_y(ax, everything)
@@ -137,7 +172,7 @@ def sol_fractions(rows: list[Row]) -> bytes:
     if ax.get_legend_handles_labels()[0]:   # beside the axes: points fill the plot from top to bottom
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, markerscale=2)
     ax.grid(axis="x", visible=False)
-    return _png(fig)
+    return _render(fig, marks)
 
 
 def _sol_y(ax, values: list[float]) -> None:
@@ -156,10 +191,10 @@ def _sol_y(ax, values: list[float]) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def reward_distribution(rows: list[Row]) -> bytes:
+def reward_distribution(rows: list[Row]) -> Figure:
     """Milestones reached, stacked per level."""
     plt = _pyplot()
-    groups = dict(_groups(rows), overall=rows)
+    groups = dict(metrics.level_groups(rows), overall=rows)
     names = ["failed", "correct", "faster_than_eager", "faster_than_compile"]
     colors = ["#C44E52", "#CCB974", "#64B5CD", "#55A868"]
     fig, ax = plt.subplots(figsize=(11, 0.9 + 0.55 * len(groups)))
@@ -178,7 +213,7 @@ def reward_distribution(rows: list[Row]) -> bytes:
     ax.set_title("reward milestones (share of tasks)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=4, frameon=False)
     ax.grid(axis="y", visible=False)
-    return _png(fig)
+    return _render(fig)
 
 
 FIGURES = {"speed-up distribution": speedup_distribution, "fast_p curve": fast_p_curve,

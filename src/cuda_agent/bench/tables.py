@@ -102,24 +102,50 @@ def _timing(row: Row, which: str) -> Cell:
               f"max {st.get('max_ms', 0):.4f}, {st.get('runs', '?')} runs")
 
 
-def task_table(rows: list[Row]) -> Table:
-    t = Table("Per task", ["level", "id", "task", "reward", "eager ms", "compile ms", "solution ms", "vs eager",
-                           "vs compile", "SOL ms", "bound", "SOL% eager", "SOL% compile", "SOL% solution",
-                           "reason"],
-              note="Times: median ± interquartile range (ms). Click a column header to sort.", sortable=True,
+def _by_task(rows: list[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: (r.get("level") or 0, r.get("problem_id") or 0, r.get("task", "")))
+
+
+def _ids(r: Row) -> list[Cell]:
+    level, pid = r.get("level"), r.get("problem_id")
+    return [_c(str(level or ""), level or 0), _c(str(pid or ""), pid or 0), _c(str(r.get("task")), str(r.get("task")))]
+
+
+def verdict(r: Row) -> str:
+    """The milestone in words; for a failure, the stage it failed at."""
+    milestone = str(r.get("milestone") or ("correct" if r.get("correct") else "failed"))
+    stage = r.get("stage")
+    if milestone == "failed" and stage and stage != "done":
+        return f"failed: {stage}"
+    return milestone.replace("_", " ")
+
+
+def verdict_table(rows: list[Row]) -> Table:
+    """What a reader looks for first: each task's verdict, speed-ups and the harness's whole reason."""
+    t = Table("Verdicts", ["level", "id", "task", "verdict", "reward", "vs eager", "vs compile", "reason"],
+              note="One row per task, with the harness's whole reason (in report.html: click a column header to "
+                   "sort, a long reason to open it).", sortable=True,
               id="tasks")
-    for r in sorted(rows, key=lambda r: (r.get("level") or 0, r.get("problem_id") or 0, r.get("task", ""))):
-        roof = r.get("roofline") or {}
-        fr = {w: metrics.sol_fraction(r, w) for w in metrics.TIMED}
+    for r in _by_task(rows):
         sv = {b: metrics.speedup(r, b) for b in metrics.BASELINES}
         reason = str(r.get("reason") or "")
-        t.rows.append([
-            _c(str(r.get("level") or ""), r.get("level") or 0), _c(str(r.get("problem_id") or ""), r.get("problem_id") or 0),
-            _c(str(r.get("task")), str(r.get("task"))), _c(f"{r.get('reward', 0):g}", r.get("reward")),
+        t.rows.append(_ids(r) + [
+            _c(verdict(r)), _c(f"{r.get('reward', 0):g}", r.get("reward")),
+            _c(times(sv["eager"]), sv["eager"]), _c(times(sv["compile"]), sv["compile"]), _c(reason, reason)])
+    return t
+
+
+def timing_table(rows: list[Row]) -> Table:
+    t = Table("Times per task", ["level", "id", "task", "eager ms", "compile ms", "solution ms", "SOL ms", "bound",
+                                 "SOL% eager", "SOL% compile", "SOL% solution"],
+              note="Times: median ± interquartile range (ms). Click a column header to sort.", sortable=True,
+              id="times")
+    for r in _by_task(rows):
+        roof = r.get("roofline") or {}
+        fr = {w: metrics.sol_fraction(r, w) for w in metrics.TIMED}
+        t.rows.append(_ids(r) + [
             _timing(r, "eager"), _timing(r, "compile"), _timing(r, "solution"),
-            _c(times(sv["eager"]), sv["eager"]), _c(times(sv["compile"]), sv["compile"]),
             _c(ms(roof.get("sol_ms")), roof.get("sol_ms"), roof.get("error", "")), _c(roof.get("bound", "–")),
             _c(pct(fr["eager"]), fr["eager"]), _c(pct(fr["compile"]), fr["compile"]),
-            _c(pct(fr["solution"]), fr["solution"]),
-            _c(reason if len(reason) <= 90 else reason[:87] + "...", reason, reason)])
+            _c(pct(fr["solution"]), fr["solution"])])
     return t

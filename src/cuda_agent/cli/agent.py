@@ -17,7 +17,7 @@ from cuda_agent.agent.run import demo, make_model, optimize, optimize_many
 from cuda_agent.harness import TimingPlan
 from cuda_agent.llm import ModelError
 from cuda_agent.service import EvalService, ServiceError, ServiceSettings
-from cuda_agent.tasks import TaskError, load_tasks
+from cuda_agent.tasks import TaskError, load_task, load_tasks
 
 console = Console()
 errors = Console(stderr=True)
@@ -63,13 +63,14 @@ def optimize_command(
                        model={"protocol": tool_protocol})
         options = dict(model=model, base_url=base_url, api_key=api_key, policy=policy, device=device,
                        config=cfg, resume=resume, force=force, timing=TimingPlan().with_budget(timing_budget))
-        make_model(policy, model, base_url, api_key, cfg)  # a missing endpoint is said before anything starts
+        make_model(policy, model, base_url, api_key, cfg, check=True)  # a missing or dead endpoint: said first
         if tasks is None:
             if task is None:
                 raise typer.BadParameter("give a TASK, or --tasks SOURCE for many")
-            with _progress([task], quiet or json_out) as progress:
+            one = load_task(task)  # the view's row is keyed by the task's name, as optimize reports it
+            with _progress([one.name], quiet or json_out) as progress:
                 with EvalService(ServiceSettings(address=address, device=device)) as svc:
-                    results = [optimize(task, out=out, progress=progress, service=svc, **options)]
+                    results = [optimize(one, out=out, progress=progress, service=svc, **options)]
         else:
             selected = load_tasks(tasks).select(level=level, pattern=pattern).tasks[:limit]
             if not selected:

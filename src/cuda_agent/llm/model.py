@@ -52,6 +52,7 @@ class ModelReply:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
+    retries: list[str] = field(default_factory=list)  # what failed before this reply came, one line each
 
     def message(self) -> dict[str, Any]:
         """The reply as an OpenAI assistant message."""

@@ -140,11 +140,12 @@ def task_from_row(extra_info: dict[str, Any] | None) -> Task:
 
 def rl_config(config: AgentConfig, rollout: Any, final_profile: bool) -> AgentConfig:
     """The agent's config under RL's rules: the context budget is verl's (prompt + response length),
-    never compacted, turns capped by multi_turn.max_assistant_turns when it is set."""
+    never compacted, turns capped by multi_turn.max_assistant_turns when it is set; a reply without a
+    tool call ends the trajectory (no format reminders: the policy's choice is what it learns from)."""
     max_turns = rollout.multi_turn.get("max_assistant_turns") or config.limits.max_turns
     return override(config, limits={"compact_at": NEVER_COMPACT, "max_turns": int(max_turns),
                                     "max_context_tokens": int(rollout.prompt_length + rollout.response_length)},
-                    run={"final_profile": final_profile})
+                    model={"format_reminders": 0}, run={"final_profile": final_profile})
 
 
 class CudaAgentLoop(AgentLoopBase):
