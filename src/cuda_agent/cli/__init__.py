@@ -2,8 +2,8 @@
 
 Each module here holds the commands of one part of the library (tasks.py: tasks and workspace;
 evaluate.py: eval and the workspace's compile/verify/profile; agent.py: optimize and demo;
-bench.py: bench, baselines and peaks; synth.py: synth; train.py: train, the RL stages). Nothing below this layer prints for a
-person or parses a command line.
+bench.py: bench, baselines and peaks; synth.py: synth; train.py: train, the RL stages; cache.py:
+cache). Nothing below this layer prints for a person or parses a command line.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ app = typer.Typer(help="LLM agents that write fast, verified CUDA kernels for Py
 
 
 def _register() -> None:
-    from cuda_agent.cli import agent, bench, evaluate, synth, tasks, train
+    from cuda_agent.cli import agent, bench, cache, evaluate, synth, tasks, train
 
     app.add_typer(tasks.tasks_app, name="tasks")
     app.command("workspace")(tasks.workspace)
@@ -25,6 +25,7 @@ def _register() -> None:
     bench.register(app)
     app.add_typer(synth.synth_app, name="synth")
     app.command("train")(train.train_command)
+    app.add_typer(cache.cache_app, name="cache")
 
 
 _register()
