@@ -19,6 +19,7 @@ from cuda_agent.cli import app
 REPO = Path(__file__).resolve().parents[2]
 TASK = str(REPO / "tests" / "hacks" / "tasks" / "sbr_small.py")
 SOLUTION = str(REPO / "tests" / "hacks" / "cpu" / "honest_fused")
+BUNDLED_SOLUTIONS = str(REPO / "benchmarks" / "solutions")   # scale_bias_relu_cpu/, _cuda/: names no task has
 CPU_ONLY = not __import__("torch").cuda.is_available()
 
 # (arguments, what the one line says); FILE is an existing file, DIR (and DIR.parquet) an existing folder, BAD_TOML an
@@ -53,6 +54,10 @@ CASES: dict[tuple[str, ...], list[tuple[list[str], str]]] = {
         (["bench", "--tasks", "examples", "--solutions", "DIR", "--out", "FILE"], "error: --out FILE is a file"),
         (["bench", "--tasks", "examples", "--solutions", "DIR", "--out", "b", "--device", "tpu"],
          "error: --device tpu: unknown device"),
+        (["bench", "--tasks", "examples", "--solutions", "DIR", "--out", "b", "--device", "cpu"],
+         "error: --solutions DIR: no solution for any of the 1 selected tasks: the folder is empty"),
+        (["bench", "--tasks", "examples", "--solutions", BUNDLED_SOLUTIONS, "--out", "b", "--device", "cpu"],
+         "looks like scale_bias_relu's solution under another name"),
         (["bench", "--tasks", "examples", "--out", "b"], "error: give exactly one of --solutions DIR"),
         (["bench", "--tasks", "examples", "--solutions", "DIR", "--out", "b", "--policy", "lax"], "error: --policy lax"),
         (["bench", "--tasks", "no/such/source", "--solutions", "DIR", "--out", "b", "--device", "cpu"],

@@ -35,6 +35,13 @@ def select_tasks(source: str, levels: list[int] | None, ids: list[int] | None, n
     return tasks
 
 
+def _say_missing(missing: list[Task], selected: int, solutions: Path) -> None:
+    if missing:
+        names = ", ".join(t.name for t in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        errors.print(f"[yellow]warning:[/] {len(missing)} of {selected} tasks have no solution in {solutions} and "
+                     f"score 'no solution' (reward -1): {names}", highlight=False)
+
+
 def report_meta(out: Path, source: str, rows: list[dict[str, Any]]) -> dict[str, str]:
     import torch
 
@@ -95,6 +102,7 @@ def bench_command(
     """Evaluate solutions (or the agent) on many tasks; write results.jsonl and a report."""
     from cuda_agent.bench.report import write_report
     from cuda_agent.bench.run import BenchError, BenchSpec, report_rows, run_bench
+    from cuda_agent.bench.solutions import SolutionsDir
     from cuda_agent.harness import POLICIES, EvalConfig
     from cuda_agent.service import ServiceError, ServiceSettings
 
@@ -108,6 +116,8 @@ def bench_command(
                 raise BenchError("give exactly one of --solutions DIR (score existing solutions) and --model NAME")
             dev = check_device(device)
             selected = select_tasks(tasks, level, ids, name)
+            if solutions is not None:
+                _say_missing(SolutionsDir(solutions).missing(selected), len(selected), solutions)
             spec = BenchSpec(device=dev, eval_config=EvalConfig(device=dev, policy=policy), roofline=roofline,
                              solutions=solutions.resolve() if solutions else None, model=model)
             settings = ServiceSettings(address=address, device=dev, gpus=gpus)
