@@ -36,3 +36,15 @@ def test_right_values_are_taken_as_typed(tmp_path):
     assert (config.gpus, config.val_fraction, config.rft.min_reward) == (2, 1.0, 2.0)
     assert config.tasks == [tmp_path / "t.parquet"] and isinstance(config.val_fraction, float)
 
+
+def test_verl_starts_its_local_ray_with_token_auth_said_so_ray_does_not_warn(tmp_path, monkeypatch):
+    from cuda_agent.rl.launch import stage_env
+
+    run = tmp_path / "run.yaml"
+    run.write_text("out: out\nmodel: m\n")
+    config = load_run_config(run)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert stage_env(config, tmp_path / "stage", 0)["RAY_AUTH_MODE"] == "token"
+    monkeypatch.setenv("RAY_ADDRESS", "auto")       # a cluster's own setting is left to it
+    assert "RAY_AUTH_MODE" not in stage_env(config, tmp_path / "stage", 0)
