@@ -63,7 +63,7 @@ CASES: dict[tuple[str, ...], list[tuple[list[str], str]]] = {
         (["bench", "--tasks", "no/such/source", "--solutions", "DIR", "--out", "b", "--device", "cpu"],
          "error: no/such/source: no such file or folder"),
         (["bench", "--tasks", "examples", "--solutions", "DIR", "--out", "b", "--max-seconds", "-1"],
-         "is not more than 0"),
+         "Invalid value for '--max-seconds'"),
     ],
     ("baselines",): [
         (["baselines", "--tasks", "examples", "--out", "DIR"], "error: --out DIR is a folder, and a file is needed"),
@@ -86,6 +86,7 @@ CASES: dict[tuple[str, ...], list[tuple[list[str], str]]] = {
         (["optimize", "--policy", "replay:FILE"], "error: give a TASK, or --tasks SOURCE for many"),
         (["optimize", "no_such_task.py", "--policy", "replay:FILE"], "error:"),
         (["optimize", TASK, "--policy", "gpt", "--max-turns", "0"], "Invalid value for '--max-turns'"),
+        (["optimize", TASK, "--policy", "gpt", "--max-seconds", "0"], "is not more than 0"),
     ],
     ("train",): [
         (["train", "warmpu", "--config", "x.yaml"], "error: unknown stage 'warmpu'"),
@@ -109,6 +110,7 @@ CASES: dict[tuple[str, ...], list[tuple[list[str], str]]] = {
          "error: --kernelbench no_such.jsonl: no such file"),
         (["synth", "--out", "x.jsonl", "--count", "0"], "Invalid value for '--count'"),
         (["synth", "--out", "x.jsonl", "--similarity", "2"], "Invalid value for '--similarity'"),
+        (["synth", "--out", "x.jsonl", "--max-seconds", "-1"], "Invalid value for '--max-seconds'"),
         (["synth"], "error: give --out DATASET"),
     ],
     ("synth", "seeds"): [(["synth", "seeds", "--device", "tpu"], "error: --device tpu: unknown device")],

@@ -92,7 +92,7 @@ def bench_command(
                                                    "(default: $RAY_ADDRESS, else a local Ray started for the run).")] = None,
     policy: Annotated[str, typer.Option(help="strict (the paper's rules) or relaxed (KernelBench's).")] = "strict",
     restart: Annotated[bool, typer.Option(help="Discard the results already in --out.")] = False,
-    max_seconds: Annotated[Optional[float], typer.Option(callback=positive, help="Start no task after this many "
+    max_seconds: Annotated[Optional[float], typer.Option(min=0.0, help="Start no task after this many "
                                                          "seconds (run again to go on).")] = None,
     roofline: Annotated[bool, typer.Option(help="Count FLOPs and bytes for speed-of-light numbers.")] = True,
     report_only: Annotated[bool, typer.Option(help="Only write the report from results.jsonl.")] = False,
@@ -152,7 +152,7 @@ def baselines_command(
     device: Annotated[Optional[str], typer.Option(help="cuda or cpu (default: cuda where there is a GPU).")] = None,
     published: Annotated[Optional[Path], typer.Option(help="Published eager timings to compare with (a "
                                                       "KernelBench timing JSON).")] = None,
-    max_seconds: Annotated[Optional[float], typer.Option(callback=positive, help="Time no new task after this "
+    max_seconds: Annotated[Optional[float], typer.Option(min=0.0, help="Time no new task after this "
                                                          "many seconds (run again to go on).")] = None,
     retry_errors: Annotated[bool, typer.Option(help="Time again the tasks whose timing failed.")] = False,
     roofline: Annotated[bool, typer.Option(help="Count FLOPs and bytes for speed-of-light numbers.")] = True,

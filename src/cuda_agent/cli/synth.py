@@ -79,7 +79,7 @@ def synth_command(
                                                               "comma-separated (default: all; `none` for none)"),
         seeds: Optional[Path] = typer.Option(None, help="start from this saved catalog (a run's seeds.json) when it "
                                                         "was made with this device, torch, transformers and families"),
-        max_seconds: Optional[float] = typer.Option(None, callback=positive, help="start no candidate after this "
+        max_seconds: Optional[float] = typer.Option(None, min=0.0, help="start no candidate after this "
                                                     "many seconds (the catalog counted); the dataset is written, and "
                                                     "the same command resumes"),
         grace_seconds: float = typer.Option(30.0, min=0.0, help="with --max-seconds: how long candidates in flight "
@@ -229,7 +229,7 @@ def _synth_group(ctx: typer.Context,
                  max_candidates: Optional[int] = typer.Option(None, min=1), jsonl: bool = typer.Option(False, "--jsonl"),
                  mix: str = typer.Option("kernelbench"), hf_families: Optional[str] = typer.Option(None),
                  seeds: Optional[Path] = typer.Option(None),
-                 max_seconds: Optional[float] = typer.Option(None, callback=positive),
+                 max_seconds: Optional[float] = typer.Option(None, min=0.0),
                  grace_seconds: float = typer.Option(30.0, min=0.0),
                  model: Optional[str] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
                  api_key: Optional[str] = typer.Option(None), quiet: bool = typer.Option(False, "--quiet", "-q"),
