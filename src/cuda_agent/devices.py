@@ -8,7 +8,10 @@ import os
 import platform
 from typing import Literal
 
+from cuda_agent.usage import UsageError
+
 Device = Literal["cuda", "cpu"]
+DEVICES = ("cuda", "cpu")
 ENV_DEVICE = "CUDA_AGENT_DEVICE"
 
 
@@ -24,6 +27,26 @@ def default_device() -> Device:
     if env in ("cuda", "cpu"):
         return env  # type: ignore[return-value]
     return "cuda" if cuda_available() else "cpu"
+
+
+def check_device(device: str | None = None, *, present: bool = True) -> Device:
+    """`device` (default: $CUDA_AGENT_DEVICE, else `default_device()`) checked: `cuda` or `cpu`, and
+    with `present` a GPU that torch sees for `cuda`. The one check of a device name (every command's
+    --device, the harness's backend, a workspace's); UsageError says what to do."""
+    from_env = device is None and bool(os.environ.get(ENV_DEVICE))
+    dev = device or os.environ.get(ENV_DEVICE) or default_device()
+    given = f"${ENV_DEVICE}={dev}" if from_env else f"--device {dev}"
+    if dev not in DEVICES:
+        fix = f"set {ENV_DEVICE} to cuda or cpu" if from_env else "use --device cuda or --device cpu"
+        raise UsageError(f"{given}: unknown device; {fix}")
+    if dev == "cuda" and present and not cuda_available():
+        import torch
+
+        why = "this torch is built without CUDA" if torch.version.cuda is None else "torch sees no GPU"
+        raise UsageError(f"{given}: {why} (torch {torch.__version__}); use --device cpu to run the same checks "
+                         "with C++ extensions on the CPU, or leave --device out (cuda is the default only where "
+                         "there is a GPU)")
+    return dev  # type: ignore[return-value]
 
 
 def visible_gpus(limit: int | None = None) -> list[str]:

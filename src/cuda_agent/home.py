@@ -1,4 +1,5 @@
-"""Where cuda-agent keeps what outlives one command: build cache, baselines, the signing key."""
+"""Where cuda-agent keeps what outlives one command: build cache, baselines, the signing key; and
+how much room each part takes (`cuda-agent cache`)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,21 @@ def subdir(name: str) -> Path:
     p = home() / name
     p.mkdir(parents=True, exist_ok=True, mode=0o700)
     return p
+
+
+def folder_bytes(path: Path) -> int:
+    """The bytes of the files under `path` (0 where it is missing or vanished meanwhile)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def usage() -> dict[str, int]:
+    """Bytes per folder of the home (build, baselines, synth, ...), largest first."""
+    sizes = {p.name: folder_bytes(p) for p in home().iterdir() if p.is_dir()}
+    return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))

@@ -14,10 +14,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.usage import UsageError
+
 
 def read_rows(path: str | Path, strict: bool = False) -> list[dict[str, Any]]:
     """Every complete JSON object line of `path` (none if it does not exist). A last line cut short
-    by a kill is left out; a damaged complete line is skipped, or with `strict` raises ValueError
+    by a kill is left out; a damaged complete line is skipped, or with `strict` raises UsageError
     naming file:line (a file that is not a journal at all)."""
     path = Path(path)
     if not path.is_file():
@@ -33,7 +35,7 @@ def read_rows(path: str | Path, strict: bool = False) -> list[dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 if strict:
-                    raise ValueError(f"{path}:{number}: not a JSON line; is this the right file?") from None
+                    raise UsageError(f"{path}:{number}: not a JSON line; is this the right file?") from None
                 continue
             if isinstance(row, dict):
                 rows.append(row)

@@ -303,3 +303,19 @@ def test_an_evaluator_with_cores_of_its_own_times_baselines_on_them(in_fork):
     and for the reference workers it starts."""
     named, expected = in_fork(_evaluator_env)
     assert named == expected
+
+
+def test_rays_token_auth_notice_is_not_printed_on_every_command():
+    """Ray 2.60 warns on every local start that it turned token authentication on (issue 26): the service
+    silences that logger, and only it; the authentication stays on."""
+    import inspect
+    import logging
+
+    from ray._private.authentication import authentication_token_setup as auth
+
+    from cuda_agent.service.service import _quiet_token_auth_notice
+
+    said = inspect.getsource(auth._warn_token_auth_enabled)
+    assert "logger.warning(" in said and "=disabled to opt out" in said     # where Ray 2.60 says it
+    _quiet_token_auth_notice()
+    assert not auth.logger.isEnabledFor(logging.WARNING) and auth.logger.isEnabledFor(logging.ERROR)

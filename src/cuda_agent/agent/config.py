@@ -14,6 +14,7 @@ except ModuleNotFoundError:  # Python 3.10
     except ModuleNotFoundError:
         raise ImportError("reading the agent's config on Python 3.10 needs tomli: pip install tomli") from None
 
+from cuda_agent.config_check import ConfigError, typed
 from cuda_agent.llm import ModelSettings
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "config.toml"
@@ -63,14 +64,20 @@ _SECTIONS = {"limits": Limits, "model": ModelSettings, "run": RunSettings, "prom
 
 
 def load_config(path: str | Path | None = None) -> AgentConfig:
-    """The bundled config.toml, with the sections of the TOML file at `path` (if given) laid over it."""
+    """The bundled config.toml, with the sections of the TOML file at `path` (if given) laid over it;
+    every value checked for its type (ConfigError: `FILE: limits.max_turns: expected an integer, ...`)."""
     data = _read(DEFAULT_CONFIG)
     if path is not None:
         for section, values in _read(Path(path)).items():
+            if not isinstance(values, dict):
+                home = next((s for s, cls in _SECTIONS.items() if section in {f.name for f in fields(cls)}), None)
+                where = f"[{home}]" if home else "its section (" + ", ".join(f"[{s}]" for s in _SECTIONS) + ")"
+                raise ConfigError(f"{path}: {section} is outside any section: write it under {where}")
             if section not in _SECTIONS:
-                raise ValueError(f"{path}: unknown section [{section}]; known: {', '.join(_SECTIONS)}")
+                raise ConfigError(f"{path}: unknown section [{section}]; known: {', '.join(_SECTIONS)}")
             data.setdefault(section, {}).update(values)
-    return AgentConfig(**{name: _build(cls, data.get(name, {}), name) for name, cls in _SECTIONS.items()})
+    where = path if path is not None else DEFAULT_CONFIG   # the bundled values are right (tested)
+    return AgentConfig(**{name: typed(cls, data.get(name, {}), where, name) for name, cls in _SECTIONS.items()})
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -78,20 +85,9 @@ def _read(path: Path) -> dict[str, Any]:
         with path.open("rb") as f:
             return tomllib.load(f)
     except OSError as e:
-        raise ValueError(f"{path}: cannot read the config ({e.strerror or e})") from None
+        raise ConfigError(f"{path}: cannot read the config ({e.strerror or e})") from None
     except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: not valid TOML ({e})") from None
-
-
-def _build(cls: type, values: dict[str, Any], section: str) -> Any:
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"config [{section}]: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    try:
-        return cls(**values)
-    except TypeError as e:
-        raise ValueError(f"config [{section}]: {e}") from None
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
 
 
 def override(config: AgentConfig, **sections: dict[str, Any]) -> AgentConfig:

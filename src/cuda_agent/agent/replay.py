@@ -7,6 +7,7 @@ from typing import Any
 
 from cuda_agent.llm import ModelReply, ToolCall
 from cuda_agent.agent.trajectory import read_messages
+from cuda_agent.usage import UsageError
 
 END_OF_RECORDING = "(The recorded run ends here.)"
 
@@ -19,7 +20,7 @@ class ReplayModel:
         path = Path(path)
         self.replies = [m for m in read_messages(path) if m.get("role") == "assistant"]
         if not self.replies:
-            raise ValueError(f"{path}: no assistant messages to replay; give a trajectory.jsonl of a run")
+            raise UsageError(f"{path}: no assistant messages to replay; give a trajectory.jsonl of a run")
         self.name = f"replay:{path.name}"
 
     def query(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:

@@ -31,6 +31,7 @@ from cuda_agent.harness import (CommandRunner, TimingPlan, claim_tool_user, prep
 from cuda_agent.llm import Endpoint, Model, OpenAIModel, TextProtocolModel
 from cuda_agent.service import EvalService, ServiceSettings, using
 from cuda_agent.tasks import EXAMPLES_DIR, Task, load_task
+from cuda_agent.usage import UsageError
 from cuda_agent.workspace import create_workspace, read_manifest
 
 DEMO_TASK = EXAMPLES_DIR / "scale_bias_relu.py"
@@ -48,7 +49,7 @@ def make_model(policy: str | None = None, model: str | None = None, base_url: st
     if policy and policy.startswith("replay:"):
         return ReplayModel(policy.removeprefix("replay:"))
     if policy not in (None, "", "llm"):
-        raise ValueError(f"unknown policy {policy!r}: use `replay:FILE`, or leave it out to ask --model")
+        raise UsageError(f"unknown policy {policy!r}: use `replay:FILE`, or leave it out to ask --model")
     endpoint = Endpoint.resolve(model, base_url, api_key)
     if check:
         endpoint.check()
@@ -56,7 +57,7 @@ def make_model(policy: str | None = None, model: str | None = None, base_url: st
     if config.model.protocol == "text":
         llm = TextProtocolModel(llm, config.prompts.text_protocol)
     elif config.model.protocol != "native":
-        raise ValueError(f"unknown tool protocol {config.model.protocol!r}: use 'native' or 'text'")
+        raise UsageError(f"unknown tool protocol {config.model.protocol!r}: use 'native' or 'text'")
     return llm
 
 
@@ -248,7 +249,7 @@ def _prepare_out(task: Task, out: Path, resume: bool, force: bool) -> Resumed | 
             raise FileNotFoundError(f"{out} holds no trajectory.jsonl to resume; leave out --resume to start a run")
         resumed = load_for_resume(trajectory)
         if resumed.header.get("task_sha256") != task.sha256:
-            raise ValueError(f"{out} holds a run of {resumed.header.get('task')!r} with other code than "
+            raise UsageError(f"{out} holds a run of {resumed.header.get('task')!r} with other code than "
                              f"{task.name!r}; resume it with the same task")
         return resumed
     if out.exists() and any(out.iterdir()):

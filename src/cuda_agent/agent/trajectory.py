@@ -18,6 +18,7 @@ from typing import Any
 
 from cuda_agent.journal import Journal, drop_partial_tail, read_rows
 from cuda_agent.llm import Usage
+from cuda_agent.usage import UsageError
 
 
 class TrajectoryWriter:
@@ -71,7 +72,7 @@ def load_for_resume(path: str | Path) -> Resumed:
     records = read_records(path)
     header = next((r for r in records if r.get("type") == "run"), None)
     if header is None:
-        raise ValueError(f"{path}: no run header; it is not a trajectory this version can resume")
+        raise UsageError(f"{path}: no run header; it is not a trajectory this version can resume")
     messages = [r for r in records if r.get("type") == "message"]
     usage = Usage()
     for r in messages:

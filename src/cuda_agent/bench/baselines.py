@@ -24,6 +24,7 @@ from cuda_agent.harness import EvalConfig, TimingStats, task_baselines
 from cuda_agent.journal import Journal, latest_by, read_rows
 from cuda_agent.service import PRIORITY_BENCH, EvalService, ServiceSettings, using
 from cuda_agent.tasks import Task
+from cuda_agent.usage import UsageError
 
 BaselineTimer = Callable[[Task, EvalConfig], tuple[TimingStats, TimingStats]]
 
@@ -42,7 +43,7 @@ def published_times(path: str | Path | None) -> dict[tuple[int, str], float]:
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: cannot read published timings ({e}); give a KernelBench timing JSON "
+        raise UsageError(f"{path}: cannot read published timings ({e}); give a KernelBench timing JSON "
                          "such as results/timing/H100_Modal/baseline_time_torch.json") from None
     out = {}
     for level_key, tasks in data.items():

@@ -23,6 +23,7 @@ from typing import Callable
 
 import torch
 
+from cuda_agent.devices import check_device
 from cuda_agent.home import subdir
 
 _FMA_ITERS = 2048
@@ -152,6 +153,7 @@ def cache_path(device: str) -> Path:
 
 def device_peaks(device: str, remeasure: bool = False) -> Peaks:
     """The cached peaks of this `device` (measured and cached on first use)."""
+    device = check_device(device)
     path = cache_path(device)
     if path.is_file() and not remeasure:
         try:

@@ -24,11 +24,12 @@ from cuda_agent.harness import EvalConfig, EvalResult
 from cuda_agent.journal import Journal, latest_by, read_rows
 from cuda_agent.service import HARNESS_ERROR, PRIORITY_BENCH, EvalService, ServiceSettings, using
 from cuda_agent.tasks import Task
+from cuda_agent.usage import UsageError
 
 RESULTS = "results.jsonl"
 SETTINGS = "bench.json"
 
-class BenchError(RuntimeError):
+class BenchError(UsageError, RuntimeError):
     """A benchmark that cannot start; the message says what to do."""
 
 

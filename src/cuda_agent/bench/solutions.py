@@ -5,7 +5,8 @@ Layouts, tried in this order for a task named N (as `cuda-agent tasks list` prin
 2. `<dir>/N.py`: a single load_inline model_new.py;
 3. KernelBench's generation scripts: `<dir>/level_<L>_problem_<P>_sample_<S>_kernel.py`, matched on
    the task's level and problem id; the lowest sample id is taken.
-A task with none of these is a failure with reason "no solution".
+A task with none of these is a failure with reason "no solution"; a folder in which no task finds its
+solution is refused before any work (`missing`), as is usually a wrong folder or wrong names.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from cuda_agent.harness import EvalResult, RewardSchedule
 from cuda_agent.tasks import Task
+from cuda_agent.usage import UsageError
 
 KERNELBENCH_FILE = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 NO_SOLUTION = "no solution"
@@ -58,6 +60,30 @@ class SolutionsDir:
         if samples:
             return min(samples)[1]
         return None
+
+    def missing(self, tasks: list[Task]) -> list[Task]:
+        """The tasks with no solution here; UsageError when none of `tasks` has one (an empty folder, a
+        wrong one, or solutions not named after their tasks)."""
+        missing = [t for t in tasks if self.find(t) is None]
+        if tasks and len(missing) == len(tasks):
+            raise UsageError(self._nothing_matches(tasks))
+        return missing
+
+    def _nothing_matches(self, tasks: list[Task]) -> str:
+        entries = sorted(p.name for p in self.root.iterdir() if not p.name.startswith("."))
+        said = f"--solutions {self.root}: no solution for any of the {len(tasks)} selected tasks"
+        if not entries:
+            return f"{said}: the folder is empty; put each solution in DIR/TASK/ or DIR/TASK.py"
+        near = [(e, t.name) for e in entries for t in tasks if e.removesuffix(".py").startswith(t.name + "_")]
+        if near:
+            entry, name = near[0]
+            return (f"{said}: {entry} looks like {name}'s solution under another name (e.g. for one device); "
+                    f"bench looks for {self.root / name}/ or {name}.py: copy or link it there")
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        names = ", ".join(t.name for t in tasks[:3]) + (", ..." if len(tasks) > 3 else "")
+        return (f"{said}: it holds {shown}, and the tasks are {names}; name each solution DIR/TASK/ or DIR/TASK.py "
+                "after its task as `cuda-agent tasks list` prints it (or KernelBench's "
+                "level_L_problem_P_sample_S_kernel.py)")
 
     def names(self) -> set[str]:
         """Every task name a file or folder in the root may stand for (to warn about strays)."""

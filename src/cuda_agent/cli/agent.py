@@ -14,13 +14,15 @@ from cuda_agent.agent.config import load_config, override
 from cuda_agent.agent.progress import LiveProgress, NoProgress
 from cuda_agent.agent.report import RunResult
 from cuda_agent.agent.run import demo, make_model, optimize, optimize_many
+from cuda_agent.cli.errors import fail, positive
+from cuda_agent.devices import check_device
 from cuda_agent.harness import TimingPlan
 from cuda_agent.llm import ModelError
 from cuda_agent.service import EvalService, ServiceError, ServiceSettings
-from cuda_agent.tasks import TaskError, load_task, load_tasks
+from cuda_agent.tasks import load_task, load_tasks
+from cuda_agent.usage import UsageError, output_folder
 
 console = Console()
-errors = Console(stderr=True)
 
 
 def optimize_command(
@@ -39,17 +41,17 @@ def optimize_command(
                                                  ".jsonl/.parquet dataset, or `examples`.")] = None,
     level: Annotated[Optional[int], typer.Option(help="With --tasks: only this level.")] = None,
     pattern: Annotated[Optional[str], typer.Option(help="With --tasks: names matching this glob or substring.")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="With --tasks: at most this many tasks.")] = None,
-    parallel: Annotated[int, typer.Option(help="With --tasks: tasks run at once.")] = 1,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="With --tasks: at most this many tasks.")] = None,
+    parallel: Annotated[int, typer.Option(min=1, help="With --tasks: tasks run at once.")] = 1,
     address: Annotated[Optional[str], typer.Option(help="A Ray cluster to run the evaluation service on "
                                                    "(default: $RAY_ADDRESS, else a local Ray started for the run).")] = None,
-    max_turns: Annotated[Optional[int], typer.Option(help="Turns budget (default 150).")] = None,
-    max_seconds: Annotated[Optional[float], typer.Option(help="Wall-clock budget per task.")] = None,
-    max_context_tokens: Annotated[Optional[int], typer.Option(help="Context budget (default 128000).")] = None,
+    max_turns: Annotated[Optional[int], typer.Option(min=1, help="Turns budget (default 150).")] = None,
+    max_seconds: Annotated[Optional[float], typer.Option(callback=positive, help="Wall-clock budget per task.")] = None,
+    max_context_tokens: Annotated[Optional[int], typer.Option(min=1, help="Context budget (default 128000).")] = None,
     tool_protocol: Annotated[Optional[str], typer.Option(help="native, or text for endpoints without tool "
                                                          "calling.")] = None,
-    timing_budget: Annotated[Optional[float], typer.Option(help="Seconds of timed calls per model when the "
-                                                           "agent profiles (default 2).")] = None,
+    timing_budget: Annotated[Optional[float], typer.Option(callback=positive, help="Seconds of timed calls per "
+                                                           "model when the agent profiles (default 2).")] = None,
     config: Annotated[Optional[Path], typer.Option(help="A TOML file over the bundled agent config.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run recorded in --out.")] = False,
     force: Annotated[bool, typer.Option(help="Start over in a non-empty --out.")] = False,
@@ -58,6 +60,11 @@ def optimize_command(
 ) -> None:
     """Let a model write fast, verified kernels for a task (or many with --tasks)."""
     try:
+        if task is None and tasks is None:
+            raise UsageError("give a TASK, or --tasks SOURCE for many")
+        if out is not None:
+            output_folder(out, "--out")
+        device = check_device(device) if device else None   # a resumed run keeps its own device
         cfg = override(load_config(config), limits={"max_turns": max_turns, "max_seconds": max_seconds,
                                                     "max_context_tokens": max_context_tokens},
                        model={"protocol": tool_protocol})
@@ -65,8 +72,6 @@ def optimize_command(
                        config=cfg, resume=resume, force=force, timing=TimingPlan().with_budget(timing_budget))
         make_model(policy, model, base_url, api_key, cfg, check=True)  # a missing or dead endpoint: said first
         if tasks is None:
-            if task is None:
-                raise typer.BadParameter("give a TASK, or --tasks SOURCE for many")
             one = load_task(task)  # the view's row is keyed by the task's name, as optimize reports it
             with _progress([one.name], quiet or json_out) as progress:
                 with EvalService(ServiceSettings(address=address, device=device)) as svc:
@@ -74,16 +79,14 @@ def optimize_command(
         else:
             selected = load_tasks(tasks).select(level=level, pattern=pattern).tasks[:limit]
             if not selected:
-                raise typer.BadParameter(f"no task in {tasks} matches --level/--pattern")
+                raise UsageError(f"no task in {tasks} matches --level/--pattern")
             folder = out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
             with _progress([t.name for t in selected], quiet or json_out) as progress:
                 with EvalService(ServiceSettings(address=address, device=device)) as svc:
                     results = optimize_many(selected, out=folder, parallel=parallel, progress=progress, service=svc,
                                             **options)
-    except (ModelError, ServiceError, TaskError, FileExistsError, FileNotFoundError, ValueError, RuntimeError,
-            KeyError) as e:
-        errors.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    except (UsageError, ModelError, ServiceError, OSError, KeyError) as e:
+        fail(e)
     _print(results, json_out, many=tasks is not None)
     raise typer.Exit(1 if any(r.status in ("model_error", "error") for r in results) else 0)
 
@@ -99,11 +102,13 @@ def demo_command(
 ) -> None:
     """Run the whole loop on the bundled example with a bundled trajectory, and print the verified result."""
     try:
+        device = check_device(device)
+        if out is not None:
+            output_folder(out, "--out")
         with _progress(["scale_bias_relu"], quiet or json_out, title="cuda-agent demo") as progress:
             result = demo(device=device, out=out, model=model, base_url=base_url, progress=progress)
-    except (ModelError, FileExistsError, ValueError, RuntimeError) as e:
-        errors.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    except (UsageError, ModelError, ServiceError, OSError) as e:
+        fail(str(e))
     _print([result], json_out, many=False)
     raise typer.Exit(0 if result.correct else 1)
 

@@ -12,17 +12,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cuda_agent.cli.errors import err as errors
+from cuda_agent.cli.errors import fail, positive
+from cuda_agent.devices import check_device
 from cuda_agent.tasks import Task, TaskError, load_tasks
+from cuda_agent.usage import UsageError, output_file, output_folder, require
 
 console = Console()
-errors = Console(stderr=True, soft_wrap=True)
 
+PLOTS_INSTALL = "pip install matplotlib (a dependency of cuda-agent: `bash scripts/setup.sh` installs it)"
 SOURCE = "Tasks: a KernelBench checkout, a .jsonl/.parquet dataset, a folder of tasks, a .py task, or `examples`."
-
-
-def _fail(message: str) -> None:
-    errors.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(2)
 
 
 def select_tasks(source: str, levels: list[int] | None, ids: list[int] | None, name: str | None) -> list[Task]:
@@ -34,6 +33,13 @@ def select_tasks(source: str, levels: list[int] | None, ids: list[int] | None, n
     if not tasks:
         raise TaskError(source, "no task matches --level/--id/--name")
     return tasks
+
+
+def _say_missing(missing: list[Task], selected: int, solutions: Path) -> None:
+    if missing:
+        names = ", ".join(t.name for t in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        errors.print(f"[yellow]warning:[/] {len(missing)} of {selected} tasks have no solution in {solutions} and "
+                     f"score 'no solution' (reward -1): {names}", highlight=False)
 
 
 def report_meta(out: Path, source: str, rows: list[dict[str, Any]]) -> dict[str, str]:
@@ -81,13 +87,13 @@ def bench_command(
     ids: Annotated[Optional[list[int]], typer.Option("--id", help="Only these problem ids.")] = None,
     name: Annotated[Optional[str], typer.Option(help="Only names matching this glob or substring.")] = None,
     device: Annotated[Optional[str], typer.Option(help="cuda or cpu (default: cuda where there is a GPU).")] = None,
-    gpus: Annotated[Optional[int], typer.Option(help="Use at most this many GPUs (one evaluator each).")] = None,
+    gpus: Annotated[Optional[int], typer.Option(min=1, help="Use at most this many GPUs (one evaluator each).")] = None,
     address: Annotated[Optional[str], typer.Option(help="A Ray cluster to run the evaluation service on "
                                                    "(default: $RAY_ADDRESS, else a local Ray started for the run).")] = None,
     policy: Annotated[str, typer.Option(help="strict (the paper's rules) or relaxed (KernelBench's).")] = "strict",
     restart: Annotated[bool, typer.Option(help="Discard the results already in --out.")] = False,
-    max_seconds: Annotated[Optional[float], typer.Option(help="Start no task after this many seconds (run "
-                                                         "again to go on).")] = None,
+    max_seconds: Annotated[Optional[float], typer.Option(min=0.0, help="Start no task after this many "
+                                                         "seconds (run again to go on).")] = None,
     roofline: Annotated[bool, typer.Option(help="Count FLOPs and bytes for speed-of-light numbers.")] = True,
     report_only: Annotated[bool, typer.Option(help="Only write the report from results.jsonl.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No line per task.")] = False,
@@ -96,15 +102,22 @@ def bench_command(
     """Evaluate solutions (or the agent) on many tasks; write results.jsonl and a report."""
     from cuda_agent.bench.report import write_report
     from cuda_agent.bench.run import BenchError, BenchSpec, report_rows, run_bench
-    from cuda_agent.harness import EvalConfig, resolve_backend
+    from cuda_agent.bench.solutions import SolutionsDir
+    from cuda_agent.harness import POLICIES, EvalConfig
     from cuda_agent.service import ServiceError, ServiceSettings
 
     try:
+        if policy not in POLICIES:
+            raise UsageError(f"--policy {policy}: use strict or relaxed")
+        output_folder(out, "--out")
+        require("matplotlib", "bench draws its report's plots", PLOTS_INSTALL)
         if not report_only:
             if (solutions is None) == (model is None):
                 raise BenchError("give exactly one of --solutions DIR (score existing solutions) and --model NAME")
+            dev = check_device(device)
             selected = select_tasks(tasks, level, ids, name)
-            dev = resolve_backend(device).device
+            if solutions is not None:
+                _say_missing(SolutionsDir(solutions).missing(selected), len(selected), solutions)
             spec = BenchSpec(device=dev, eval_config=EvalConfig(device=dev, policy=policy), roofline=roofline,
                              solutions=solutions.resolve() if solutions else None, model=model)
             settings = ServiceSettings(address=address, device=dev, gpus=gpus)
@@ -120,8 +133,8 @@ def bench_command(
         if not rows:
             raise BenchError(f"{out}/results.jsonl has no results to report")
         rep = write_report(rows, out, report_meta(out, tasks, rows))
-    except (BenchError, ServiceError, TaskError, FileNotFoundError, ValueError, RuntimeError) as e:
-        _fail(str(e))
+    except (UsageError, ServiceError, OSError) as e:
+        fail(str(e))
     if json_out:
         print(json.dumps([s.to_dict() for s in rep.summaries]))
     else:
@@ -139,8 +152,8 @@ def baselines_command(
     device: Annotated[Optional[str], typer.Option(help="cuda or cpu (default: cuda where there is a GPU).")] = None,
     published: Annotated[Optional[Path], typer.Option(help="Published eager timings to compare with (a "
                                                       "KernelBench timing JSON).")] = None,
-    max_seconds: Annotated[Optional[float], typer.Option(help="Time no new task after this many seconds (run "
-                                                         "again to go on).")] = None,
+    max_seconds: Annotated[Optional[float], typer.Option(min=0.0, help="Time no new task after this "
+                                                         "many seconds (run again to go on).")] = None,
     retry_errors: Annotated[bool, typer.Option(help="Time again the tasks whose timing failed.")] = False,
     roofline: Annotated[bool, typer.Option(help="Count FLOPs and bytes for speed-of-light numbers.")] = True,
     table_only: Annotated[bool, typer.Option(help="Only write the table from the JSONL file.")] = False,
@@ -148,19 +161,21 @@ def baselines_command(
                                                    "(default: $RAY_ADDRESS, else a local Ray started for the run).")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Evaluators at once on each device: each compiles on its own "
                                          "and takes the device only to time.")] = 1,
-    budget: Annotated[float, typer.Option(help="Timing budget per model in seconds (the harness's default "
-                                          "is 2; baselines are cached per budget).")] = 2.0,
+    budget: Annotated[float, typer.Option(callback=positive, help="Timing budget per model in seconds (the "
+                                          "harness's default is 2; baselines are cached per budget).")] = 2.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No line per task.")] = False,
 ) -> None:
     """Time eager and torch.compile per task, with speed-of-light numbers; resumable."""
     from cuda_agent.bench.baselines import baselines, published_times, write_baselines_table
-    from cuda_agent.harness import EvalConfig, TimingPlan, resolve_backend
+    from cuda_agent.harness import EvalConfig, TimingPlan
     from cuda_agent.service import EvalService, ServiceError, ServiceSettings
 
     try:
+        output_file(out, "--out")
+        dev = None if table_only else check_device(device)
         selected = select_tasks(tasks, level, ids, name)
-        if not table_only:
-            dev = resolve_backend(device).device
+        published_ms = published_times(published)
+        if dev is not None:
 
             def show(r: dict[str, Any]) -> None:
                 e, c = r.get("eager"), r.get("compile")
@@ -175,14 +190,14 @@ def baselines_command(
                                        evaluators_per_device=workers)
             with EvalService(settings) as svc:
                 run = baselines(selected, dev, out, config=EvalConfig(device=dev, timing=TimingPlan(budget_s=budget)),
-                                published=published_times(published), max_seconds=max_seconds,
+                                published=published_ms, max_seconds=max_seconds,
                                 retry_errors=retry_errors, roofline=roofline, on_row=None if quiet else show,
                                 service=svc)
             console.print(f"{run.timed} timed ({run.failed} failed), {run.selected - run.timed} already done or left"
                           f"{'; stopped at --max-seconds: run again to go on' if run.stopped_early else ''}")
         md = write_baselines_table(out, selected)
-    except (TaskError, ServiceError, FileNotFoundError, ValueError, RuntimeError) as e:
-        _fail(str(e))
+    except (UsageError, ServiceError, OSError) as e:
+        fail(str(e))
     console.print(f"table: {md}", highlight=False)
 
 
@@ -192,9 +207,8 @@ def peaks_command(
 ) -> None:
     """Measure (once, then cached) the device's peak FLOP/s and bandwidth used for speed-of-light times."""
     from cuda_agent.bench.peaks import cache_path, device_peaks
-    from cuda_agent.harness import resolve_backend
 
-    dev = resolve_backend(device).device
+    dev = check_device(device)
     peaks = device_peaks(dev, remeasure=remeasure)
     console.print(peaks.summary(), highlight=False)
     for note in peaks.notes:

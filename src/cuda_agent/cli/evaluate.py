@@ -11,10 +11,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cuda_agent.cli.errors import fail, positive
 from cuda_agent.harness import BuildResult, EvalConfig, EvalResult, TimingPlan
+from cuda_agent.usage import UsageError
 
 out = Console()
-err = Console(stderr=True, soft_wrap=True)
 
 
 def render(result: EvalResult) -> None:
@@ -48,22 +49,24 @@ def eval_command(task: str = typer.Option(..., help="a .py task, or a name looke
                  source: Optional[str] = typer.Option(None, help="task source to look TASK up in"),
                  device: Optional[str] = typer.Option(None, help="cuda or cpu (default: cuda if present)"),
                  policy: str = typer.Option("strict", help="strict (the paper's rules) or relaxed (KernelBench's)"),
-                 trials: int = typer.Option(5, help="correctness input sets"),
+                 trials: int = typer.Option(5, min=1, help="correctness input sets"),
                  profile: bool = typer.Option(True, help="time eager, torch.compile and the solution"),
-                 timing_budget: float = typer.Option(2.0, help="seconds of timed calls per model"),
+                 timing_budget: float = typer.Option(2.0, callback=positive, help="seconds of timed calls per model"),
                  as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Compile, verify and time SOLUTION against TASK; print the verdict and the reward."""
-    from cuda_agent.harness import evaluate
-    from cuda_agent.tasks import TaskError, load_task
+    from cuda_agent.devices import check_device
+    from cuda_agent.harness import POLICIES, evaluate
+    from cuda_agent.tasks import load_task
 
+    if policy not in POLICIES:
+        fail(f"--policy {policy}: use strict or relaxed")
+    if not solution.exists():
+        fail(f"--solution {solution}: no such file or folder; give a workspace folder or a model_new.py")
     try:
+        device = check_device(device)
         t = load_task(task, source)
-    except (TaskError, KeyError) as e:
-        err.print(f"[bold red]error:[/] {str(e).strip(chr(39))}")
-        raise typer.Exit(2)
-    if policy not in ("strict", "relaxed"):
-        err.print("[bold red]error:[/] --policy is strict or relaxed")
-        raise typer.Exit(2)
+    except (UsageError, KeyError) as e:
+        fail(e)
     result = evaluate(t, solution, EvalConfig(device=device, policy=policy, correctness_trials=trials,
                                               profile=profile, timing=TimingPlan(budget_s=timing_budget)))
     if as_json:
@@ -89,8 +92,7 @@ def workspace_compile(workspace: Path = typer.Argument(..., help="the workspace 
     try:
         device = read_manifest(workspace)[0].device
     except ManifestError as e:
-        err.print(f"[bold red]error:[/] {e}")
-        raise typer.Exit(2)
+        fail(str(e))
     result: BuildResult = compile_solution(workspace, EvalConfig(device=device))
     if not result.ok:
         out.print("[bold red]compile failed[/]")

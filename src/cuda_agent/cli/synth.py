@@ -7,6 +7,7 @@ its sub-command), or register `synth_command` and `seeds_command` as plain comma
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,27 +18,33 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cuda_agent.cli.errors import err, fail, positive
+from cuda_agent.devices import check_device
 from cuda_agent.synth.filters import Window
+from cuda_agent.usage import UsageError, output_file, require
 
 out = Console()
-err = Console(stderr=True, soft_wrap=True)
 synth_app = typer.Typer(help="Synthesize KernelBench-form tasks: seeds, composition, filters.",
                         invoke_without_command=True)
-DEFAULT_KERNELBENCH = "/work/shared/kernelbench/kernelbench.jsonl"
+KERNELBENCH_ENV = "CUDA_AGENT_KERNELBENCH"   # the KernelBench JSONL when --kernelbench is not given
 
 
-def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(2)
-
-
-def _device(device: Optional[str]) -> str:
-    from cuda_agent.devices import default_device
-
-    dev = device or default_device()
-    if dev not in ("cuda", "cpu"):
-        _fail(f"--device {dev!r}: use cuda or cpu")
-    return dev
+def _kernelbench(given: Optional[Path]) -> Optional[Path]:
+    """The KernelBench JSONL that synthesized tasks are kept apart from: --kernelbench, else
+    $CUDA_AGENT_KERNELBENCH; None with `--kernelbench none`, or (said) when neither is given."""
+    if str(given) == "none":
+        return None
+    path = given or (Path(os.environ[KERNELBENCH_ENV]) if os.environ.get(KERNELBENCH_ENV) else None)
+    if path is None:
+        err.print(f"[yellow]warning:[/] no KernelBench to compare with, so the similarity filter is off and tasks may "
+                  f"copy KernelBench's: give --kernelbench FILE.jsonl (or set ${KERNELBENCH_ENV}), or "
+                  "--kernelbench none to skip it knowingly", highlight=False)
+        return None
+    if not path.is_file():
+        where = "--kernelbench" if given else f"${KERNELBENCH_ENV}"
+        fail(f"{where} {path}: no such file; give the KernelBench JSONL (one task a line: name, code, level), or "
+             "`--kernelbench none` to skip the similarity filter")
+    return path
 
 
 def _llm(model: Optional[str], base_url: Optional[str], api_key: Optional[str]):
@@ -46,7 +53,7 @@ def _llm(model: Optional[str], base_url: Optional[str], api_key: Optional[str]):
     try:
         return OpenAIModel(Endpoint.resolve(model, base_url, api_key), ModelSettings())
     except ModelError as e:
-        _fail(str(e))
+        fail(str(e))
 
 
 def synth_command(
@@ -58,7 +65,8 @@ def synth_command(
         seed: int = typer.Option(0, help="run seed: candidate i is drawn from (seed, i)"),
         window: Optional[str] = typer.Option(None, help="eager runtime window LOW,HIGH in ms "
                                                         "(default 1,100 on cuda, 0.05,50 on cpu)"),
-        similarity: float = typer.Option(0.7, help="reject when this similar to a KernelBench task (0..1)"),
+        similarity: float = typer.Option(0.7, min=0.0, max=1.0, help="reject when this similar to a KernelBench "
+                                                                     "task (0..1)"),
         kernelbench: Optional[Path] = typer.Option(None, help="KernelBench JSONL (name, code) to compare with; "
                                                               "`none` to skip"),
         workers: Optional[int] = typer.Option(None, min=1, help="evaluators per GPU (or on the CPU) executing candidates"),
@@ -71,11 +79,11 @@ def synth_command(
                                                               "comma-separated (default: all; `none` for none)"),
         seeds: Optional[Path] = typer.Option(None, help="start from this saved catalog (a run's seeds.json) when it "
                                                         "was made with this device, torch, transformers and families"),
-        max_seconds: Optional[float] = typer.Option(None, help="start no candidate after this many seconds (the "
-                                                               "catalog counted); the dataset is written, and the "
-                                                               "same command resumes"),
-        grace_seconds: float = typer.Option(30.0, help="with --max-seconds: how long candidates in flight may run "
-                                                       "on before they are cancelled"),
+        max_seconds: Optional[float] = typer.Option(None, min=0.0, help="start no candidate after this "
+                                                    "many seconds (the catalog counted); the dataset is written, and "
+                                                    "the same command resumes"),
+        grace_seconds: float = typer.Option(30.0, min=0.0, help="with --max-seconds: how long candidates in flight "
+                                                                "may run on before they are cancelled"),
         jsonl: bool = typer.Option(False, "--jsonl", help="write JSONL beside the Parquet"),
         model: Optional[str] = typer.Option(None, help="llm composer: the model name"),
         base_url: Optional[str] = typer.Option(None, help="llm composer: the OpenAI-compatible endpoint"),
@@ -88,22 +96,27 @@ def synth_command(
     from cuda_agent.synth.report import funnel, write_report
     from cuda_agent.synth.run import SynthConfig
 
-    dev = _device(device)
+    from cuda_agent.synth.seedcheck import check_catalog_file
+
+    # everything a user gave is checked here, before the catalog's crawl (minutes) starts
     if out_path.suffix not in (".parquet", ".jsonl"):
         out_path = out_path.with_name(out_path.name + ".parquet")
         err.print(f"--out has no .parquet or .jsonl suffix: writing {out_path}", highlight=False)
+    if composer not in ("program", "llm"):
+        fail(f"--composer {composer}: use program (no LLM) or llm")
     try:
+        dev = check_device(device)
+        output_file(out_path, "--out")
+        if out_path.suffix == ".parquet":
+            require("pyarrow", "synth writes its dataset as Parquet", "pip install pyarrow (a dependency of "
+                    "cuda-agent: `bash scripts/setup.sh` installs it), or give an --out ending in .jsonl")
+        if seeds is not None:
+            check_catalog_file(seeds, "--seeds")
         win = Window.parse(window) if window else None
-    except ValueError as e:
-        _fail(str(e))
-    kb = None if str(kernelbench) == "none" else (kernelbench or Path(DEFAULT_KERNELBENCH))
-    if kb is not None and not kb.exists():
-        _fail(f"--kernelbench {kb}: no such file; give the KernelBench JSONL, or `--kernelbench none` to skip "
-              "the similarity filter")
-    try:
         target = Mix.parse(mix)
-    except MixError as e:
-        _fail(str(e))
+    except UsageError as e:
+        fail(str(e))
+    kb = _kernelbench(kernelbench)
     llm = _llm(model, base_url, api_key) if composer == "llm" else None
     config = SynthConfig(out=out_path, count=count, composer=composer, device=dev, seed=seed, window=win,
                          similarity_threshold=similarity, kernelbench=kb, workers=workers, address=address,
@@ -135,7 +148,7 @@ def synth_command(
             rows, files, run = synthesize(config, llm, on_record, on_seed,
                                           note=lambda text: progress.console.print(text, highlight=False))
         except (SynthError, MixError, FileNotFoundError) as e:
-            _fail(str(e))
+            fail(str(e))
     records = sorted(run.journal.records.values(), key=lambda r: r["index"])
     report = write_report(records, rows, config.state_dir / "summary.md",
                           title=f"synth {out_path.name} ({composer}, {dev})", wall_s=time.time() - start,
@@ -177,7 +190,7 @@ def seeds_command(device: Optional[str] = typer.Option(None, help="cuda or cpu: 
     from cuda_agent.home import subdir
     from cuda_agent.synth.seedcheck import build_catalog
 
-    dev = _device(device)
+    dev = check_device(device)
     cache = subdir("synth") / f"seeds-{dev}.json" if check else None
     catalog = build_catalog(dev, subdir("synth") / "seedcheck", cache=cache, check=check,
                             families=_families(hf_families), log=subdir("synth") / "crawl.log",
@@ -210,13 +223,14 @@ def _synth_group(ctx: typer.Context,
                  out_path: Optional[Path] = typer.Option(None, "--out", help="the dataset to write"),
                  count: int = typer.Option(100, min=1), composer: str = typer.Option("program"),
                  device: Optional[str] = typer.Option(None), seed: int = typer.Option(0),
-                 window: Optional[str] = typer.Option(None), similarity: float = typer.Option(0.7),
+                 window: Optional[str] = typer.Option(None), similarity: float = typer.Option(0.7, min=0.0, max=1.0),
                  kernelbench: Optional[Path] = typer.Option(None), workers: Optional[int] = typer.Option(None, min=1),
                  address: Optional[str] = typer.Option(None),
                  max_candidates: Optional[int] = typer.Option(None, min=1), jsonl: bool = typer.Option(False, "--jsonl"),
                  mix: str = typer.Option("kernelbench"), hf_families: Optional[str] = typer.Option(None),
-                 seeds: Optional[Path] = typer.Option(None), max_seconds: Optional[float] = typer.Option(None),
-                 grace_seconds: float = typer.Option(30.0),
+                 seeds: Optional[Path] = typer.Option(None),
+                 max_seconds: Optional[float] = typer.Option(None, min=0.0),
+                 grace_seconds: float = typer.Option(30.0, min=0.0),
                  model: Optional[str] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
                  api_key: Optional[str] = typer.Option(None), quiet: bool = typer.Option(False, "--quiet", "-q"),
                  as_json: bool = typer.Option(False, "--json")) -> None:
@@ -224,7 +238,7 @@ def _synth_group(ctx: typer.Context,
     if ctx.invoked_subcommand is not None:
         return
     if out_path is None:
-        _fail("give --out DATASET (.parquet or .jsonl) to synthesize, or `cuda-agent synth seeds` to list seeds")
+        fail("give --out DATASET (.parquet or .jsonl) to synthesize, or `cuda-agent synth seeds` to list seeds")
     synth_command(out_path=out_path, count=count, composer=composer, device=device, seed=seed, window=window,
                   similarity=similarity, kernelbench=kernelbench, workers=workers, address=address,
                   max_candidates=max_candidates, mix=mix, hf_families=hf_families, seeds=seeds,

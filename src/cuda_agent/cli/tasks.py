@@ -10,20 +10,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cuda_agent.cli.errors import err, fail
 from cuda_agent.tasks import TaskError, load_task, load_tasks
 
 tasks_app = typer.Typer(help="List and show tasks from any source.", no_args_is_help=True)
 out = Console()
-err = Console(stderr=True, soft_wrap=True)
 
 MAX_SKIPPED_SHOWN = 5
 SOURCE_HELP = ("a .py task, a folder of tasks, a KernelBench checkout, a .jsonl/.parquet dataset, "
                "or `examples` (the bundled ones)")
-
-
-def fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
 
 
 @tasks_app.command("list")
@@ -63,7 +58,7 @@ def tasks_show(source: str = typer.Argument(..., help=SOURCE_HELP),
     try:
         t = load_tasks(source).find(task)
     except (TaskError, KeyError) as e:
-        fail(str(e).strip("'\""))
+        fail(e)
     if as_json:
         print(json.dumps(t.to_dict()))
         return
@@ -79,14 +74,17 @@ def workspace(task: str = typer.Argument(..., help="a .py task file, or a task n
               device: Optional[str] = typer.Option(None, help="cuda or cpu (default: cuda if a GPU is present)"),
               force: bool = typer.Option(False, help="replace DEST if it exists")) -> None:
     """Create the workspace in which an agent writes the fast version of TASK."""
-    from cuda_agent.devices import default_device
+    from cuda_agent.devices import check_device
+    from cuda_agent.usage import output_folder
     from cuda_agent.workspace import create_workspace
 
+    dev = check_device(device, present=False)   # a workspace may be made here for a GPU elsewhere
+    output_folder(dest, "DEST")
     try:
         t = load_task(task, source)
-        ws = create_workspace(t, dest, device or default_device(), overwrite=force)
+        ws = create_workspace(t, dest, dev, overwrite=force)
     except (TaskError, KeyError, FileExistsError, ValueError) as e:
-        fail(str(e).strip("'\""))
+        fail(e)
     out.print(f"workspace for [bold]{t.name}[/] ({ws.device}) at {ws.path}", highlight=False)
     for p in sorted(ws.path.rglob("*")):
         if p.is_file() and ".cuda_agent" not in p.parts:

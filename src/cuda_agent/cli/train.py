@@ -44,15 +44,19 @@ def train_command(
               "cuda_agent/rl/config/run.example.yaml)")
     if redo and stage == "all":
         _fail("--redo takes one stage (`train warmup --redo`), not all")
+    from cuda_agent.rl.stages import TrainError, load_run_config   # without verl: the run file is read first
+
+    try:
+        run = load_run_config(config)
+    except TrainError as e:
+        _fail(str(e))
     try:
         from cuda_agent.rl.launch import Terminated
-        from cuda_agent.rl.stages import TrainError, load_run_config
         from cuda_agent.rl.train import run_all, run_one
     except ImportError as e:
         _fail(f"cuda-agent train needs the rl extra ({e.name} is missing): pip install -e '.[rl]'")
     view = _View(quiet or json_out, verbose and not json_out)
     try:
-        run = load_run_config(config)
         with view:
             results = run_all(run, overrides or [], view.report) if stage == "all" else [
                 run_one(run, stage, overrides or [], view.report, redo=redo)]

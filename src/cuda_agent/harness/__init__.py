@@ -10,6 +10,7 @@ result types.
 
 from cuda_agent.harness.backend import Backend, resolve_backend
 from cuda_agent.harness.baselines import task_baselines, time_baselines
+from cuda_agent.harness.build.cache import CacheUsage, Pruned, build_cache_usage, prune_build_cache
 from cuda_agent.harness.config import EvalConfig, TimingPlan
 from cuda_agent.harness.evaluation import (compile_solution, evaluate, evaluate_workspace, prebuild, read_solution,
                                           workspace_task)
@@ -27,10 +28,10 @@ from cuda_agent.harness.workers.sandbox import reachable_by_others
 from cuda_agent.harness.workers.spares import keep_warm
 
 __all__ = [
-    "POLICIES", "Backend", "BuildResult", "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner",
-    "EvalConfig", "EvalResult", "Finding", "Milestone", "Process", "RewardSchedule", "SolutionError",
-    "StaticReport", "TimingPlan", "TimingStats", "autotune_alone", "beats", "beside_timing", "check_solution", "claim_tool_user",
+    "POLICIES", "Backend", "BuildResult", "CacheUsage", "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner",
+    "EvalConfig", "EvalResult", "Finding", "Milestone", "Process", "Pruned", "RewardSchedule", "SolutionError",
+    "StaticReport", "TimingPlan", "TimingStats", "autotune_alone", "beats", "beside_timing", "build_cache_usage", "check_solution", "claim_tool_user",
     "compile_solution", "device_lock", "evaluate", "evaluate_workspace", "keep_warm", "make_inputs", "make_model", "milestone",
-    "module_from_source", "prebuild", "prepare_workspace", "read_solution", "reachable_by_others", "resolve_backend", "shared_workspace_dir",
+    "module_from_source", "prebuild", "prepare_workspace", "prune_build_cache", "read_solution", "reachable_by_others", "resolve_backend", "shared_workspace_dir",
     "snapshot", "task_baselines", "time_baselines", "time_callable", "timing_draw", "workspace_task",
 ]

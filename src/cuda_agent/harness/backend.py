@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cuda_agent.devices import Device, default_device
+from cuda_agent.devices import Device, check_device
 
 
 @dataclass(frozen=True)
@@ -19,16 +19,12 @@ class Backend:
 
 
 def resolve_backend(device: str | None = None) -> Backend:
-    """The backend for `device` (default: `default_device()`); cuda reads the GPU's own arch."""
-    dev = device or default_device()
-    if dev not in ("cuda", "cpu"):
-        raise ValueError(f"unknown device {dev!r}: use 'cuda' or 'cpu'")
+    """The backend for `device` (default: the machine's, see `check_device`); cuda reads the GPU's own
+    arch. UsageError for an unknown device, or cuda without a GPU."""
+    dev = check_device(device)
     if dev == "cpu":
         return Backend("cpu")
     import torch
 
-    if not torch.cuda.is_available():
-        raise RuntimeError("--device cuda was asked for but torch sees no GPU; use --device cpu "
-                           "to run the same checks with C++ extensions on the CPU")
     major, minor = torch.cuda.get_device_capability()
     return Backend("cuda", arch=f"sm_{major}{minor}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, replace
@@ -29,6 +28,7 @@ from cuda_agent.harness.workers.spares import take_pair
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
 from cuda_agent.harness.modules import NEAR, SHIFTED
 from cuda_agent.harness.lock import device_lock
+from cuda_agent.harness.scratch import scratch_folder
 from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.timing import CallTimes, Run, Watch, drive, stats_of, watch
 from cuda_agent.harness.workers.calls import read_times
@@ -69,7 +69,7 @@ def _add_steps(result: EvalResult, who: str, steps) -> None:
 
 
 def _private_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="snap_", dir=subdir("tmp")))
+    return scratch_folder(subdir("tmp"), "snap")
 
 
 @contextmanager

@@ -205,6 +205,10 @@ def stage_env(run: RunConfig, stage_dir: Path, attempt: int) -> dict[str, str]:
                        "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false",
                        "NCCL_NVLS_ENABLE": "0"}.items():
         env.setdefault(key, value)
+    if not env.get("RAY_ADDRESS"):
+        # verl starts a local Ray: token auth, as Ray (2.60) chooses for one, said so that Ray does not warn
+        # about it on every stage (a cluster's own setting is left to it)
+        env.setdefault("RAY_AUTH_MODE", "token")
     modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys(["cuda_agent.rl.verl_plugin", *modules]))
     src = str(Path(cuda_agent.__file__).resolve().parent.parent)

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.config_check import ConfigError, typed
+from cuda_agent.devices import DEVICES
+
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 PACKAGE_DIR = CONFIG_DIR.parent.parent          # the installed cuda_agent package
 AGENT_LOOPS = CONFIG_DIR.parent / "agent_loops.yaml"   # the agent loops' list (rl/agent_loop.py), with defaults
@@ -130,8 +133,30 @@ class RunConfig:
         return self.device or ("cuda" if self.platform == "gpu" else "cpu")
 
 
-_KEYS = {"out", "model", "tasks", "platform", "device", "gpus", "kernelbench", "kernelbench_val", "val_fraction",
-         "seed", "agent_config", "trajectories", "rft", "harness", "sanity", "fill", "stages"}
+@dataclass
+class _RunFile:
+    """The run file's values as YAML gives them, before its paths are resolved (types checked)."""
+
+    out: str
+    model: str
+    tasks: str | list[str] | None = None
+    platform: str = "gpu"
+    device: str | None = None
+    gpus: int = 1
+    kernelbench: str | None = None
+    kernelbench_val: int = 0
+    val_fraction: float = 0.05
+    seed: int = 0
+    agent_config: str | None = None
+    trajectories: str | list[str] | None = None
+    rft: Any = None                # the sections are checked by _section
+    harness: Any = None
+    sanity: Any = None
+    fill: Any = None
+    stages: Any = None
+
+
+_KEYS = {f.name for f in fields(_RunFile)}
 
 
 def load_run_config(path: str | Path) -> RunConfig:
@@ -167,8 +192,12 @@ def load_run_config(path: str | Path) -> RunConfig:
     platform = raw.get("platform", "gpu")
     if platform not in PLATFORMS:
         raise TrainError(f"{path}: platform {platform!r}: use gpu or cpu")
-    if raw.get("device") not in (None, "cuda", "cpu"):
+    if raw.get("device") not in (None, *DEVICES):
         raise TrainError(f"{path}: device {raw['device']!r}: use cuda or cpu")
+    try:
+        file = typed(_RunFile, raw, path)
+    except ConfigError as e:
+        raise TrainError(str(e)) from None
     rft_settings = _section(path, raw, "rft", RFTSettings)
     sanity_settings = _section(path, raw, "sanity", SanitySettings)
     harness_settings = _section(path, raw, "harness", HarnessSettings)
@@ -181,29 +210,40 @@ def load_run_config(path: str | Path) -> RunConfig:
         if unknown or not fill_settings.rft_ops:
             raise TrainError(f"{path}: fill.rft_ops names training operators of the fill family ({', '.join(known)})"
                              + (f"; unknown: {', '.join(unknown)}" if unknown else "; it is empty"))
-    model = str(raw["model"])
+    agent_config = rel(file.agent_config) if file.agent_config else None
+    if agent_config is not None:
+        _check_agent_config(path, agent_config)
+    model = file.model
     model = str(rel(model)) if (base / model).exists() or model.startswith(".") else model
     tiny = model == "tiny"
-    tasks = raw.get("tasks") or []
+    tasks = file.tasks or []
     tasks = tasks if isinstance(tasks, list) else [tasks]
-    trajectories = raw.get("trajectories") or []
+    trajectories = file.trajectories or []
     trajectories = trajectories if isinstance(trajectories, list) else [trajectories]
-    out = rel(raw["out"])
-    if _inside(path.resolve(), PACKAGE_DIR) and not Path(str(raw["out"])).is_absolute():
-        out = (Path.cwd() / str(raw["out"])).resolve()   # a shipped example's run is the user's: here
+    out = rel(file.out)
+    if _inside(path.resolve(), PACKAGE_DIR) and not Path(file.out).is_absolute():
+        out = (Path.cwd() / file.out).resolve()   # a shipped example's run is the user's: here
     if _inside(out.resolve(), PACKAGE_DIR):
         raise TrainError(f"{path}: `out` is {out}, inside the installed cuda_agent package ({PACKAGE_DIR}); a run "
                          "writes gigabytes and would be lost with the next install: set `out` to a folder of your "
                          "own (relative paths are relative to the run file)")
     return RunConfig(
         path=path.resolve(), out=out, model=str(out / "tiny_model") if tiny else model, tiny=tiny, tasks=[rel(t) for t in tasks], platform=platform,
-        device=raw.get("device"), gpus=int(raw.get("gpus", 1)),
-        kernelbench=rel(raw["kernelbench"]) if raw.get("kernelbench") else None,
-        kernelbench_val=int(raw.get("kernelbench_val", 0)), val_fraction=float(raw.get("val_fraction", 0.05)),
-        seed=int(raw.get("seed", 0)), agent_config=rel(raw["agent_config"]) if raw.get("agent_config") else None,
+        device=file.device, gpus=file.gpus, kernelbench=rel(file.kernelbench) if file.kernelbench else None,
+        kernelbench_val=file.kernelbench_val, val_fraction=file.val_fraction, seed=file.seed, agent_config=agent_config,
         trajectories=[str(rel(t)) for t in trajectories], rft=rft_settings, harness=harness_settings,
         sanity=sanity_settings, fill=fill_settings,
         stages={k: dict(v or {}) for k, v in stages.items()})
+
+
+def _check_agent_config(path: Path, agent_config: Path) -> None:
+    """The agent's TOML that the agentic stage reads, checked now rather than when that stage starts."""
+    from cuda_agent.agent.config import load_config
+
+    try:
+        load_config(agent_config)
+    except ConfigError as e:
+        raise TrainError(f"{path}: agent_config: {e}") from None
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -211,11 +251,14 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def _section(path: Path, raw: dict[str, Any], key: str, cls: type) -> Any:
+    values = raw.get(key) or {}
+    names = [f.name for f in fields(cls)]
+    if not isinstance(values, dict) or set(values) - set(names):
+        raise TrainError(f"{path}: `{key}` takes {', '.join(names)}")
     try:
-        return cls(**(raw.get(key) or {}))
-    except TypeError:
-        names = ", ".join(f.name for f in fields(cls))
-        raise TrainError(f"{path}: `{key}` takes {names}") from None
+        return typed(cls, values, path, key)
+    except ConfigError as e:
+        raise TrainError(str(e)) from None
 
 
 # --- overrides ------------------------------------------------------------------------------------

@@ -105,6 +105,16 @@ def using(service: "EvalService | None", settings: ServiceSettings) -> Iterator[
         yield svc
 
 
+def _quiet_token_auth_notice() -> None:
+    """Ray (2.60 here) turns token authentication on for a new local cluster and says so on every start
+    ("Set RAY_AUTH_MODE=disabled to opt out"), a warning on every command that is none of the user's
+    business. Auth stays on as Ray chose; only that notice is dropped. (Setting RAY_AUTH_MODE=token
+    would say the same without a warning, but Ray reads it at import, and ray may be imported already.)"""
+    import logging
+
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+
+
 class EvalService:
     """The one evaluation service (use as a context manager, or `start()` and `close()`)."""
 
@@ -144,6 +154,7 @@ class EvalService:
             if address:
                 ray.init(address=address, **kwargs)
             else:
+                _quiet_token_auth_notice()
                 ray.init(**{**kwargs, **(s.ray_init or {})})
             self._started_ray = True
         try:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from cuda_agent.synth.seeds import STOCHASTIC_NAMES
 from cuda_agent.tasks.task import TaskError
 from cuda_agent.tasks.validate import validate_source
+from cuda_agent.usage import UsageError
 
 # The order in which a candidate meets them (and the rows of the summary's funnel).
 FILTER_VERSIONS: dict[str, str] = {
@@ -111,9 +112,9 @@ class Window:
         try:
             low, high = (float(v) for v in text.split(","))
         except ValueError:
-            raise ValueError(f"--window {text!r}: give LOW,HIGH in milliseconds, e.g. 1,100") from None
+            raise UsageError(f"--window {text!r}: give LOW,HIGH in milliseconds, e.g. 1,100") from None
         if not 0 < low < high:
-            raise ValueError(f"--window {text!r}: need 0 < LOW < HIGH")
+            raise UsageError(f"--window {text!r}: need 0 < LOW < HIGH")
         return cls(low, high)
 
 

@@ -14,6 +14,7 @@ import random
 from dataclasses import dataclass, field
 
 from cuda_agent.synth.categories import CORE, PRIORITY
+from cuda_agent.usage import UsageError
 
 # Close to KernelBench levels 1-3 (250 tasks) as categories.py classifies them from their code: conv
 # 49.6%, gemm 24.4%, reduction 6.8%, activation 4.8%, attention 3.6% (NetVLAD's softmax-weighted
@@ -27,7 +28,7 @@ KERNELBENCH_SHARES: dict[str, float] = {
 }
 
 
-class MixError(ValueError):
+class MixError(UsageError):
     """A mix that cannot be used as given; the message says how to write one."""
 
 

@@ -16,8 +16,9 @@ from typing import Callable
 
 from cuda_agent.synth.filters import Window
 from cuda_agent.synth.run import Run, SynthConfig
-from cuda_agent.synth.seedcheck import build_catalog, load_catalog, mismatch, save_catalog
+from cuda_agent.synth.seedcheck import CatalogError, build_catalog, load_catalog, mismatch, save_catalog
 from cuda_agent.synth.seeds import Catalog
+from cuda_agent.usage import UsageError
 
 COLUMNS = ("name", "code", "ops", "categories", "task_class", "composer", "structure", "eager_ms", "compile_ms",
            "compile_speedup", "nearest_kernelbench", "kernelbench_similarity", "batch", "device", "index",
@@ -25,7 +26,7 @@ COLUMNS = ("name", "code", "ops", "categories", "task_class", "composer", "struc
 _RUN_KEYS = ("composer", "device", "seed")  # a resume must not change these
 
 
-class SynthError(RuntimeError):
+class SynthError(UsageError, RuntimeError):
     """A run that cannot start or continue as asked; the message says what to do."""
 
 
@@ -79,7 +80,10 @@ def run_catalog(config: SynthConfig, progress: Callable | None = None,
     from cuda_agent.home import subdir
 
     cache = subdir("synth") / f"seeds-{config.device}.json"
-    cached = cache.exists() and mismatch(cache, config.device, config.hf_families) is None
+    try:
+        cached = cache.exists() and mismatch(cache, config.device, config.hf_families) is None
+    except CatalogError:   # a damaged cache: build_catalog crawls again
+        cached = False
     catalog = build_catalog(config.device, config.state_dir / "work" / "seeds", cache=cache, progress=progress,
                             families=config.hf_families, log=config.state_dir / "crawl.log", note=note)
     save_catalog(catalog, path, config.device, config.hf_families)
@@ -111,8 +115,8 @@ def write_dataset(rows: list[dict], out: Path, jsonl: bool = False) -> list[Path
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            raise SynthError("writing Parquet needs pyarrow: pip install 'cuda-agent[data]', "
-                             "or give an --out ending in .jsonl") from None
+            raise SynthError("writing Parquet needs pyarrow: pip install pyarrow (a dependency of cuda-agent: "
+                             "`bash scripts/setup.sh` installs it), or give an --out ending in .jsonl") from None
         tmp = out.with_name(out.name + ".tmp")
         pq.write_table(pa.Table.from_pylist(rows), tmp)
         tmp.replace(out)

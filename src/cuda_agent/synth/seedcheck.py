@@ -21,6 +21,7 @@ from cuda_agent.synth.compose import _DIM_NAMES, _feature_dim, Line, Program, em
 from cuda_agent.synth.execute import Executor
 from cuda_agent.synth.crawl import crawl_catalog
 from cuda_agent.synth.seeds import SMALL_SHAPES, Catalog, Seed, group_size, render
+from cuda_agent.usage import UsageError
 
 CHECK_FEATURES_OUT = 16  # a multiple of every group count (8, 4, 2, 1): grouped convolutions need it
 
@@ -91,15 +92,46 @@ def save_catalog(catalog: Catalog, path: Path, device: str, families: tuple[str,
     tmp.replace(path)
 
 
+class CatalogError(UsageError):
+    """A file that is not a saved seed catalog."""
+
+
+def _read(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise CatalogError(f"{path}: cannot read it ({e.strerror or e})") from None
+    except ValueError as e:
+        raise CatalogError(f"{path}: not a seed catalog (not valid JSON: {e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("seeds"), list):
+        raise CatalogError(f"{path}: not a seed catalog (it has no list of seeds)")
+    return data
+
+
 def load_catalog(path: Path) -> Catalog:
-    data = json.loads(path.read_text())
-    return Catalog([Seed.from_dict(d) for d in data["seeds"]], data.get("dropped", []))
+    data = _read(path)
+    try:
+        return Catalog([Seed.from_dict(d) for d in data["seeds"]], data.get("dropped", []))
+    except (TypeError, KeyError, AttributeError) as e:
+        raise CatalogError(f"{path}: not a seed catalog of this version ({type(e).__name__}: {e})") from None
+
+
+def check_catalog_file(path: Path, what: str = "--seeds") -> None:
+    """UsageError unless `path` is a catalog that a run saved (its seeds.json)."""
+    if not path.is_file():
+        raise UsageError(f"{what} {path}: no such file; give a catalog a run saved (its seeds.json), or leave "
+                         f"{what} out to crawl")
+    try:
+        load_catalog(path)
+    except CatalogError as e:
+        raise UsageError(f"{what} {e}; give a catalog a run saved (its seeds.json), or leave {what} out to "
+                         "crawl") from None
 
 
 def mismatch(path: Path, device: str, families: tuple[str, ...] | None = None) -> str | None:
     """How the catalog saved at `path` differs from one made here for `device` and `families`
     ("transformers 5.10.4, here 5.17.0; ..."), or None when it does not."""
-    data = json.loads(path.read_text())
+    data = _read(path)
     here = {**_versions(families), "device": device}
     diffs = [f"{k} {data.get(k)}, here {v}" for k, v in here.items() if data.get(k) != v]
     return "; ".join(diffs) or None
@@ -114,9 +146,12 @@ def build_catalog(device: str, workdir: Path, cache: Path | None = None, check: 
     file to re-check). The crawled libraries' warnings go to `log`; `note` hears what happened."""
     note = note or (lambda text: None)
     if cache is not None and cache.exists():
-        why = mismatch(cache, device, families)
-        if why is None:
-            return load_catalog(cache)
+        try:
+            why = mismatch(cache, device, families)
+            if why is None:
+                return load_catalog(cache)
+        except CatalogError as e:
+            why = str(e)
         note(f"the cached catalog {cache} does not fit ({why}): crawling again")
     t, counts = time.time(), Counter()
     catalog = crawl_catalog(families, log, counts)

@@ -137,7 +137,8 @@ def _rows_from_parquet(path: Path) -> Iterable[tuple[str, dict[str, Any] | TaskE
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise TaskError(str(path), "reading Parquet needs pyarrow: pip install 'cuda-agent[data]'") from None
+        raise TaskError(str(path), "reading Parquet needs pyarrow: pip install pyarrow (a dependency of cuda-agent: "
+                                   "`bash scripts/setup.sh` installs it)") from None
     try:
         table = pq.read_table(path)
     except Exception as e:  # pyarrow's errors name no common base a caller could know

@@ -6,8 +6,10 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cuda_agent.usage import UsageError
 
-class TaskError(ValueError):
+
+class TaskError(UsageError):
     """A task source that cannot be used; the message names the file (or row) and the problem."""
 
     def __init__(self, where: str, problem: str):

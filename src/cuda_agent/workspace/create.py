@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_agent.devices import check_device
 from cuda_agent.tasks import Task
 from cuda_agent.workspace.manifest import Manifest, sha256_file, write_manifest
 
@@ -44,8 +45,7 @@ def create_workspace(task: Task, dest: str | Path, device: str = "cuda", *, over
                      skill: SkillParams = SkillParams()) -> Workspace:
     """Write SKILL.md, model.py, model_new.py, kernels/, the binding registry and the three
     commands into `dest`, and a signed manifest of the protected files."""
-    if device not in ("cuda", "cpu"):
-        raise ValueError(f"unknown device {device!r}: use 'cuda' or 'cpu'")
+    device = check_device(device, present=False)  # a workspace may be made here for a GPU elsewhere
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
         if not overwrite:

@@ -8,7 +8,10 @@ solution loads at once. Layout of the cache (`cache_dir`, default `~/.cache/cuda
     pch/<pchkey>/pch.h(.gch)      a precompiled header of torch/pybind11 includes; pchkey: those
                                   includes, the flags, compilers, torch, arch (see pch.py)
     logs/<name>-<linkkey>.log     the full log of the last build of that module
-    scratch/<tmp>/                a staging copy of the bundle while it builds, removed afterwards
+    scratch/<name>@<host>@<pid>@<tmp>/  a staging copy of the bundle while it builds, removed afterwards
+                                  (and by the next build, where a killed process left it)
+
+`cuda-agent cache prune` (cache.py) trims it to a size, least recently used first.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,11 +33,13 @@ from types import ModuleType
 
 from cuda_agent import home
 from cuda_agent.harness.backend import Backend
+from cuda_agent.harness.build.cache import touch
 from cuda_agent.harness.build.errors import summarize_errors
 from cuda_agent.harness.build.pch import PCH_FAILURE, Pch, finish_pch_builds, pch_headers, start_pch_builds
 from cuda_agent.harness.result import BuildResult
 from cuda_agent.harness.build.toolchain import FlagError, Toolchain, find_ninja, make_toolchain
 from cuda_agent.harness.lock import beside_timing
+from cuda_agent.harness.scratch import scratch_folder
 from cuda_agent.workspace import HARNESS_FILES, TEMPLATES
 
 SOURCE_SUFFIXES = (".cpp", ".cu")
@@ -191,6 +195,7 @@ def build(bundle: SourceBundle, backend: Backend, module_name: str = "cuda_exten
     plan = make_plan(bundle, toolchain, module_name, Path(cache_dir) if cache_dir else home.subdir("build"))
     result = replace(result, cached=len(plan.object_keys) - len(plan.missing))
     if plan.module_path.exists():
+        touch(plan.module_path.parent)
         log = plan.log_path if plan.log_path.exists() else None
         return finish(result, start, ok=True, module_path=str(plan.module_path), log_path=str(log) if log else None)
     asked = time.perf_counter()
@@ -260,9 +265,11 @@ def run_build(bundle: SourceBundle, plan: BuildPlan, result: BuildResult, start:
               jobs: int) -> BuildResult:
     """Stage the bundle in a scratch folder, run ninja there (and beside it, build the precompiled
     headers that the cache lacks, for later builds), keep what it compiled."""
-    for sub in ("objects", "modules", "logs", "scratch"):
+    for sub in ("objects", "modules", "logs"):
         (plan.cache / sub).mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f"{plan.module_name}-", dir=plan.cache / "scratch"))
+    scratch = scratch_folder(plan.cache / "scratch", plan.module_name)
+    touch(*(plan.object_path(s) for s in plan.object_keys if s not in plan.missing),
+          *(p.folder for p in plan.pch_used.values()))
     try:
         stage(bundle, plan, scratch)
         pch_builds = start_pch_builds(plan.pch_to_build, plan.toolchain, scratch)
@@ -438,8 +445,7 @@ def warm_pch(backend: Backend, cache_dir: Path | None = None, timeout_s: float =
     toolchain = make_toolchain(backend, "cuda_extension")
     cache = Path(cache_dir) if cache_dir else home.subdir("build")
     pchs = list({p.key: p for p in choose_pch(bundle, toolchain, cache.resolve() / "pch").values()}.values())
-    (cache / "scratch").mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="pch-", dir=cache / "scratch"))
+    scratch = scratch_folder(cache / "scratch", "pch")
     try:
         missing = [p for p in pchs if not p.gch.exists()]
         with beside_timing(backend.device, quiet=bool(missing)):
