@@ -5,7 +5,8 @@
 # carry each, copied to /tmp/parts); results into $OUT/learning.tgz, brought into benchmarks/rl/learning/ by hand.
 #   prep          install the carried wheels (.whl), join the GGUF parts (.cm1/ .cm2/ ...), convert it
 #   eval:NAME     the held-out prompts, greedy + SAMPLED (2) sampled, judged by the harness (NAME: pretrained,
-#                 rft, ppo, control, ablation; the model is that stage's actor)
+#                 rft, ppo, control, ablation; the model is that stage's actor, or the last checkpoint of a
+#                 run cut short). About 150 s for an RFT'd model with SAMPLED=0 (the 2026-11-26 x2 H200).
 #   rft           cuda-agent train fill_rft: SFT on correct examples of the training operators
 #   ppo           cuda-agent train fill from the RFT actor (critic warm-up 2 steps, then PPO)
 #   control       the same from the RFT actor, rewards shuffled across replies
@@ -43,6 +44,19 @@ actor_of() {  # stage folder -> its actor (the run's journal, rl/launch.StageJou
 p = Path(sys.argv[1]); done = StageJournal(p.parent).finished(p.name)
 print((done or {}).get("outputs", {}).get("actor", ""))' "$1"
 }
+latest() {  # a PPO stage folder -> its actor; a run cut before its end: its last checkpoint, merged
+  local stage=$1 done c step
+  done=$(actor_of "$stage")
+  if [ -n "$done" ]; then echo "$done"; return; fi
+  c=$stage/checkpoints; step=$(cat "$c/latest_checkpointed_iteration.txt" 2>/dev/null)
+  [ -n "$step" ] || { echo "$stage has no checkpoint yet" >&2; return; }
+  if [ ! -f "$stage/actor_step$step/config.json" ]; then
+    python3 -m verl.model_merger merge --backend fsdp --local_dir "$c/global_step_$step/actor" \
+      --target_dir "$stage/actor_step$step" >/dev/null 2>&1 || { echo "merging $c/global_step_$step failed" >&2; return; }
+  fi
+  echo "$stage did not finish: its step-$step checkpoint is evaluated" >&2
+  echo "$stage/actor_step$step"
+}
 for arg in "$@"; do
   step=${arg%%:*}; limit=${arg#*:}; [ "$limit" = "$arg" ] && limit=540
   t0=$SECONDS
@@ -61,9 +75,9 @@ for arg in "$@"; do
       case $name in
         pretrained) model=$W/smollm2 ;;
         rft) model=$(actor_of $W/fill/fill_rft) ;;
-        ppo) model=$W/fill/fill/actor ;;
-        control) model=$W/fill_control/fill/actor ;;
-        ablation) model=$W/fill_ablation/fill/actor ;;
+        ppo) model=$(latest $W/fill/fill) ;;
+        control) model=$(latest $W/fill_control/fill) ;;
+        ablation) model=$(latest $W/fill_ablation/fill) ;;
       esac
       timeout -k 30 "$limit" python3 -m cuda_agent.rl.fill_eval --model "$model" --device "$JUDGE" --sampled ${SAMPLED:-2} \
         --build-workers 8 --out $W/learning/$name.$JUDGE.json 2>&1 | grep -v "Warning\|WARN\|Loading weights" | tail -3 ;;
@@ -83,6 +97,6 @@ for arg in "$@"; do
   echo "== $arg: exit ${PIPESTATUS[0]} after $((SECONDS - t0))s"
 done
 tar czf "$OUT/learning.tgz" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' --exclude='*.gguf' \
-  --exclude='checkpoints' --exclude='global_step_*' --exclude='smollm2' --exclude='actor' --exclude='critic' \
+  --exclude='checkpoints' --exclude='global_step_*' --exclude='smollm2' --exclude='actor' --exclude='actor_step*' --exclude='critic' \
   -C $W . 2>/dev/null
 ls -la "$OUT"
