@@ -58,7 +58,10 @@ def optimize_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view; one line at the end.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="No live view; the report as JSON.")] = False,
 ) -> None:
-    """Let a model write fast, verified kernels for a task (or many with --tasks)."""
+    """Let a model write fast, verified kernels for a task (or many with --tasks).
+
+    How long: up to --max-turns turns of one model call each, plus a few seconds to a minute for
+    each compile, verify or profile the model asks for (a first build is the slow one)."""
     try:
         if task is None and tasks is None:
             raise UsageError("give a TASK, or --tasks SOURCE for many")
@@ -100,7 +103,9 @@ def demo_command(
     base_url: Annotated[Optional[str], typer.Option(help="The model's endpoint, e.g. http://localhost:8000/v1.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view.")] = False,
 ) -> None:
-    """Run the whole loop on the bundled example with a bundled trajectory, and print the verified result."""
+    """Run the whole loop on the bundled example with a bundled trajectory, and print the verified result.
+
+    How long: about 1-2 minutes on 2 CPU cores (most of it the first build and the baselines)."""
     try:
         device = check_device(device)
         if out is not None:

@@ -99,7 +99,10 @@ def bench_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No line per task.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON.")] = False,
 ) -> None:
-    """Evaluate solutions (or the agent) on many tasks; write results.jsonl and a report."""
+    """Evaluate solutions (or the agent) on many tasks; write results.jsonl and a report.
+
+    How long: about one evaluation per task (seconds on a GPU once built and baselined; level-3
+    models up to minutes), spread over --workers; a killed run resumes where it stopped."""
     from cuda_agent.bench.report import write_report
     from cuda_agent.bench.run import BenchError, BenchSpec, report_rows, run_bench
     from cuda_agent.bench.solutions import SolutionsDir
@@ -165,7 +168,9 @@ def baselines_command(
                                           "harness's default is 2; baselines are cached per budget).")] = 2.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No line per task.")] = False,
 ) -> None:
-    """Time eager and torch.compile per task, with speed-of-light numbers; resumable."""
+    """Time eager and torch.compile per task, with speed-of-light numbers; resumable.
+
+    How long: torch.compile's first compile dominates, seconds to a minute per task (level 3 the most)."""
     from cuda_agent.bench.baselines import baselines, published_times, write_baselines_table
     from cuda_agent.harness import EvalConfig, TimingPlan
     from cuda_agent.service import EvalService, ServiceError, ServiceSettings

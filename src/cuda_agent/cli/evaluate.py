@@ -53,7 +53,11 @@ def eval_command(task: str = typer.Option(..., help="a .py task, or a name looke
                  profile: bool = typer.Option(True, help="time eager, torch.compile and the solution"),
                  timing_budget: float = typer.Option(2.0, callback=positive, help="seconds of timed calls per model"),
                  as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
-    """Compile, verify and time SOLUTION against TASK; print the verdict and the reward."""
+    """Compile, verify and time SOLUTION against TASK; print the verdict and the reward.
+
+    How long: a first CUDA build 5-60 s (cached after), then a few seconds an evaluation on a GPU
+    (the demo task: about 20 s the first time with its baselines, 2.4 s after, H200); on 2 CPU cores
+    the first evaluation of a C++ solution about 30-60 s."""
     from cuda_agent.devices import check_device
     from cuda_agent.harness import POLICIES, evaluate
     from cuda_agent.tasks import load_task

@@ -90,7 +90,10 @@ def synth_command(
         api_key: Optional[str] = typer.Option(None, help="llm composer: the API key"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress view"),
         as_json: bool = typer.Option(False, "--json", help="print the summary as JSON")) -> None:
-    """Compose and filter tasks until COUNT are accepted; write the dataset and a summary."""
+    """Compose and filter tasks until COUNT are accepted; write the dataset and a summary.
+
+    How long: about 90 s to crawl the seed operators (or none with --seeds FILE), then each candidate
+    runs eager and torch.compile (seconds each, over --workers); --max-seconds bounds a run, which resumes."""
     from cuda_agent.synth.mix import Mix, MixError
     from cuda_agent.synth.pipeline import SynthError, synthesize
     from cuda_agent.synth.report import funnel, write_report
