@@ -1,4 +1,4 @@
-"""Static check of C++/CUDA sources (policies: see static.py).
+"""Static check of C++/CUDA sources (policies: see static/__init__.py).
 
 The text is first put in the shape the compiler sees it: line continuations spliced, comments
 and the contents of string and character literals blanked (offsets and line numbers are kept),

@@ -1,4 +1,4 @@
-"""Static check of model_new.py with the Python AST (policies: see static.py).
+"""Static check of model_new.py with the Python AST (policies: see static/__init__.py).
 
 Two passes. The first (python_module.py) reads the module's shape: imports and what each
 name stands for, the module-level constants and functions, the methods, and what __init__ stores
