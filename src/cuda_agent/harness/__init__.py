@@ -14,7 +14,7 @@ from cuda_agent.harness.config import EvalConfig, TimingPlan
 from cuda_agent.harness.evaluation import (compile_solution, evaluate, evaluate_workspace, prebuild, read_solution,
                                           workspace_task)
 from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, timing_draw
-from cuda_agent.harness.result import BuildResult, EvalResult, Finding, StaticReport, TimingStats
+from cuda_agent.harness.result import BuildResult, EvalResult, Finding, StaticReport, TimingStats, headline
 from cuda_agent.harness.reward import Milestone, RewardSchedule, beats, milestone
 from cuda_agent.harness.solution import SolutionError, snapshot
 from cuda_agent.harness.static import POLICIES, check_solution
@@ -30,7 +30,7 @@ __all__ = [
     "POLICIES", "Backend", "BuildResult", "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner",
     "EvalConfig", "EvalResult", "Finding", "Milestone", "Process", "RewardSchedule", "SolutionError",
     "StaticReport", "TimingPlan", "TimingStats", "autotune_alone", "beats", "beside_timing", "check_solution", "claim_tool_user",
-    "compile_solution", "device_lock", "evaluate", "evaluate_workspace", "keep_warm", "make_inputs", "make_model", "milestone",
+    "compile_solution", "device_lock", "evaluate", "evaluate_workspace", "headline", "keep_warm", "make_inputs", "make_model", "milestone",
     "module_from_source", "prebuild", "prepare_workspace", "read_solution", "reachable_by_others", "resolve_backend", "shared_workspace_dir",
     "snapshot", "task_baselines", "time_baselines", "time_callable", "timing_draw", "workspace_task",
 ]

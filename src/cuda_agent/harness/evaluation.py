@@ -21,7 +21,7 @@ from cuda_agent.harness import baselines
 from cuda_agent.devices import lock_name
 from cuda_agent.harness.backend import Backend, resolve_backend
 from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.result import BuildResult, EvalResult, TimingStats
+from cuda_agent.harness.result import BuildResult, EvalResult, Fault, TimingStats
 from cuda_agent.harness.reward import milestone
 from cuda_agent.harness.workers.process import ChildFailed, Exchange, Process
 from cuda_agent.harness.workers.sandbox import sandbox_user
@@ -38,11 +38,12 @@ from cuda_agent.tasks import Task
 
 
 class Stop(Exception):
-    """Ends an evaluation early with a failed stage and reason."""
+    """Ends an evaluation early with a failed stage and reason; `fault` where the failure is not
+    the solution's (result.Fault)."""
 
-    def __init__(self, stage: str, reason: str):
+    def __init__(self, stage: str, reason: str, fault: Fault | None = None):
         super().__init__(reason)
-        self.stage, self.reason = stage, reason
+        self.stage, self.reason, self.fault = stage, reason, fault
 
 
 def _seed() -> int:
@@ -77,13 +78,12 @@ def _verdict(task: Task, config: EvalConfig) -> Iterator[tuple[EvalResult, Path]
     """A verdict in the making and a private folder for the snapshot: a Stop ends the block with
     reward -1 at its stage, the folder is removed and the seconds taken are recorded."""
     t0 = time.monotonic()
-    result = EvalResult(task=task.name, reward=config.reward.failed, correct=False, stage="static",
-                        reason="", policy=config.policy)
+    result = EvalResult.failed(task.name, "static", "", config, device="cpu")  # until it passes
     snap = _private_dir()
     try:
         yield result, snap
     except Stop as s:
-        result.stage, result.reason, result.correct = s.stage, s.reason, False  # type: ignore[assignment]
+        result.stage, result.reason, result.correct, result.fault = s.stage, s.reason, False, s.fault  # type: ignore[assignment]
         result.reward, result.milestone = config.reward.failed, "failed"
     finally:
         shutil.rmtree(snap, ignore_errors=True)
@@ -232,7 +232,8 @@ class _Session:
     def _ref(self, message: dict, timeout_s: float = 900) -> dict:
         reply = self.ref.request(message, timeout_s)
         if "error" in reply:
-            raise Stop("run", f"the reference itself failed ({reply['error']}); the task is broken, not the solution")
+            raise Stop("run", f"the reference itself failed ({reply['error']}); the task is broken, not the solution",
+                       fault="reference")
         return reply
 
     def _child(self, message: dict | None, stage: str) -> dict:
@@ -253,7 +254,7 @@ class _Session:
             try:
                 self.ref.recv(900)
             except ChildFailed as e:
-                raise Stop("run", f"the reference worker {e}") from None
+                raise Stop("run", f"the reference worker {e}", fault="reference") from None
         os.chmod(self.job["state_path"], 0o644)
         with _timed(result, "start.child"):
             self._child(None, "run")
@@ -603,7 +604,7 @@ def evaluate_workspace(workspace: str | Path, config: EvalConfig | None = None,
     try:
         task, device, signed = workspace_task(workspace)
     except SolutionError as e:
-        return EvalResult(task="?", reward=config.reward.failed, correct=False, stage="static", reason=str(e))
+        return EvalResult.failed("?", "static", str(e), config, device="cpu")
     if config.device is None:
         config = replace(config, device=device)
     result = evaluate(task, workspace, config, keep)
