@@ -96,7 +96,7 @@ def test_the_reference_compiles_while_no_timer_can_take_the_device(task, solutio
     evaluation holds it alone while the reference times."""
     import threading
 
-    from cuda_agent.harness.evaluation import _Session
+    from cuda_agent.harness.session import Session as _Session
 
     from .lockprobe import timer_would_wait
 
