@@ -135,7 +135,7 @@ def test_a_reply_longer_than_the_room_left_is_cut_at_the_response_length(tiny_mo
 def test_the_hf_servers_tokens_and_log_probs_reach_the_trainer_as_sampled(tiny_model, tok, tmp_path, agent_toml):
     from verl.workers.config import HFModelConfig, RolloutConfig
 
-    from cuda_agent.rl.hf_rollout import HFTokenServer
+    from cuda_agent.rl.hf_server import HFTokenServer
 
     config = RolloutConfig(name="hf", prompt_length=4096, response_length=48, dtype="float32",
                            tensor_model_parallel_size=1)
