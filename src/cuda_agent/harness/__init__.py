@@ -4,8 +4,8 @@ reward. This module is its one door; code outside the harness imports only from 
 Wings: `static/` reads a solution without running it; `build/` compiles it (toolchain, ninja,
 object cache, precompiled headers, compiler messages); `workers/` runs it (the sandboxed solution
 child, the reference worker, output transfer, spare processes, isolation). At the root: `timing`,
-`lock` (the device lock), `baselines`, `reward`, `evaluate` (the entry point) and the config and
-result types.
+`lock` (the device lock), `baselines`, `reward`, `evaluation` (the entry point, `evaluate`), `session`
+(its conversation with the two processes) and the config and result types.
 """
 
 from cuda_agent.harness.backend import Backend, resolve_backend

@@ -1,4 +1,6 @@
-"""Typed results of every harness stage; JSON output is these dataclasses turned into dicts."""
+"""Typed results of every harness stage; JSON output is these dataclasses turned into dicts. A
+failed verdict is built by `EvalResult.failed`, and a verdict is rendered for a reader by
+`EvalResult.render` (and in one line by `headline`), nowhere else."""
 
 from __future__ import annotations
 
