@@ -17,11 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
-from cuda_agent.devices import lock_name
+from cuda_agent.devices import lock_name, machine
+from cuda_agent.harness.baselines import TIMING_METHOD
 from cuda_agent.harness.backend import Backend, resolve_backend
 from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.lock import device_lock
-from cuda_agent.harness.result import BuildResult, EvalResult
+from cuda_agent.harness.result import BuildResult, EvalResult, Measured
 from cuda_agent.harness.reward import milestone
 from cuda_agent.harness.session import Session, Stop, new_seed, timed
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
@@ -136,6 +137,7 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
         result.flags.append("weak_isolation")
         result.details["isolation"] = note
     result.stage = "run"
+    result.measured = Measured(**machine(backend.device), timing_method=TIMING_METHOD)
     pair = take_pair(user, backend, config)
     if user is not None and pair.slot is None:
         result.flags.append("shared_sandbox_user")

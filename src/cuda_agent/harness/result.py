@@ -97,6 +97,17 @@ class TimingStats:
                    std_ms=statistics.pstdev(s) if n > 1 else 0.0, iqr_ms=q3 - q1, runs=n, offstream_ms=offstream_ms)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """Where a verdict was measured, as GPU MODE's SystemInfo records it (devices.machine)."""
+
+    device: str                # the device's model: "NVIDIA H100 80GB HBM3", "cpu-x86_64-16cores"
+    driver: str | None         # the NVIDIA driver's version; None on the CPU, or where it cannot be read
+    torch: str
+    cuda: str | None           # the CUDA version torch was built with; None on the CPU
+    timing_method: int         # baselines.TIMING_METHOD: how the figures were taken
+
+
 @dataclass
 class EvalResult:
     """The verdict on one solution for one task."""
@@ -117,6 +128,7 @@ class EvalResult:
     max_abs_error: float | None = None
     flags: list[str] = field(default_factory=list)   # e.g. "speedup_remeasured", "baseline_cached"
     fault: Fault | None = None        # a failure that is not the solution's (see Fault)
+    measured: Measured | None = None  # where it ran and was timed (None: it never ran)
     # How ModelNew got its weights: "state_dict" (the reference's, copied in) or "same_seed" (relaxed,
     # names or shapes differ: both models constructed after the same seed, as KernelBench does).
     init: str | None = None
@@ -194,6 +206,8 @@ class EvalResult:
                 d[key] = TimingStats(**d[key])
         if d.get("build") is not None:
             d["build"] = BuildResult(**d["build"])
+        if d.get("measured") is not None:
+            d["measured"] = Measured(**d["measured"])
         d["findings"] = [Finding(**f) for f in d.get("findings") or []]
         return cls(**d)
 
