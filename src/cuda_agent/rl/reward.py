@@ -93,9 +93,10 @@ class RewardSettings:
         if unknown:
             raise TypeError(f"unknown reward setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         base = cls()
-        timing = replace(base.eval.timing, **{TIMING_KWARGS[k]: v for k, v in kwargs.items() if k in TIMING_KWARGS})
-        if "min_runs" in kwargs:
-            timing = replace(timing, max_runs=max(timing.min_runs, base.eval.timing.max_runs))
+        plan = {TIMING_KWARGS[k]: v for k, v in kwargs.items() if k in TIMING_KWARGS}
+        if "min_runs" in plan:
+            plan["max_runs"] = max(int(plan["min_runs"]), base.eval.timing.max_runs)
+        timing = replace(base.eval.timing, **plan)
         config = replace(base.eval, timing=timing, **{EVAL_KWARGS[k]: v for k, v in kwargs.items() if k in EVAL_KWARGS})
         service = replace(base.service, **{SERVICE_KWARGS[k]: v for k, v in kwargs.items() if k in SERVICE_KWARGS})
         return cls(device=kwargs.get("device"), timeout_s=kwargs.get("timeout_s", base.timeout_s), eval=config,
