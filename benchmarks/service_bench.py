@@ -289,7 +289,7 @@ def main() -> None:
     t0 = time.perf_counter()
     with EvalService(settings) as svc:
         out["service_start_s"] = time.perf_counter() - t0
-        out["evaluators"], out["builders"] = svc.evaluators, len(svc._builders)
+        out["evaluators"], out["builders"] = svc.evaluators, len(svc.fleet.builders)
         out["throughput"] = throughput(svc, device, args.evals)
         print("throughput", json.dumps({k: v for k, v in out["throughput"].items() if k != "medians_ms"}), flush=True)
         out["stability"] = stability(svc, device, args.builds, tmp)
