@@ -104,7 +104,7 @@ def _die(ctx) -> None:
 
 
 @pytest.mark.long   # 22-50 s on 2 cores: `pytest -m long` (CI stays under 20 minutes)
-def test_an_evaluator_killed_mid_run_is_replaced_and_its_request_run_once_more(tmp_path):
+def test_an_evaluator_killed_mid_run_is_replaced_and_its_request_run_once_more(tmp_path, test_doubles_importable):
     with EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=1, spares=1)) as svc:
         import ray
 
