@@ -58,7 +58,8 @@ import json, sys, time
 from pathlib import Path
 import torch
 from cuda_agent.harness.backend import Backend
-from cuda_agent.harness.build.extension import build, load_module, workspace_sources
+from cuda_agent.harness.build.extension import build, load_module
+from cuda_agent.harness.build.sources import workspace_sources
 ws, device, arch, cache = sys.argv[1:5]
 backend = Backend(device, arch=arch or None)
 t0 = time.perf_counter()

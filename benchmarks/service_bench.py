@@ -178,7 +178,7 @@ def soak(svc, device: str, n: int, clean_eval_s: float, profile: bool = True) ->
     def kill_half_way() -> None:
         while sum(f.done() for f in futures) < n // 2:
             time.sleep(0.2)
-        ray.kill(svc._slots[0].handle)
+        ray.kill(svc.fleet.slots[0].handle)
         killed.set()
 
     threading.Thread(target=kill_half_way, daemon=True).start()
@@ -192,7 +192,7 @@ def soak(svc, device: str, n: int, clean_eval_s: float, profile: bool = True) ->
             wrong.append(f"{folder.name}: reward {v.reward} ({v.reason[:120]})")
     honest_s = [v.seconds for (_, _, _, _, h), v in zip(plan, verdicts) if h]
     return {"requests": n, "verdicts": len(verdicts), "killed_evaluator": killed.is_set(), "wall_s": wall,
-            "wrong": wrong, "harness_errors": sum("harness_error" in v.flags for v in verdicts),
+            "wrong": wrong, "harness_errors": sum(v.harness_error for v in verdicts),
             "retried": sum("retried" in v.flags for v in verdicts),
             "evals_per_hour": 3600 * n / wall, "honest_eval_s_mean": statistics.mean(honest_s),
             "clean_eval_s": clean_eval_s, "stats": dict(svc.stats)}
@@ -289,7 +289,7 @@ def main() -> None:
     t0 = time.perf_counter()
     with EvalService(settings) as svc:
         out["service_start_s"] = time.perf_counter() - t0
-        out["evaluators"], out["builders"] = svc.evaluators, len(svc._builders)
+        out["evaluators"], out["builders"] = svc.evaluators, len(svc.fleet.builders)
         out["throughput"] = throughput(svc, device, args.evals)
         print("throughput", json.dumps({k: v for k, v in out["throughput"].items() if k != "medians_ms"}), flush=True)
         out["stability"] = stability(svc, device, args.builds, tmp)

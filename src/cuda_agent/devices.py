@@ -1,11 +1,13 @@
 """The one way to list and name devices: which GPUs this process may use, the device a command
-runs on by default, the name a device's lock file has, the name its figures are cached under, and
-the CPU cores set aside for timing on it."""
+runs on by default, the name a device's lock file has, the name its figures are cached under, the
+CPU cores set aside for timing on it, and the machine its figures were taken on."""
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
+import subprocess
 from typing import Literal
 
 from cuda_agent.usage import UsageError
@@ -91,3 +93,26 @@ def device_name(device: str) -> str:
 
         return torch.cuda.get_device_name()
     return f"cpu-{platform.machine()}-{os.cpu_count()}cores"
+
+
+@functools.cache
+def machine(device: str) -> dict[str, str | None]:
+    """Where figures are taken on `device`, as GPU MODE's SystemInfo records it: the device's model
+    (`device_name`), the NVIDIA driver's version, torch's version and the CUDA version torch was
+    built with (driver and CUDA None on the CPU, the driver None where nvidia-smi cannot say)."""
+    import torch
+
+    cuda = device == "cuda"
+    return {"device": device_name(device), "driver": _nvidia_driver() if cuda else None,
+            "torch": torch.__version__, "cuda": torch.version.cuda if cuda else None}
+
+
+def _nvidia_driver() -> str | None:
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    try:
+        out = subprocess.run(["nvidia-smi", "-i", gpu, "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if out.returncode == 0 and lines else None

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.journal import read_rows
-from cuda_agent.bench.run import HARNESS_ERROR, RESULTS, BenchError, BenchSpec, run_bench
+from cuda_agent.bench.run import RESULTS, BenchError, BenchSpec, run_bench
 from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.result import EvalResult, TimingStats
 
@@ -82,7 +82,7 @@ def test_harness_errors_are_retried_on_resume(tmp_path, service):
     tasks = relu_tasks(2)
     out = tmp_path / "out"
     out.mkdir()
-    rows = [{"task": tasks[0].name, "correct": False, "flags": [HARNESS_ERROR]},
+    rows = [{"task": tasks[0].name, "correct": False, "fault": "harness"},
             {"task": tasks[1].name, "correct": False, "flags": []}]
     (out / RESULTS).write_text("".join(json.dumps(r) + "\n" for r in rows))
     log = tmp_path / "calls.log"

@@ -1,6 +1,6 @@
 """evaluate() itself, on the CPU backend: the files it judged are the ones it keeps, the timing plan
-is the one it was given, the baseline cache is keyed by that plan, and the baselines' compile holds
-the device's lock."""
+is the one it was given, the baseline cache is keyed by that plan, the baselines' compile holds
+the device's lock, and a verdict says where it was measured."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def test_the_reference_compiles_while_no_timer_can_take_the_device(task, solutio
     evaluation holds it alone while the reference times."""
     import threading
 
-    from cuda_agent.harness.evaluation import _Session
+    from cuda_agent.harness.session import Session as _Session
 
     from .lockprobe import timer_would_wait
 
@@ -144,3 +144,21 @@ def test_the_initialisation_convention_survives_a_journal_line():
     assert EvalResult.from_dict(result.to_dict()).init == "same_seed"
     old_line = {k: v for k, v in result.to_dict().items() if k != "init"}  # written before the field existed
     assert EvalResult.from_dict(old_line).init is None
+
+
+def test_a_verdict_says_where_it_was_measured_and_keeps_it_through_a_journal_line(task, solution, tmp_path):
+    import torch
+
+    from cuda_agent.harness.baselines import TIMING_METHOD
+    from cuda_agent.harness.result import EvalResult
+
+    r = evaluate(task, solution, EvalConfig(device="cpu", profile=False))
+    assert r.correct, r.reason
+    m = r.measured
+    assert m is not None and m.device.startswith("cpu-") and (m.driver, m.cuda) == (None, None)
+    assert (m.torch, m.timing_method) == (torch.__version__, TIMING_METHOD)
+    assert EvalResult.from_dict(r.to_dict()).measured == m
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "model_new.py").write_text("import torch\nclass ModelNew(torch.nn.Module):\n    x = torch.relu\n")
+    static = evaluate(task, tmp_path / "broken", EvalConfig(device="cpu", profile=False))
+    assert static.stage == "static" and static.measured is None  # it never ran

@@ -26,7 +26,7 @@ from cuda_agent.agent.evaluator import WorkspaceEvaluator  # noqa: E402
 from cuda_agent.rl.evaluation import close_shared_services, make_evaluator_factory, shared_service  # noqa: E402
 from cuda_agent.rl.token_model import parse_reply  # noqa: E402
 from cuda_agent.rl.token_trajectory import HistoryRewritten, TokenTrajectory  # noqa: E402
-from cuda_agent.service import HARNESS_ERROR, PRIORITY_REWARD, ServiceError, ServiceSettings  # noqa: E402
+from cuda_agent.service import PRIORITY_REWARD, ServiceError, ServiceSettings  # noqa: E402
 from cuda_agent.tasks import EXAMPLES_DIR  # noqa: E402
 from scripted_server import LOG_PROB, ScriptedServer, template_reply  # noqa: E402
 
@@ -86,7 +86,7 @@ def test_the_reward_is_the_best_verified_milestone():
 
 
 def test_a_harness_error_or_a_timeout_is_never_a_positive_reward():
-    harness_error = result(True, 3.0, 3.0, flags=[HARNESS_ERROR])  # even one that claims success
+    harness_error = result(True, 3.0, 3.0, fault="harness")  # even one that claims success
     timeout = EvalResult(task="t", reward=-1.0, correct=False, stage="run",
                          reason="timed out after 60s (infinite loop or far too slow?)").to_dict()
     assert al.best_verdict([harness_error, timeout]) == al.Verdict(-1.0, "failed", False)
@@ -135,7 +135,7 @@ def test_a_reply_longer_than_the_room_left_is_cut_at_the_response_length(tiny_mo
 def test_the_hf_servers_tokens_and_log_probs_reach_the_trainer_as_sampled(tiny_model, tok, tmp_path, agent_toml):
     from verl.workers.config import HFModelConfig, RolloutConfig
 
-    from cuda_agent.rl.hf_rollout import HFTokenServer
+    from cuda_agent.rl.hf_server import HFTokenServer
 
     config = RolloutConfig(name="hf", prompt_length=4096, response_length=48, dtype="float32",
                            tensor_model_parallel_size=1)
@@ -247,6 +247,40 @@ def test_the_service_evaluator_asks_at_reward_priority(tmp_path):
     assert svc.asked == (tmp_path, True, PRIORITY_REWARD, tmp_path / "keep")
     with pytest.raises(ValueError, match="through the evaluation service"):
         make_evaluator_factory("local", "cpu")
+
+
+def test_both_reward_routes_time_by_one_plan(tok, monkeypatch, tmp_path):
+    """The agent loop's verify and profile time by the plan the single-turn reward times by (they
+    once timed by TimingPlan()'s 2 s against the reward's 0.5 s, and cached their baselines apart)."""
+    from contextlib import contextmanager
+
+    from cuda_agent.rl import reward
+    from cuda_agent.rl.evaluation import RL_TIMING
+
+    class Opened(Exception):
+        pass
+
+    seen = {}
+
+    @contextmanager
+    def open_run(task, out, device, config, evaluator, timing=None):
+        seen["timing"] = timing
+        raise Opened
+        yield
+
+    monkeypatch.setattr(al, "open_run", open_run)
+    monkeypatch.setattr(al, "make_evaluator_factory", lambda *args: None)
+
+    async def go():
+        loop = make_loop(al.CudaAgentLoop, tok, None, device="cpu")
+        with pytest.raises(Opened):
+            loop._work(al.task_from_row({"task_path": str(TASK_FILE)}), tmp_path / "run", None)
+
+    asyncio.run(go())
+    single_turn = reward.RewardSettings.from_kwargs({"device": "cpu"}).eval_config("cpu")
+    assert seen["timing"] == single_turn.timing == RL_TIMING
+    assert al.LoopSettings.from_options({"timing": {"budget_s": 0.25}}).timing == TimingPlan(
+        **{**RL_TIMING.to_dict(), "budget_s": 0.25})
 
 
 def test_the_service_refuses_to_wait_for_a_gpu_the_trainer_holds(monkeypatch):

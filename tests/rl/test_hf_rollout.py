@@ -20,7 +20,7 @@ pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pi
 import torch  # noqa: E402
 from verl.workers.config import HFModelConfig, RolloutConfig  # noqa: E402
 
-from cuda_agent.rl.hf_rollout import HFTokenServer, device_for  # noqa: E402
+from cuda_agent.rl.hf_server import HFTokenServer, device_for  # noqa: E402
 from cuda_agent.rl.null_rollout import NullServerAdapter, NullTokenServer  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -13,7 +13,6 @@ from cuda_agent.harness import EvalResult  # noqa: E402
 from cuda_agent.rl import reward  # noqa: E402
 from cuda_agent.rl.evaluation import close_shared_services  # noqa: E402
 from cuda_agent.rl.data import rl_rows  # noqa: E402
-from cuda_agent.service import HARNESS_ERROR  # noqa: E402
 from cuda_agent.tasks import load_file  # noqa: E402
 
 HACKS = Path(__file__).resolve().parents[1] / "hacks"
@@ -61,7 +60,7 @@ def test_unparsable_reply_scores_minus_one_with_a_reason_and_asks_no_harness():
 
 def test_a_harness_error_is_never_rewarded():
     result = EvalResult(task="t", reward=3.0, correct=True, stage="done", reason="evaluator died",
-                        milestone="faster_than_compile", flags=[HARNESS_ERROR])
+                        milestone="faster_than_compile", fault="harness")
     out = reward._from_result(result, reward.RewardSchedule())
     assert out["score"] == -1.0 and out["harness_error"] == 1.0 and out["correct"] == 0.0
 

@@ -16,8 +16,7 @@ import pytest
 
 from cuda_agent.harness import EvalConfig, TimingPlan, read_solution
 from cuda_agent.journal import read_rows
-from cuda_agent.service import (HARNESS_ERROR, PRIORITY_BENCH, PRIORITY_REWARD, EvalService, ServiceError,
-                                ServiceSettings)
+from cuda_agent.service import PRIORITY_BENCH, PRIORITY_REWARD, EvalService, ServiceError, ServiceSettings
 from cuda_agent.tasks import load_task
 
 HACKS = Path(__file__).resolve().parents[1] / "hacks"
@@ -40,7 +39,7 @@ def test_parallel_evaluations_get_one_verdict_each_with_its_own_reason(service, 
     assert verdicts["honest_fused"].correct and verdicts["honest_fused"].reward == 1.0
     assert verdicts["torch_relu_fallback"].stage == "static" and verdicts["torch_relu_fallback"].reward == -1
     assert "SIGSEGV" in verdicts["segfault"].reason and verdicts["segfault"].reward == -1
-    assert all(HARNESS_ERROR not in v.flags for v in verdicts.values())
+    assert all(not v.harness_error for v in verdicts.values())
 
 
 def test_static_and_build_failures_are_judged_by_a_builder_ahead_of_the_evaluators(service, tmp_path):
@@ -86,7 +85,7 @@ def test_closing_without_waiting_abandons_what_runs_and_kills_the_evaluator(tmp_
         running = svc.call(_block, 3600.0, str(tmp_path / "never.log"), "never")
         queued = svc.submit(TASK, files("honest_fused", tmp_path), QUICK)
         deadline = time.monotonic() + 60
-        while not any(slot.item is not None for slot in svc._slots):
+        while not any(slot.item is not None for slot in svc.fleet.slots):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         started = time.monotonic()
@@ -96,7 +95,7 @@ def test_closing_without_waiting_abandons_what_runs_and_kills_the_evaluator(tmp_
     with pytest.raises(ServiceError, match="closed while this request ran"):
         running.result(timeout=5)
     verdict = queued.result(timeout=5)
-    assert HARNESS_ERROR in verdict.flags and verdict.reward == -1 and "closed" in verdict.reason
+    assert verdict.harness_error and verdict.reward == -1 and "closed" in verdict.reason
     assert not (tmp_path / "never.log").exists()
 
 
@@ -105,20 +104,20 @@ def _die(ctx) -> None:
 
 
 @pytest.mark.long   # 22-50 s on 2 cores: `pytest -m long` (CI stays under 20 minutes)
-def test_an_evaluator_killed_mid_run_is_replaced_and_its_request_run_once_more(tmp_path):
+def test_an_evaluator_killed_mid_run_is_replaced_and_its_request_run_once_more(tmp_path, test_doubles_importable):
     with EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=1, spares=1)) as svc:
         import ray
 
         slow = EvalConfig(device="cpu", timing=TimingPlan(min_runs=30, max_runs=60, budget_s=1.0))
         future = svc.submit(TASK, files("honest_fused", tmp_path), slow)
         deadline = time.monotonic() + 120
-        while not any(slot.item is not None for slot in svc._slots):
+        while not any(slot.item is not None for slot in svc.fleet.slots):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         time.sleep(1.0)
-        ray.kill(svc._slots[0].handle)  # killed while it evaluates
+        ray.kill(svc.fleet.slots[0].handle)  # killed while it evaluates
         verdict = future.result(timeout=600)
-        assert verdict.correct and "retried" in verdict.flags and HARNESS_ERROR not in verdict.flags
+        assert verdict.correct and "retried" in verdict.flags and not verdict.harness_error
         assert svc.stats["restarts"] >= 1
         # a job that kills its evaluator every time: one retry, then an error (never a result)
         with pytest.raises(ServiceError, match="died twice"):
@@ -197,7 +196,7 @@ import time
 import ray
 from pathlib import Path
 from cuda_agent.harness import EvalConfig, TimingPlan, read_solution
-from cuda_agent.service import HARNESS_ERROR, EvalService, ServiceError, ServiceSettings
+from cuda_agent.service import EvalService, ServiceError, ServiceSettings
 from cuda_agent.tasks import load_task
 hacks = Path({hacks!r})
 task = load_task(hacks / "tasks" / "sbr_small.py")
@@ -206,11 +205,11 @@ owner = EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_worker
 other = EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=0, spares=0)).start()
 assert owner.owns_ray and not other.owns_ray
 future = other.submit(task, read_solution(hacks / "cpu" / "honest_fused", Path({tmp!r})), slow)
-while not any(s.item is not None for s in other._slots):
+while not any(s.item is not None for s in other.fleet.slots):
     time.sleep(0.05)
 owner.close()
 verdict = future.result(timeout=120)
-assert verdict.correct and HARNESS_ERROR not in verdict.flags, verdict
+assert verdict.correct and not verdict.harness_error, verdict
 try:
     other.submit(task, {{"model_new.py": ""}}, slow)
     raise SystemExit("a closed service took a request")
@@ -260,7 +259,7 @@ def test_builders_wait_while_the_device_times_unless_quiet_builds_is_off(tmp_pat
     device ends; ServiceSettings(quiet_builds=False) gives it builders that do not wait."""
     from cuda_agent.devices import lock_name
     from cuda_agent.harness import Backend, device_lock
-    from cuda_agent.service.evaluator import Builder
+    from cuda_agent.service.actors import Builder
 
     broken = {**files("honest_fused", tmp_path), "kernels/sbr.cpp": "int sbr_launch( {\n"}  # fails at once
     held, done = threading.Event(), threading.Event()
@@ -287,7 +286,7 @@ def test_builders_wait_while_the_device_times_unless_quiet_builds_is_off(tmp_pat
 
 def _evaluator_env(out) -> None:
     from cuda_agent.devices import TIMING_CORES_ENV
-    from cuda_agent.service.evaluator import Evaluator
+    from cuda_agent.service.actors import Evaluator
 
     cores = sorted(os.sched_getaffinity(0))
     evaluator = Evaluator("cpu", 0, [cores[-1]], [cores[0]])

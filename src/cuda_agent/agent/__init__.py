@@ -3,8 +3,8 @@ compile/verify/profile) until it is done or out of budget; the best solution the
 is kept.
 
 - `optimize`, `optimize_many`, `demo` (run.py): runs and their output folders.
-- `Agent` (loop.py): the loop. `Model` (models.py): the protocol, with an OpenAI-compatible client,
-  the text protocol and replay. `Tools` (tools.py), `Evaluator` (evaluator.py): what the model acts on.
+- `Agent` (loop.py): the loop. `Model`: the protocol, from `cuda_agent.llm` (an OpenAI-compatible
+  client, the text protocol), with replay in replay.py. `Tools` (tools.py), `Evaluator` (evaluator.py): what the model acts on.
 """
 
 from cuda_agent.agent.config import AgentConfig, load_config, override

@@ -7,10 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from cuda_agent.harness import BuildResult, EvalConfig, EvalResult, TimingPlan, TimingStats, compile_solution
+from cuda_agent.harness import BuildResult, EvalConfig, EvalResult, TimingPlan, compile_solution
 from cuda_agent.service import PRIORITY_AGENT, EvalService
-
-MAX_FINDINGS = 10
 
 
 class Evaluator(Protocol):
@@ -47,31 +45,3 @@ def format_build(r: BuildResult) -> str:
         return f"compile: succeeded in {r.seconds:.1f} s ({r.compiled} compiled, {r.cached} from cache)"
     return f"compile: FAILED after {r.seconds:.1f} s\n{r.errors.strip() or '(no compiler output)'}"
 
-
-def format_eval(r: EvalResult, action: str) -> str:
-    """What verify or profile found, in the order a reader wants it: verdict, why, numbers, reward."""
-    if r.correct:
-        lines = [f"{action}: PASSED (correct" + (f", max abs error {r.max_abs_error:.3g})" if r.max_abs_error is not None else ")")]
-    else:
-        lines = [f"{action}: FAILED at stage '{r.stage}': {r.reason}"]
-        lines += [f"  {f}" for f in r.findings[:MAX_FINDINGS]]
-        if len(r.findings) > MAX_FINDINGS:
-            lines.append(f"  (and {len(r.findings) - MAX_FINDINGS} more)")
-        if r.build is not None and not r.build.ok and r.build.errors.strip():
-            lines.append(r.build.errors.strip())
-    times = [(name, t) for name, t in (("eager", r.eager), ("torch.compile", r.compile), ("yours", r.solution))
-             if t is not None]
-    if times:
-        lines.append("median time: " + ", ".join(f"{name} {_ms(t)}" for name, t in times))
-    speed = [f"{v:.2f}x vs {name}" for name, v in (("eager", r.speedup_vs_eager),
-                                                     ("torch.compile", r.speedup_vs_compile)) if v is not None]
-    if speed:
-        lines.append("speed-up: " + ", ".join(speed))
-    lines.append(f"reward: {r.reward:g} ({r.milestone})")
-    if r.flags:
-        lines.append("flags: " + ", ".join(r.flags))
-    return "\n".join(lines)
-
-
-def _ms(t: TimingStats) -> str:
-    return f"{t.median_ms:.4g} ms"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.agent.trajectory import read_records
+from cuda_agent.harness import headline
 
 STATUS_TEXT = {
     "done": "the model finished",
@@ -53,10 +54,7 @@ class RunResult:
     def headline(self) -> str:
         if not self.correct:
             return f"nothing verified (reward {self.reward:g}; {STATUS_TEXT.get(self.status, self.status)})"
-        speed = ", ".join(f"{v:.2f}x vs {name}" for name, v in (("eager", self.speedup_vs_eager),
-                                                               ("torch.compile", self.speedup_vs_compile))
-                          if v is not None) or "not profiled"
-        return f"verified: reward {self.reward:g} ({self.milestone}), {speed}"
+        return "verified: " + headline(self.reward, self.milestone, self.speedup_vs_eager, self.speedup_vs_compile)
 
 
 def write_report(result: RunResult) -> None:

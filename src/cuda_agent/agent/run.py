@@ -11,7 +11,6 @@ import os
 import shutil
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from cuda_agent.agent.trajectory import Resumed, TrajectoryWriter, load_for_resu
 from cuda_agent.harness import (CommandRunner, TimingPlan, claim_tool_user, prepare_workspace, reachable_by_others,
                                 resolve_backend, shared_workspace_dir)
 from cuda_agent.llm import Endpoint, Model, OpenAIModel, TextProtocolModel
-from cuda_agent.service import EvalService, ServiceSettings, using
+from cuda_agent.service import EvalService, ServiceSettings, in_flight, using
 from cuda_agent.tasks import EXAMPLES_DIR, Task, load_task
 from cuda_agent.usage import UsageError
 from cuda_agent.workspace import create_workspace, read_manifest
@@ -128,8 +127,10 @@ def optimize_many(tasks: Sequence[Task], *, out: str | Path, parallel: int = 1,
                 progress.update(task.name, status="error", action=str(e)[:80])
             return _error_result(task.name, folder, str(e))
 
-    with ThreadPoolExecutor(max_workers=max(parallel, 1)) as pool:
-        results = list(pool.map(one, tasks))
+    left = list(reversed(range(len(tasks))))   # indices, so that the results keep the tasks' order
+    results: list[RunResult] = [None] * len(tasks)  # type: ignore[list-item]
+    for i, done in in_flight(parallel, lambda: left.pop() if left else None, lambda i: one(tasks[i]), name="optimize"):
+        results[i] = done.result()
     write_summary(out, results)
     return results
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.harness import EvalResult, SolutionError, snapshot
+from cuda_agent.harness import EvalResult, SolutionError, headline, snapshot
 
 def copy_solution(workspace: Path, dest: Path) -> Path:
     """Copy the files the harness evaluates (its own `snapshot`: model_new.py and the sources) to `dest`."""
@@ -102,9 +102,7 @@ class SolutionKeeper:
         b = self.best
         if b is None:
             return "nothing verified yet"
-        speed = ", ".join(f"{v:.2f}x vs {name}" for name, v in
-                          (("eager", b.speedup_vs_eager), ("torch.compile", b.speedup_vs_compile)) if v is not None)
-        return f"reward {b.reward:g} ({b.milestone}{'; ' + speed if speed else ', not profiled'})"
+        return headline(b.reward, b.milestone, b.speedup_vs_eager, b.speedup_vs_compile)
 
     def restore(self) -> None:
         """Pick up the state a resumed run left."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cuda_agent.agent.config import Limits, Prompts
-from cuda_agent.agent.evaluator import Evaluator, format_build, format_eval
+from cuda_agent.agent.evaluator import Evaluator, format_build
 from cuda_agent.harness import CommandRunner
 from cuda_agent.agent.solution import SolutionKeeper
 
@@ -243,7 +243,7 @@ class Tools:
         result = self.evaluator.evaluate(profile=action == "profile", keep=staged)
         improved = self.keeper.offer(result, staged, action)
         note = "new best verified solution, kept" if improved else "best verified solution"
-        text = f"{format_eval(result, action)}\n{note}: {self.keeper.summary()}"
+        text = f"{result.render(action)}\n{note}: {self.keeper.summary()}"
         return Observation(text, f"{action}: {result.milestone}, reward {result.reward:g}",
                            {"action": action, "result": result.to_dict(), "reward": result.reward,
                             "improved": improved})

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -22,7 +21,7 @@ from cuda_agent.bench.roofline import roofline_for
 from cuda_agent.bench.tables import ms, pct, times
 from cuda_agent.harness import EvalConfig, TimingStats, task_baselines
 from cuda_agent.journal import Journal, latest_by, read_rows
-from cuda_agent.service import PRIORITY_BENCH, EvalService, ServiceSettings, using
+from cuda_agent.service import PRIORITY_BENCH, EvalService, ServiceSettings, in_flight, using
 from cuda_agent.tasks import Task
 from cuda_agent.usage import UsageError
 
@@ -125,21 +124,20 @@ def _rows(svc: EvalService, jobs: list[tuple], width: int, deadline: float | Non
     they finish; None once `deadline` passed (jobs in flight finish first). A job whose evaluator
     died twice (a crash in the task's code) gets an error row, retried with `retry_errors`."""
     todo = list(reversed(jobs))
-    flying: dict[Future, tuple] = {}
     late = False
-    while todo or flying:
+
+    def take() -> tuple | None:
+        nonlocal late
         late = late or bool(deadline and time.monotonic() > deadline)
-        while todo and not late and len(flying) < width:
-            job = todo.pop()
-            flying[svc.call(_baseline_job, *job, priority=PRIORITY_BENCH)] = job
-        if not flying:
-            break
-        finished, _ = wait(flying, return_when=FIRST_COMPLETED)
-        for fut in finished:
-            job = flying.pop(fut)
-            error = fut.exception()
-            yield _error_row(job[0], job[1], f"a baseline worker died (crash in the task's code?): {error}") \
-                if error else fut.result()
+        return todo.pop() if todo and not late else None
+
+    def work(job: tuple) -> dict[str, Any]:
+        return svc.call(_baseline_job, *job, priority=PRIORITY_BENCH).result()
+
+    for job, row in in_flight(width, take, work, name="baselines"):
+        error = row.exception()
+        yield _error_row(job[0], job[1], f"a baseline worker died (crash in the task's code?): {error}") \
+            if error else row.result()
     if late and todo:
         yield None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -22,7 +22,7 @@ from cuda_agent.bench.roofline import roofline_for
 from cuda_agent.bench.solutions import SolutionsDir, no_solution_result
 from cuda_agent.harness import EvalConfig, EvalResult
 from cuda_agent.journal import Journal, latest_by, read_rows
-from cuda_agent.service import HARNESS_ERROR, PRIORITY_BENCH, EvalService, ServiceSettings, using
+from cuda_agent.service import PRIORITY_BENCH, EvalService, ServiceSettings, in_flight, using
 from cuda_agent.tasks import Task
 from cuda_agent.usage import UsageError
 
@@ -73,10 +73,9 @@ class BenchSpec:
                 "model": self.model, "policy": self.eval_config.policy}
 
 
-def _harness_error(task: Task, device: str, error: BaseException, schedule) -> EvalResult:
-    return EvalResult(task=task.name, reward=schedule.failed, correct=False, stage="run",
-                      reason=f"harness error: {type(error).__name__}: {error}"[:500], device=device,
-                      flags=[HARNESS_ERROR])
+def _harness_error(task: Task, spec: BenchSpec, error: BaseException) -> EvalResult:
+    return EvalResult.failed(task.name, "run", f"harness error: {type(error).__name__}: {error}"[:500],
+                             spec.eval_config, device=spec.device, fault="harness")
 
 
 def _evaluate_job(ctx: Any, evaluate: Callable, task: Task, solution: Path, config: EvalConfig) -> EvalResult:
@@ -114,7 +113,6 @@ class _Task:
     def start(self) -> Future:
         """The verdict's future (the agent's run first, in this thread, with --model)."""
         spec, task = self.spec, self.task
-        schedule = spec.eval_config.reward
         try:
             if self.solutions is not None:
                 self.solution, looked_for = self.solutions.find(task), self.solutions.candidates(task)
@@ -124,17 +122,17 @@ class _Task:
                 self.solution, summary = agent_solve(task, spec.model, workdir, spec.device, self.svc)
                 looked_for, self.extra = [workdir / "solution"], {"agent": summary}
             if self.solution is None:
-                return _done(no_solution_result(task, looked_for, spec.device, schedule))
+                return _done(no_solution_result(task, looked_for, spec.device, spec.eval_config))
             if spec.evaluate is harness_evaluate:
                 return self.svc.submit_path(task, self.solution, spec.eval_config, priority=PRIORITY_BENCH)
             return self.svc.call(_evaluate_job, spec.evaluate, task, self.solution, spec.eval_config)
         except Exception as e:  # the harness's (or the agent's) own failure: recorded, retried on resume
-            return _done(_harness_error(task, spec.device, e, schedule))
+            return _done(_harness_error(task, spec, e))
 
     def row(self, verdict: Future) -> dict[str, Any]:
         spec = self.spec
         error = verdict.exception()
-        result = _harness_error(self.task, spec.device, error, spec.eval_config.reward) if error else verdict.result()
+        result = _harness_error(self.task, spec, error) if error else verdict.result()
         roofline = None
         if spec.roofline:
             job = self.svc.call(_roofline_job, self.task, spec.device)
@@ -153,7 +151,7 @@ def _done(result: EvalResult) -> Future:
 def finished_tasks(results_path: Path) -> set[str]:
     """Tasks with a line in results.jsonl that is a real verdict (not a harness error)."""
     return {name for name, row in latest_by(read_rows(results_path), "task").items()
-            if HARNESS_ERROR not in (row.get("flags") or [])}
+            if not EvalResult.written_harness_error(row)}
 
 
 def check_settings(out: Path, spec: BenchSpec, restart: bool) -> None:
@@ -207,30 +205,22 @@ def run_bench(tasks: list[Task], spec: BenchSpec, out: str | Path, *, service: E
     solutions = SolutionsDir(spec.solutions) if spec.solutions else None
     with Journal(out / RESULTS) as journal, using(service, replace(settings or ServiceSettings(), device=spec.device)) as svc:
         width = parallel or (svc.evaluators + (svc.settings.build_ahead if solutions else 0))
-        starter = ThreadPoolExecutor(max_workers=max(1, width), thread_name_prefix="bench")  # agent runs block
-        flying: dict[Future, _Task] = {}
         todo = list(reversed(pending))
-        try:
-            while todo or flying:
-                while todo and len(flying) < width:
-                    if deadline and time.monotonic() > deadline:
-                        run.stopped_early = True
-                        todo.clear()
-                        break
-                    item = _Task(todo.pop(), spec, svc, solutions)
-                    flying[starter.submit(lambda it=item: it.start().result())] = item
-                if not flying:
-                    break
-                finished, _ = wait(flying, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    row = flying.pop(fut).row(fut)
-                    journal.append(row)
-                    run.rows.append(row)
-                    run.evaluated += 1
-                    if on_row:
-                        on_row(row)
-        finally:
-            starter.shutdown(wait=True, cancel_futures=True)
+
+        def take() -> _Task | None:
+            if todo and deadline and time.monotonic() > deadline:
+                run.stopped_early = True
+                todo.clear()
+            return _Task(todo.pop(), spec, svc, solutions) if todo else None
+
+        # each lane waits on its task's verdict: the agent's run first, with --model
+        for item, verdict in in_flight(width, take, lambda it: it.start().result(), name="bench"):
+            row = item.row(verdict)
+            journal.append(row)
+            run.rows.append(row)
+            run.evaluated += 1
+            if on_row:
+                on_row(row)
     return run
 
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda_agent.harness import EvalResult, RewardSchedule
+from cuda_agent.harness import EvalConfig, EvalResult
 from cuda_agent.tasks import Task
 from cuda_agent.usage import UsageError
 
@@ -90,9 +90,8 @@ class SolutionsDir:
         return {p.name.removesuffix(".py") for p in self.root.iterdir() if not KERNELBENCH_FILE.match(p.name)}
 
 
-def no_solution_result(task: Task, looked_for: list[Path], device: str,
-                       schedule: RewardSchedule = RewardSchedule()) -> EvalResult:
+def no_solution_result(task: Task, looked_for: list[Path], device: str, config: EvalConfig | None = None) -> EvalResult:
     """The failure recorded for a task that has no solution."""
-    return EvalResult(task=task.name, reward=schedule.failed, correct=False, stage="static",
-                      reason=NO_SOLUTION, device=device, milestone="failed",
-                      details={"looked_for": [str(p) for p in looked_for]})
+    result = EvalResult.failed(task.name, "static", NO_SOLUTION, config or EvalConfig(), device=device)
+    result.details["looked_for"] = [str(p) for p in looked_for]
+    return result

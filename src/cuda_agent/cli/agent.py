@@ -1,4 +1,4 @@
-"""The `optimize` and `demo` commands (registered by cuda_agent/cli.py): parse, call run.py, print."""
+"""The `optimize` and `demo` commands (registered by cli/__init__.py): parse, call agent/run.py, print."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The `bench`, `baselines` and `peaks` commands (registered by cuda_agent/cli.py): parse, call
-run.py / baselines.py / peaks.py, print."""
+"""The `bench`, `baselines` and `peaks` commands (registered by cli/__init__.py): parse, call
+bench/run.py, bench/baselines.py, bench/peaks.py, print."""
 
 from __future__ import annotations
 

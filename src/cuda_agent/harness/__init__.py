@@ -4,8 +4,8 @@ reward. This module is its one door; code outside the harness imports only from 
 Wings: `static/` reads a solution without running it; `build/` compiles it (toolchain, ninja,
 object cache, precompiled headers, compiler messages); `workers/` runs it (the sandboxed solution
 child, the reference worker, output transfer, spare processes, isolation). At the root: `timing`,
-`lock` (the device lock), `baselines`, `reward`, `evaluate` (the entry point) and the config and
-result types.
+`lock` (the device lock), `baselines`, `reward`, `evaluation` (the entry point, `evaluate`), `session`
+(its conversation with the two processes) and the config and result types.
 """
 
 from cuda_agent.harness.backend import Backend, resolve_backend
@@ -15,7 +15,7 @@ from cuda_agent.harness.config import EvalConfig, TimingPlan
 from cuda_agent.harness.evaluation import (compile_solution, evaluate, evaluate_workspace, prebuild, read_solution,
                                           workspace_task)
 from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, timing_draw
-from cuda_agent.harness.result import BuildResult, EvalResult, Finding, StaticReport, TimingStats
+from cuda_agent.harness.result import BuildResult, EvalResult, Finding, StaticReport, TimingStats, headline
 from cuda_agent.harness.reward import Milestone, RewardSchedule, beats, milestone
 from cuda_agent.harness.solution import SolutionError, snapshot
 from cuda_agent.harness.static import POLICIES, check_solution
@@ -31,7 +31,7 @@ __all__ = [
     "POLICIES", "Backend", "BuildResult", "CacheUsage", "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner",
     "EvalConfig", "EvalResult", "Finding", "Milestone", "Process", "Pruned", "RewardSchedule", "SolutionError",
     "StaticReport", "TimingPlan", "TimingStats", "autotune_alone", "beats", "beside_timing", "build_cache_usage", "check_solution", "claim_tool_user",
-    "compile_solution", "device_lock", "evaluate", "evaluate_workspace", "keep_warm", "make_inputs", "make_model", "milestone",
+    "compile_solution", "device_lock", "evaluate", "evaluate_workspace", "headline", "keep_warm", "make_inputs", "make_model", "milestone",
     "module_from_source", "prebuild", "prepare_workspace", "prune_build_cache", "read_solution", "reachable_by_others", "resolve_backend", "shared_workspace_dir",
     "snapshot", "task_baselines", "time_baselines", "time_callable", "timing_draw", "workspace_task",
 ]

@@ -1,11 +1,25 @@
-"""Typed results of every harness stage; JSON output is these dataclasses turned into dicts."""
+"""Typed results of every harness stage; JSON output is these dataclasses turned into dicts. A
+failed verdict is built by `EvalResult.failed`, and a verdict is rendered for a reader by
+`EvalResult.render` (and in one line by `headline`), nowhere else."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from cuda_agent.harness.config import EvalConfig
 
 Stage = Literal["static", "build", "run", "correctness", "profile", "done"]
+# Whose failure a failed verdict is, where it is not the solution's (None: the solution's, or none):
+#   "reference": the task's reference failed, or its worker died (the task or the device is at
+#                fault; the evaluation service tries once more on a fresh evaluator);
+#   "harness":   no verdict could be made (an evaluator died twice, the service was closed, the
+#                bench's own failure): never a reward, never kept as a verdict, redone on resume.
+Fault = Literal["reference", "harness"]
+# What verdicts written before `fault` existed carried in `flags` for a harness error (read only).
+_OLD_HARNESS_FLAG = "harness_error"
+MAX_FINDINGS = 10   # findings a rendered verdict lists
 
 
 @dataclass
@@ -83,6 +97,17 @@ class TimingStats:
                    std_ms=statistics.pstdev(s) if n > 1 else 0.0, iqr_ms=q3 - q1, runs=n, offstream_ms=offstream_ms)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """Where a verdict was measured, as GPU MODE's SystemInfo records it (devices.machine)."""
+
+    device: str                # the device's model: "NVIDIA H100 80GB HBM3", "cpu-x86_64-16cores"
+    driver: str | None         # the NVIDIA driver's version; None on the CPU, or where it cannot be read
+    torch: str
+    cuda: str | None           # the CUDA version torch was built with; None on the CPU
+    timing_method: int         # baselines.TIMING_METHOD: how the figures were taken
+
+
 @dataclass
 class EvalResult:
     """The verdict on one solution for one task."""
@@ -102,6 +127,8 @@ class EvalResult:
     solution: TimingStats | None = None
     max_abs_error: float | None = None
     flags: list[str] = field(default_factory=list)   # e.g. "speedup_remeasured", "baseline_cached"
+    fault: Fault | None = None        # a failure that is not the solution's (see Fault)
+    measured: Measured | None = None  # where it ran and was timed (None: it never ran)
     # How ModelNew got its weights: "state_dict" (the reference's, copied in) or "same_seed" (relaxed,
     # names or shapes differ: both models constructed after the same seed, as KernelBench does).
     init: str | None = None
@@ -111,17 +138,87 @@ class EvalResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step, in order
     details: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def failed(cls, task: str, stage: Stage, reason: str, config: "EvalConfig", *, device: str | None = None,
+               fault: Fault | None = None, flags: list[str] | None = None) -> "EvalResult":
+        """A failed verdict: the failure reward of `config`'s schedule, at `stage`, for `reason` (one
+        line a person understands); `device`: where it was judged (default: `config`'s, else cpu)."""
+        return cls(task=task, reward=config.reward.failed, correct=False, stage=stage, reason=reason,
+                   device=device or config.device or "cpu", policy=config.policy, fault=fault,
+                   flags=list(flags or []))
+
+    @property
+    def harness_error(self) -> bool:
+        """No verdict could be made (Fault "harness"): never a reward, never kept as a verdict."""
+        return self.fault == "harness"
+
+    @staticmethod
+    def written_harness_error(row: dict[str, Any]) -> bool:
+        """`harness_error` of a verdict as written (`to_dict`, or a results line built on it),
+        including those written when a harness error was a flag."""
+        return row.get("fault") == "harness" or _OLD_HARNESS_FLAG in (row.get("flags") or [])
+
+    def headline(self) -> str:
+        """One line: the reward, the milestone and the speed-ups ("reward 3 (faster_than_compile),
+        3.00x vs eager, 1.50x vs torch.compile")."""
+        return headline(self.reward, self.milestone, self.speedup_vs_eager, self.speedup_vs_compile)
+
+    def render(self, action: str) -> str:
+        """The verdict as text, in the order a reader wants it: `action` (verify, profile, eval) and
+        whether it passed, why not, the numbers, the reward."""
+        if self.correct:
+            error = f", max abs error {self.max_abs_error:.3g}" if self.max_abs_error is not None else ""
+            lines = [f"{action}: PASSED (correct{error})"]
+        else:
+            lines = [f"{action}: FAILED at stage '{self.stage}': {self.reason}"]
+            lines += [f"  {f}" for f in self.findings[:MAX_FINDINGS]]
+            if len(self.findings) > MAX_FINDINGS:
+                lines.append(f"  (and {len(self.findings) - MAX_FINDINGS} more)")
+            if self.build is not None and not self.build.ok and self.build.errors.strip():
+                lines.append(self.build.errors.strip())
+        times = [(name, t) for name, t in (("eager", self.eager), ("torch.compile", self.compile),
+                                           ("yours", self.solution)) if t is not None]
+        if times:
+            lines.append("median time: " + ", ".join(f"{name} {t.median_ms:.4g} ms" for name, t in times))
+        speed = speedups(self.speedup_vs_eager, self.speedup_vs_compile)
+        if speed:
+            lines.append("speed-up: " + speed)
+        lines.append(f"reward: {self.reward:g} ({self.milestone})")
+        if self.fault is not None:
+            lines.append(f"fault: {self.fault} (not the solution's)")
+        if self.flags:
+            lines.append("flags: " + ", ".join(self.flags))
+        return "\n".join(lines)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
-        """The verdict `to_dict` wrote (a journal's line back into a result)."""
+        """The verdict `to_dict` wrote (a journal's line back into a result); one written when a
+        harness error was a flag comes back with its `fault`."""
         d = dict(d)
+        if _OLD_HARNESS_FLAG in (d.get("flags") or []):
+            d["flags"] = [f for f in d["flags"] if f != _OLD_HARNESS_FLAG]
+            d["fault"] = "harness"
         for key in ("eager", "compile", "solution"):
             if d.get(key) is not None:
                 d[key] = TimingStats(**d[key])
         if d.get("build") is not None:
             d["build"] = BuildResult(**d["build"])
+        if d.get("measured") is not None:
+            d["measured"] = Measured(**d["measured"])
         d["findings"] = [Finding(**f) for f in d.get("findings") or []]
         return cls(**d)
+
+
+def speedups(vs_eager: float | None, vs_compile: float | None) -> str:
+    """The speed-ups as a person reads them ("3.00x vs eager, 1.50x vs torch.compile"); "" when
+    there are none."""
+    return ", ".join(f"{v:.2f}x vs {name}" for name, v in (("eager", vs_eager), ("torch.compile", vs_compile))
+                     if v is not None)
+
+
+def headline(reward: float, milestone: str, vs_eager: float | None, vs_compile: float | None) -> str:
+    """A verdict in one line (`EvalResult.headline`), from its fields as written."""
+    return f"reward {reward:g} ({milestone}), {speedups(vs_eager, vs_compile) or 'not profiled'}"

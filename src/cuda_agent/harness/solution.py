@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from cuda_agent.harness.backend import Backend
-from cuda_agent.harness.build.extension import HEADER_SUFFIXES, SOURCE_SUFFIXES
+from cuda_agent.harness.build.sources import HEADER_SUFFIXES, SOURCE_SUFFIXES
 from cuda_agent.harness.result import BuildResult, Finding
 
 MAX_FILE_BYTES = 2 << 20
@@ -72,7 +72,8 @@ def build_solution(sol: Solution, backend: Backend, timeout_s: float, policy: st
     fails only where the solution calls load_inline for it, as torch's load_inline would raise
     there (a solution may catch that and fall back): the result is ok, with `module_errors`.
     `quiet`: the compilers wait while the device times, and a timer waits for them (build.build)."""
-    from cuda_agent.harness.build.extension import build, inline_sources, workspace_sources
+    from cuda_agent.harness.build.extension import build
+    from cuda_agent.harness.build.sources import inline_sources, workspace_sources
     from cuda_agent.harness.static import extract_inlines
 
     if sol.kind == "workspace":

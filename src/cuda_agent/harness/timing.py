@@ -16,7 +16,7 @@ cache-sized flush.
 
 Two halves: `CallTimer` times one call where the callable runs; `drive` makes the loop's decisions
 where the clock is trusted. In an evaluation the harness drives the solution's child call by call
-(evaluation._Session._driven): each call's input seed is drawn by the harness and sent with the
+(session.Session._driven): each call's input seed is drawn by the harness and sent with the
 request for that call, so nothing is known of a call's inputs before it is asked for; the harness
 stamps each call with its own clock, plans the count from its warm-up, picks after a call returned
 whether its output is checked, and holds the figures the child reports against its own clock

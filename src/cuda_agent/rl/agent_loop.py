@@ -45,7 +45,7 @@ import shutil
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -58,12 +58,11 @@ from cuda_agent.agent.run import open_run
 from cuda_agent.agent.solution import SolutionKeeper
 from cuda_agent.agent.tools import Tools
 from cuda_agent.agent.trajectory import read_messages, read_records
-from cuda_agent.harness import RewardSchedule, resolve_backend
+from cuda_agent.harness import EvalResult, RewardSchedule, TimingPlan, resolve_backend
 from cuda_agent.home import subdir
-from cuda_agent.rl.evaluation import EVALUATORS, make_evaluator_factory
+from cuda_agent.rl.evaluation import EVALUATORS, RL_TIMING, make_evaluator_factory
 from cuda_agent.rl.token_model import VerlTokenModel
 from cuda_agent.rl.token_trajectory import TokenTrajectory
-from cuda_agent.service import HARNESS_ERROR
 from cuda_agent.tasks import Task, load_task
 from cuda_agent.tasks.validate import validate_source
 
@@ -82,6 +81,9 @@ class LoopSettings:
     runs_dir: str | None = None       # where run folders go; None: $CUDA_AGENT_HOME/rl_runs
     keep_workspace: bool = False      # keep each run's workspace/ (trajectory and solution are always kept)
     final_profile: bool = False       # profile unverified work at the end, and count that verdict
+    # how verify and profile time: RL's one plan, as the single-turn reward's (rl/evaluation.py);
+    # in agent_loops.yaml, `timing: {budget_s: ...}` (TimingPlan's fields, laid over RL_TIMING)
+    timing: TimingPlan = RL_TIMING
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "LoopSettings":
@@ -92,6 +94,8 @@ class LoopSettings:
                              f"known: {', '.join(sorted(known))}")
         if "service" in options and options["service"] is not None:
             options = dict(options, service=_plain(options["service"]))
+        if options.get("timing") is not None and not isinstance(options["timing"], TimingPlan):
+            options = dict(options, timing=replace(RL_TIMING, **_plain(options["timing"])))  # laid over RL's
         settings = cls(**options)
         if settings.evaluator not in EVALUATORS:
             raise ValueError(f"cuda_agent loop: evaluator {settings.evaluator!r}; use one of {', '.join(EVALUATORS)}")
@@ -112,7 +116,7 @@ def best_verdict(results: Iterable[dict[str, Any] | None], schedule: RewardSched
     and not a harness error. Nothing counts: `failed`, `schedule.failed` (-1)."""
     best = Verdict(schedule.failed, "failed", False)
     for r in results:
-        if not r or not r.get("correct") or HARNESS_ERROR in (r.get("flags") or []):
+        if not r or not r.get("correct") or EvalResult.written_harness_error(r):
             continue
         if not best.correct or float(r["reward"]) > best.reward:
             best = Verdict(float(r["reward"]), str(r.get("milestone", "correct")), True)
@@ -193,7 +197,7 @@ class CudaAgentLoop(AgentLoopBase):
     def _work(self, task: Task, out: Path, model: VerlTokenModel) -> tuple[Outcome, SolutionKeeper]:
         """The run, in the agent's thread: as `optimize()` runs one, with this policy as the model."""
         evaluator = make_evaluator_factory(self.settings.evaluator, self.device, self.settings.service)
-        with open_run(task, out, self.device, self.agent_config, evaluator) as run:
+        with open_run(task, out, self.device, self.agent_config, evaluator, self.settings.timing) as run:
             messages = run.start(model.name)
             outcome = run.work(model, messages)
             run.finish(outcome)

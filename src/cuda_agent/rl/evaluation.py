@@ -26,6 +26,10 @@ from cuda_agent.harness import TimingPlan
 from cuda_agent.service import PRIORITY_REWARD, EvalService, ServiceError, ServiceSettings
 
 EVALUATORS = ("service",)
+# How RL judges a solution on both reward routes (a single-turn reply, rl/reward.py; the agent
+# loop's verify and profile, rl/agent_loop.py): timed briefly, since a training step waits on it, and
+# by one plan, so that both routes time alike and share their baselines (cached per plan).
+RL_TIMING = TimingPlan(min_runs=10, max_runs=200, budget_s=0.5, warmup_s=0.05, min_warmup=2)
 EvaluatorFactory = Callable[[Path, str, TimingPlan], Evaluator]
 
 _services: dict[str, EvalService] = {}

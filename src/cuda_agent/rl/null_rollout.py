@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from cuda_agent.rl.hf_rollout import HFReplica, HFServerAdapter, TokenServerLifecycle
+from cuda_agent.rl.hf_rollout import HFReplica, HFServerAdapter
+from cuda_agent.rl.hf_server import TokenServerLifecycle
 
 ROLLOUT_NAME = "null"
 

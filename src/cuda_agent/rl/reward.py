@@ -17,7 +17,8 @@ the first time it is asked, on the Ray it already runs in, and keeps it for the 
 equal requests (same task, files and settings) get the verdict already given. With
 CUDA_AGENT_REWARD_LOG set, every score is also appended there as a JSON line.
 
-Settings come from `reward.custom_reward_function.reward_kwargs` (RewardSettings' fields).
+Settings come from `reward.custom_reward_function.reward_kwargs` (`RewardSettings.from_kwargs`); a
+reply is timed by RL's one plan (`rl.evaluation.RL_TIMING`), as the agent loop's tools time.
 """
 
 from __future__ import annotations
@@ -30,14 +31,14 @@ import re
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cuda_agent.harness import EvalConfig, EvalResult, RewardSchedule, TimingPlan
+from cuda_agent.harness import EvalConfig, EvalResult, RewardSchedule
 from cuda_agent.journal import Journal
 from cuda_agent.rl.data import FILL, SANITY
-from cuda_agent.rl.evaluation import shared_service
-from cuda_agent.service import HARNESS_ERROR, PRIORITY_REWARD, EvalService, ServiceSettings, request_id
+from cuda_agent.rl.evaluation import RL_TIMING, shared_service
+from cuda_agent.service import PRIORITY_REWARD, EvalService, ServiceSettings, request_id
 from cuda_agent.tasks import Task
 
 REWARD_LOG_ENV = "CUDA_AGENT_REWARD_LOG"
@@ -45,53 +46,69 @@ _OPENING = re.compile(r"```python[^\S\n]*\n")
 _BLOCK = re.compile(r"```python[^\S\n]*\n(.*?)```", re.S)
 
 
+# verl passes the reward's settings flat (`reward_kwargs`); each of these names a field of the
+# harness's EvalConfig, of its TimingPlan or of the service's ServiceSettings, which hold them typed.
+EVAL_KWARGS = {"policy": "policy", "correctness_trials": "correctness_trials", "profile": "profile",
+               "eval_timeout_s": "timeout_s", "build_timeout_s": "build_timeout_s"}
+TIMING_KWARGS = {"timing_budget_s": "budget_s", "min_runs": "min_runs"}
+SERVICE_KWARGS = {"evaluators": "cpu_evaluators", "evaluators_per_gpu": "evaluators_per_device",
+                  "build_workers": "build_workers", "pin_cores": "pin_cores", "journal": "journal",
+                  "shared_gpu": "shared_gpu"}
+
+
+def _reward_eval() -> EvalConfig:
+    """How a reply is judged by default: a child's minutes and a build's, RL's timing plan."""
+    return EvalConfig(timeout_s=120.0, build_timeout_s=300.0, timing=RL_TIMING)
+
+
+def _reward_service() -> ServiceSettings:
+    """The service behind the reward by default: one evaluator (per GPU), one builder ahead of it,
+    no cores of its own (the trainer shares the machine)."""
+    return ServiceSettings(cpu_evaluators=1, evaluators_per_device=1, build_workers=1, pin_cores=False)
+
+
 @dataclass(frozen=True)
 class RewardSettings:
-    """The reward's knobs (verl passes them as `reward_kwargs`)."""
+    """The reward's knobs (verl passes them as `reward_kwargs`: `from_kwargs`)."""
 
     device: str | None = None          # where the harness runs: cuda | cpu; None: the row's, else this machine's
-    policy: str = "strict"             # the harness's rule set
     timeout_s: float = 900.0           # the longest a reply waits for its verdict
-    eval_timeout_s: float = 120.0      # the solution's child process
-    build_timeout_s: float = 300.0
-    timing_budget_s: float = 0.5       # seconds of timed calls per model
-    min_runs: int = 10
-    correctness_trials: int = 5
-    evaluators: int = 1                # CPU backend: evaluators at once
-    evaluators_per_gpu: int = 1        # cuda: evaluators sharing each GPU (they take its lock to time)
-    build_workers: int = 1             # CPU build workers ahead of the evaluators (0: evaluators build)
-    pin_cores: bool = False            # the trainer shares the machine: no cores of the evaluator's own
-    journal: str | None = None         # the service's journal: verdicts survive a restart
-    # The GPU the evaluators run on without asking Ray for it, where the trainer's placement group
-    # holds it (one GPU, colocated: "0"); an evaluator asking Ray for a share would wait forever.
-    shared_gpu: str | None = None
+    eval: EvalConfig = field(default_factory=_reward_eval)                 # how a reply is judged
+    # The service: its `shared_gpu` is the GPU the evaluators run on without asking Ray for it, where
+    # the trainer's placement group holds it (one GPU, colocated: "0"); an evaluator asking Ray for a
+    # share would wait forever. Its `journal`: verdicts survive a restart.
+    service: ServiceSettings = field(default_factory=_reward_service)
     # The control run: each reply is scored with the verdict of a reply drawn at random from this
     # process's recent ones (its own included), so the rewards keep their distribution but no longer
     # follow the replies. `true_score` keeps the harness's own verdict for the logs.
     shuffle: bool = False
-    # False: correctness only (reward -1 or 1, no timing, no baselines): where speed is not what the
-    # family teaches, a verdict in a fraction of the time
-    profile: bool = True
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> "RewardSettings":
-        known = {f.name for f in fields(cls)}
+        """The settings verl's flat `reward_kwargs` give: `device`, `timeout_s`, `shuffle` and the
+        names of EVAL_KWARGS (`profile: false`: correctness only, reward -1 or 1, no timing, no
+        baselines), TIMING_KWARGS and SERVICE_KWARGS."""
+        known = {"device", "timeout_s", "shuffle", *EVAL_KWARGS, *TIMING_KWARGS, *SERVICE_KWARGS}
         unknown = sorted(set(kwargs) - known - {"reward_router_address", "reward_model_tokenizer"})
         if unknown:
             raise TypeError(f"unknown reward setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**{k: v for k, v in kwargs.items() if k in known})
+        base = cls()
+        plan = {TIMING_KWARGS[k]: v for k, v in kwargs.items() if k in TIMING_KWARGS}
+        if "min_runs" in plan:
+            plan["max_runs"] = max(int(plan["min_runs"]), base.eval.timing.max_runs)
+        timing = replace(base.eval.timing, **plan)
+        config = replace(base.eval, timing=timing, **{EVAL_KWARGS[k]: v for k, v in kwargs.items() if k in EVAL_KWARGS})
+        service = replace(base.service, **{SERVICE_KWARGS[k]: v for k, v in kwargs.items() if k in SERVICE_KWARGS})
+        return cls(device=kwargs.get("device"), timeout_s=kwargs.get("timeout_s", base.timeout_s), eval=config,
+                   service=service, shuffle=kwargs.get("shuffle", base.shuffle))
 
     def eval_config(self, device: str) -> EvalConfig:
-        timing = TimingPlan(min_runs=self.min_runs, max_runs=max(self.min_runs, 200), budget_s=self.timing_budget_s,
-                            warmup_s=0.05, min_warmup=2)
-        return EvalConfig(device=device, policy=self.policy, correctness_trials=self.correctness_trials, profile=self.profile,
-                          timeout_s=self.eval_timeout_s, build_timeout_s=self.build_timeout_s, timing=timing)
+        return replace(self.eval, device=device)
 
     def service_settings(self, device: str) -> ServiceSettings:
-        shared = str(self.shared_gpu) if self.shared_gpu is not None and device == "cuda" else None
-        return ServiceSettings(device=device, cpu_evaluators=self.evaluators, build_workers=self.build_workers,
-                               evaluators_per_device=self.evaluators_per_gpu,
-                               pin_cores=self.pin_cores, journal=self.journal, shared_gpu=shared)
+        shared = self.service.shared_gpu
+        return replace(self.service, device=device,
+                       shared_gpu=str(shared) if shared is not None and device == "cuda" else None)
 
 
 def extract_solution(reply: str) -> tuple[str | None, str]:
@@ -190,7 +207,7 @@ def verdict(score: float, milestone: str, stage: str, reason: str, *, parsed: bo
 
 
 def _from_result(result: EvalResult, schedule: RewardSchedule) -> dict[str, Any]:
-    if HARNESS_ERROR in result.flags:
+    if result.harness_error:
         return verdict(schedule.failed, "failed", result.stage, result.reason, parsed=True, result=result,
                        harness_error=True)
     return verdict(result.reward, result.milestone, result.stage, result.reason, parsed=True, result=result)

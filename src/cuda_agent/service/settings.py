@@ -1,5 +1,5 @@
-"""The evaluation service's settings: where it runs, on how many devices, with how many build
-workers, how far builds may run ahead, and where its journal is."""
+"""The evaluation service's settings (where it runs, on how many devices, with how many build
+workers, how far builds may run ahead, and where its journal is), its priorities and its error."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ PRIORITY_REWARD = 0   # the RL trainer's reward: a training step waits on it
 PRIORITY_AGENT = 1    # an agent's verify/profile: a conversation waits on it
 PRIORITY_BENCH = 2
 PRIORITY_SYNTH = 3
+
+
+class ServiceError(RuntimeError):
+    """The service cannot start or serve as asked; the message says what to do."""
 
 
 @dataclass(frozen=True)

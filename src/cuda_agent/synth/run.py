@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from cuda_agent.harness import TimingPlan
-from cuda_agent.service import PRIORITY_SYNTH, EvalService, JobContext, ServiceSettings, using
+from cuda_agent.service import PRIORITY_SYNTH, EvalService, JobContext, ServiceSettings, in_flight, using
 from cuda_agent.journal import Journal, read_rows
 from cuda_agent.synth.categories import task_class
 from cuda_agent.synth.compose import Candidate, ComposeError
@@ -212,28 +212,23 @@ class Run:
             sharing = svc.settings.evaluators_per_device
             errors: list[BaseException] = []
 
-            def work() -> None:
+            def work(index: int) -> None:
                 try:
-                    while (index := self._claim()) is not None:
-                        rec = self.evaluate(index, svc, sharing)
-                        if rec["filter"] == CANCELLED.filter:
-                            self._cancel(index)
-                            continue
-                        self.journal.append(rec)
-                        self._finish(rec)
-                        self.on_record(rec)
-                except BaseException as e:  # the run's own bug: stop the others and raise it below
-                    errors.append(e)
+                    rec = self.evaluate(index, svc, sharing)
+                    if rec["filter"] == CANCELLED.filter:
+                        self._cancel(index)
+                        return
+                    self.journal.append(rec)
+                    self._finish(rec)
+                    self.on_record(rec)
+                except BaseException:  # the run's own bug: the others stop, and it is raised below
                     self.stop.set()
+                    raise
 
-            threads = [threading.Thread(target=work, daemon=True) for _ in range(width)]
-            for t in threads:
-                t.start()
             try:
-                for t in threads:
-                    while t.is_alive():
-                        t.join(0.5)
-                        self._past_deadline()
+                for _, finished in in_flight(width, self._claim, work, poll=self._past_deadline, name="synth"):
+                    if finished.exception() is not None:
+                        errors.append(finished.exception())
             except KeyboardInterrupt:
                 self.stop.set()
                 raise

@@ -1,5 +1,6 @@
 """The synth worker: the child process where a candidate's code runs (a hang or a crash there only
-rejects the candidate). It speaks JSON lines through harness.sandbox:
+rejects the candidate). It speaks JSON lines through the harness's
+`ChildChannel` (harness/workers/process.py), started by synth/execute.py as a `Process`:
 
   {"op": "probe", "code", "device"}            -> build and run once (seed checks): output shapes
   {"op": "eager", "code", "device", "plan",     -> eager, deterministic, stochastic, degenerate, time

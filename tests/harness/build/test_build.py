@@ -19,8 +19,8 @@ import torch
 
 from cuda_agent.devices import lock_name
 from cuda_agent.harness.backend import Backend, resolve_backend
-from cuda_agent.harness.build.extension import (SourceBundle, build, choose_pch, inline_sources, job_count, load_module,
-                                      make_plan, start_pch_builds, workspace_sources)
+from cuda_agent.harness.build.extension import build, choose_pch, job_count, load_module, make_plan, start_pch_builds
+from cuda_agent.harness.build.sources import SourceBundle, inline_sources, workspace_sources
 from cuda_agent.harness.build.errors import summarize_errors
 from cuda_agent.harness.build.toolchain import (FlagError, arch_flags, check_cuda_cflags, cuda_home, make_toolchain,
                                           split_flags)

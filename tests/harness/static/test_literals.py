@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_agent.harness.static.cpp import prepare
+from cuda_agent.harness.static.cpp_text import prepare
 from cuda_agent.harness.static.literals import decode, literal_run, literal_variants
 
 

@@ -2,11 +2,11 @@
 
 A binding .cpp spends most of its compile in torch/types.h and pybind11. The includes that the
 harness's own templates and load_inline start with (PCH_HEADERS) are precompiled once per toolchain
-into the build cache (`pch/<key>/pch.h.gch`, keyed by build.py); a .cpp whose first lines are exactly
+into the build cache (`pch/<key>/pch.h.gch`, keyed by extension.choose_pch); a .cpp whose first lines are exactly
 one of those lists is compiled with `-include` of it, so the compiler sees the same headers in the
 same order and the object comes out the same. A header is built beside a build that lacks it, in
 its own folder, and moved into the cache atomically under a lock; a build never waits past its own
-time limit for one, and never fails because of one (build.py retries without it).
+time limit for one, and never fails because of one (extension.py retries without it).
 """
 
 from __future__ import annotations

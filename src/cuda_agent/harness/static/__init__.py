@@ -98,9 +98,9 @@ What static analysis cannot know
     (harness/workers/runtime.py), and correctness is tested on fresh inputs. The static checks are the
     first line, with messages that say what to do instead; the runtime check is the backstop.
 
-Rule tables: rules.py. Mechanics: python.py (with python_module.py,
-python_expr.py and python_values.py), cpp.py (with literals.py, string literals decoded, and
-asm.py, inline assembly), and inline.py (reading load_inline's arguments).
+Rule tables: rules.py. Mechanics: python.py (with python_module.py, python_defs.py, python_expr.py,
+python_names.py and python_values.py), cpp.py (with cpp_text.py, the source as the compiler sees it; literals.py,
+string literals decoded; asm.py, inline assembly), and inline.py (reading load_inline's arguments).
 
 Rule ids
     model_new.py: syntax, unicode-identifier, bidi-control, import-forbidden, import-functional,
@@ -120,7 +120,8 @@ Rule ids
 from __future__ import annotations
 
 from cuda_agent.harness.result import Finding, StaticReport
-from cuda_agent.harness.static.cpp import check_cpp, declared_names, prepare
+from cuda_agent.harness.static.cpp import check_cpp
+from cuda_agent.harness.static.cpp_text import declared_names, prepare
 from cuda_agent.harness.static.inline import (InlineSpec, check_inline_flags, extract_inline, extract_inlines,
                                               is_inline_solution)
 from cuda_agent.harness.static.python import check_python

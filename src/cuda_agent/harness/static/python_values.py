@@ -1,5 +1,6 @@
 """What a value in model_new.py is, as far as the source shows: a tensor, a constant, a callable
-the rules allow. The base of python_expr.ExpressionJudge, which judges with these answers.
+the rules allow. The base of python_names.NameJudge and python_expr.ExpressionJudge, which judge
+with these answers.
 
 Tensors are tracked by name and flow-insensitively (a name assigned a tensor anywhere in a function
 holds one everywhere in it): forward's arguments, what the extension, allocation, views and torch

@@ -1,6 +1,6 @@
 """What the expression rules see of the Python checker: its scopes, what pass 1 learned of the
-module, and where findings go. A protocol, so that python_values.py and python_expr.py depend on
-this page and not on the checker (python.py) that uses them."""
+module, and where findings go. A protocol, so that python_values.py, python_names.py and python_expr.py
+depend on this page and not on the checker (python.py) that uses them."""
 
 from __future__ import annotations
 

@@ -1,0 +1,145 @@
+"""The actors of one evaluation service, from the driver's side: how many evaluators and builders,
+on which cores, started, replaced when one dies, and stopped (the actors themselves: actors.py)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cuda_agent.harness import Backend
+from cuda_agent.service.actors import Builder, Evaluator
+from cuda_agent.service.settings import ServiceError, ServiceSettings
+
+if TYPE_CHECKING:
+    from cuda_agent.service.scheduler import Item
+
+MAX_BUILDERS = 8  # by default: enough to build ahead of a GPU; each is a process holding torch
+
+
+@dataclass
+class Slot:
+    """An evaluator actor and the request it runs (set and cleared by the scheduler)."""
+
+    index: int
+    handle: Any
+    item: "Item | None" = None
+    started: float = 0.0
+
+
+def kill(handle: Any) -> None:
+    """Kill an actor; one that is already gone (or a Ray already shut down) is not an error."""
+    import ray
+
+    try:
+        ray.kill(handle)
+    except Exception:
+        pass
+
+
+class Fleet:
+    """A service's evaluators (one `Slot` each) and builders (`free_builders`: those not building)."""
+
+    def __init__(self, settings: ServiceSettings, device: str, stats: dict[str, int]):
+        self.settings, self.device, self.stats = settings, device, stats
+        self.slots: list[Slot] = []
+        self.builders: list[Any] = []
+        self.free_builders: list[Any] = []
+        self.backend: Backend | None = None   # what the builders build for: the evaluators' device and arch
+
+    def start(self) -> None:
+        """An evaluator per device (or CPU slot) and the builders the cores left allow; raises
+        ServiceError when Ray cannot give them."""
+        import ray
+
+        s = self.settings
+        resources = ray.cluster_resources()
+        if self.device == "cuda" and s.shared_gpu is not None:
+            count = s.evaluators_per_device
+        elif self.device == "cuda":
+            gpus = int(resources.get("GPU", 0))
+            if gpus == 0:
+                raise ServiceError("the service was asked for cuda but Ray sees no GPU; use device='cpu' "
+                                   "(--device cpu), or start Ray with the GPUs")
+            gpus = min(gpus, s.gpus or gpus)
+            count = gpus * s.evaluators_per_device
+        else:
+            count = s.cpu_evaluators
+        cores = int(resources.get("CPU", os.cpu_count() or 1))
+        for i in range(count):
+            self.slots.append(Slot(i, self._new_evaluator(i, count)))
+        try:
+            described = ray.get([slot.handle.describe.remote() for slot in self.slots], timeout=600)
+        except ray.exceptions.GetTimeoutError:
+            raise ServiceError(f"Ray could not start {count} evaluator(s) in 10 minutes (its resources: "
+                               f"{ray.available_resources()}); ask for fewer (--gpus, --workers)") from None
+        arch = next((d["arch"] for d in described if d.get("arch")), None)
+        self.backend = Backend(self.device, arch)  # type: ignore[arg-type]
+        # Builders take a CPU each (their compilers use it); evaluators take none (their harness
+        # processes are the device's), so several services can share one Ray.
+        free = int(ray.available_resources().get("CPU", 0))
+        wanted = s.build_workers if s.build_workers is not None else max(1, min(MAX_BUILDERS, cores - 2 * count - 1))
+        self.builders = [self._new_builder() for _ in range(min(wanted, free))]
+        self.free_builders = list(self.builders)
+
+    def core_plan(self, evaluators: int) -> tuple[list[list[int]] | None, list[int] | None]:
+        """Two cores of its own for each evaluator's solution child (the process that times), the
+        rest for builds, start-ups and reference workers; only on a local Ray with room for it."""
+        if not self.settings.pin_cores or self.settings.resolved_address():
+            return None, None
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) < 2 * evaluators + 2:
+            return None, None
+        # From the end: the first cores take most of the machine's interrupts and housekeeping.
+        foreground = [cores[len(cores) - 2 * i - 2:len(cores) - 2 * i] for i in range(evaluators)]
+        return foreground, cores[:len(cores) - 2 * evaluators]
+
+    def _new_evaluator(self, index: int, count: int) -> Any:
+        import ray
+
+        s = self.settings
+        foreground, background = self.core_plan(count)
+        spares = s.spares if s.spares is not None else (3 if self.device == "cuda" else 1)
+        options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1}
+        if self.device == "cuda" and s.shared_gpu is None:
+            options["num_gpus"] = 1.0 / s.evaluators_per_device
+        return ray.remote(Evaluator).options(**options).remote(
+            self.device, spares, foreground[index] if foreground else None, background, s.shared_gpu)
+
+    def _new_builder(self) -> Any:
+        import ray
+
+        return ray.remote(Builder).options(num_cpus=1).remote(self.core_plan(len(self.slots))[1],
+                                                              self.settings.quiet_builds)
+
+    def restart(self, slot: Slot) -> None:
+        """A fresh evaluator in `slot`, the old one killed (dead, hung, or in a state not to trust)."""
+        self.stats["restarts"] += 1
+        kill(slot.handle)
+        slot.handle = self._new_evaluator(slot.index, len(self.slots))
+
+    def replace_builder(self, dead: Any) -> None:
+        self.builders.remove(dead)
+        if dead in self.free_builders:
+            self.free_builders.remove(dead)
+        fresh = self._new_builder()
+        self.builders.append(fresh)
+        self.free_builders.append(fresh)
+
+    def stop(self, wait: bool) -> None:
+        """Every actor stopped and killed; `wait`: an evaluator closes what it started first (up to
+        30 s each), else it is killed at once."""
+        import ray
+
+        if not ray.is_initialized():   # the Ray went first (shut down by its owner): so did the actors;
+            self.slots, self.builders = [], []   # calling them would start a new Ray by itself
+        for slot in self.slots:
+            if wait:   # a busy actor would answer only after its evaluation: not waited for when abandoning
+                try:
+                    ray.get(slot.handle.stop.remote(), timeout=30)
+                except Exception:  # a dead or hung actor: killed below
+                    pass
+            kill(slot.handle)
+        for b in self.builders:
+            kill(b)
+        self.slots, self.builders, self.free_builders = [], [], []

@@ -1,0 +1,46 @@
+"""The verdict's one constructor of a failure, its typed fault, its one rendering, and its lines as
+a journal writes them (old lines included)."""
+
+from __future__ import annotations
+
+from cuda_agent.harness import EvalConfig, EvalResult, RewardSchedule, TimingStats, headline
+
+
+def test_a_failed_verdict_takes_the_failure_reward_and_the_policy_of_its_config():
+    config = EvalConfig(device="cuda", policy="relaxed", reward=RewardSchedule(failed=-2.0))
+    r = EvalResult.failed("t", "build", "build failed: x.cu:3: error", config)
+    assert (r.reward, r.correct, r.milestone, r.stage) == (-2.0, False, "failed", "build")
+    assert (r.device, r.policy, r.fault, r.harness_error) == ("cuda", "relaxed", None, False)
+    assert EvalResult.failed("t", "run", "x", EvalConfig(), device="cpu").device == "cpu"
+
+
+def test_a_harness_error_is_a_typed_fault_and_survives_a_journal_line():
+    r = EvalResult.failed("t", "run", "harness error: the evaluator died twice", EvalConfig(), fault="harness",
+                          flags=["retried"])
+    assert r.harness_error and r.flags == ["retried"]
+    line = r.to_dict()
+    assert EvalResult.written_harness_error(line) and EvalResult.from_dict(line).harness_error
+
+
+def test_a_harness_error_written_as_a_flag_before_the_fault_existed_is_still_one():
+    old = {k: v for k, v in EvalResult.failed("t", "run", "x", EvalConfig()).to_dict().items() if k != "fault"}
+    old["flags"] = ["harness_error", "retried"]
+    assert EvalResult.written_harness_error(old)
+    back = EvalResult.from_dict(old)
+    assert back.harness_error and back.flags == ["retried"]
+    assert not EvalResult.written_harness_error({"flags": ["retried"]})
+
+
+def test_a_verdict_is_rendered_in_one_place():
+    stats = TimingStats.from_samples([2.0, 2.0, 2.0])
+    r = EvalResult(task="t", reward=3.0, correct=True, stage="done", reason="ok", milestone="faster_than_compile",
+                   speedup_vs_eager=3.0, speedup_vs_compile=1.5, eager=stats, compile=stats, solution=stats,
+                   max_abs_error=0.0)
+    text = r.render("profile")
+    assert text.splitlines()[0] == "profile: PASSED (correct, max abs error 0)"
+    assert "speed-up: 3.00x vs eager, 1.50x vs torch.compile" in text and "reward: 3 (faster_than_compile)" in text
+    assert r.headline() == headline(3.0, "faster_than_compile", 3.0, 1.5) == \
+        "reward 3 (faster_than_compile), 3.00x vs eager, 1.50x vs torch.compile"
+    assert headline(1.0, "correct", None, None) == "reward 1 (correct), not profiled"
+    failed = EvalResult.failed("t", "run", "harness error: gone", EvalConfig(), fault="harness").render("verify")
+    assert failed.startswith("verify: FAILED at stage 'run': harness error: gone") and "fault: harness" in failed
