@@ -181,6 +181,7 @@ def test_a_killed_driver_resumes_from_the_journal_without_redoing_finished_evalu
 
 
 
+@pytest.mark.long   # 23 s on 2 cores: CI stays under 20 minutes (`pytest -m long` runs it)
 def test_the_service_that_started_the_ray_closes_the_others_on_it_first(tmp_path):
     """Ray ends the whole process when a thread touches it after a shutdown: closing the service that
     started the Ray first closes a second service on the same Ray (its request in flight finishes, as
