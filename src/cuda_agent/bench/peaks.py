@@ -125,6 +125,7 @@ def _cpu_fma_rate() -> float:
 
 def measure(device: str) -> Peaks:
     """Measure the peaks of `device` ("cuda": the current GPU, a few seconds; "cpu": about a second)."""
+    device = check_device(device)
     notes: list[str] = []
     if device == "cuda":
         fp32 = _matmul_rate(8192, torch.float32, "cuda", tf32=False, reps=5)
@@ -133,14 +134,12 @@ def measure(device: str) -> Peaks:
         fma = _cuda_fma_rate(notes, fp32)
         bandwidth = _copy_rate(1 << 30, "cuda", 10)
         torch.cuda.empty_cache()
-    elif device == "cpu":
+    else:
         fp32 = tf32 = _matmul_rate(512, torch.float32, "cpu", tf32=False, reps=3)
         bf16 = _matmul_rate(256, torch.bfloat16, "cpu", tf32=False, reps=3)
         fma = _cpu_fma_rate()
         bandwidth = _copy_rate(64 << 20, "cpu", 3)
         notes.append("cpu: the matrix unit is the FP32 matmul rate (no TF32)")
-    else:
-        raise ValueError(f"unknown device {device!r}: use 'cuda' or 'cpu'")
     return Peaks(device=device_name(device), torch=torch.__version__, matmul_fp32=fp32, matrix_unit=max(tf32, fp32),
                  matmul_bf16=bf16, fma_fp32=fma, bandwidth=bandwidth,
                  measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), notes=notes)
