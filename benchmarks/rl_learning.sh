@@ -17,6 +17,9 @@
 # Two runs at once on a machine of two GPUs: give each its GPU, its Ray and its OUT, e.g.
 #   CUDA_VISIBLE_DEVICES=1 RAY_TMPDIR=/tmp/rb OUT=$OUT/b bash benchmarks/rl_learning.sh ablation &
 # (RAY_TMPDIR apart, each run starts its own Ray instead of joining the other's).
+# TAG=n8: ppo and control write to their own folders (fill_n8, fill_control_n8), start from the RFT actor of
+# $W/fill, and eval:ppo / eval:control read them (results ppo_n8.cpu.json ...): variants and repeats side by side.
+# await:rft[:SECS] waits until RFT's actor exists (a run launched beside the one that trains it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -75,24 +78,34 @@ for arg in "$@"; do
       case $name in
         pretrained) model=$W/smollm2 ;;
         rft) model=$(actor_of $W/fill/fill_rft) ;;
-        ppo) model=$(latest $W/fill/fill) ;;
-        control) model=$(latest $W/fill_control/fill) ;;
+        ppo) model=$(latest $W/fill${TAG:+_$TAG}/fill) ;;
+        control) model=$(latest $W/fill_control${TAG:+_$TAG}/fill) ;;
         ablation) model=$(latest $W/fill_ablation/fill) ;;
       esac
       timeout -k 30 "$limit" python3 -m cuda_agent.rl.fill_eval --model "$model" --device "$JUDGE" --sampled ${SAMPLED:-2} \
-        --build-workers 8 --out $W/learning/$name.$JUDGE.json 2>&1 | grep -v "Warning\|WARN\|Loading weights" | tail -3 ;;
+        --build-workers 8 --out $W/learning/$name${TAG:+_$TAG}.$JUDGE.json 2>&1 | grep -v "Warning\|WARN\|Loading weights" | tail -3 ;;
     rft)
       timeout -k 60 "$limit" python3 -m cuda_agent train fill_rft --config "$(run_file $W/fill "$FILL")" --quiet 2>&1 | tail -15 ;;
+    await)
+      l=${limit#*:}; [ "$l" = "$limit" ] && limit=540 || limit=$l
+      until [ -n "$(actor_of $W/fill/fill_rft)" ]; do
+        [ $((SECONDS - t0)) -ge "$limit" ] && { echo "no RFT actor after ${limit}s"; exit 1; }; sleep 5
+      done ;;
     ppo)
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill "$FILL")" --quiet $REWARD ${EXTRA:-} 2>&1 | tail -15 ;;
+      if [ -n "${TAG:-}" ]; then
+        timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_$TAG)" --quiet $REWARD ${EXTRA:-} \
+          fill:actor_rollout_ref.model.path=$(actor_of $W/fill/fill_rft) 2>&1 | tail -15
+      else
+        timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill "$FILL")" --quiet $REWARD ${EXTRA:-} 2>&1 | tail -15
+      fi ;;
     control)
       rft=$(actor_of $W/fill/fill_rft)
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_control)" --quiet $REWARD ${EXTRA:-} \
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_control${TAG:+_$TAG})" --quiet $REWARD ${EXTRA:-} \
         fill:actor_rollout_ref.model.path=$rft "fill:+$KW.shuffle=true" 2>&1 | tail -15 ;;
     ablation)
       timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_ablation)" --quiet $REWARD ${EXTRA:-} \
         fill:actor_rollout_ref.model.path=$W/smollm2 fill:trainer.critic_warmup=0 2>&1 | tail -15 ;;
-    *) echo "unknown step $step (prep eval:NAME rft ppo control ablation)"; exit 2 ;;
+    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation)"; exit 2 ;;
   esac
   echo "== $arg: exit ${PIPESTATUS[0]} after $((SECONDS - t0))s"
 done
