@@ -8,7 +8,9 @@
 #                 rft, ppo, control, ablation; the model is that stage's actor, or the last checkpoint of a
 #                 run cut short). About 150 s for an RFT'd model with SAMPLED=0 (the 2026-11-26 x2 H200).
 #   rft           cuda-agent train fill_rft: SFT on correct examples of the training operators
-#   ppo           cuda-agent train fill from the RFT actor (critic warm-up 2 steps, then PPO)
+#   ppo           cuda-agent train fill from the RFT actor (critic warm-up 1 step, then PPO); it judges the
+#                 held-out prompts itself before its first step and every 2 steps (validation/N.jsonl)
+#   table         those in-run held-out figures of every PPO run here, by operator (benchmarks/rl/ops_by_step.py)
 #   control       the same from the RFT actor, rewards shuffled across replies
 #   ablation      PPO from the pretrained model: no RFT, no critic warm-up
 # Steps take an optional :SECONDS limit (default 540). JUDGE=cpu|cuda: where the harness judges the
@@ -105,7 +107,12 @@ for arg in "$@"; do
     ablation)
       timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_ablation)" --quiet $REWARD ${EXTRA:-} \
         fill:actor_rollout_ref.model.path=$W/smollm2 fill:trainer.critic_warmup=0 2>&1 | tail -15 ;;
-    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation)"; exit 2 ;;
+    table)
+      for v in $W/fill*/fill/validation; do
+        [ -d "$v" ] || continue
+        echo "== $v"; python3 benchmarks/rl/ops_by_step.py "$v" ${RFT_OPS:+--rft-ops $RFT_OPS}
+      done ;;
+    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation table)"; exit 2 ;;
   esac
   echo "== $arg: exit ${PIPESTATUS[0]} after $((SECONDS - t0))s"
 done

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Run 3 of the fill family's learning run (benchmarks/rl/learning/run3_*): four runs side by side on a
-# machine of four GPUs, each its own GPU, Ray and log, started detached so that they outlive one call:
+# The fill family's learning run (benchmarks/rl/learning/), runs side by side on a machine of two (or,
+# WIDE=1, four) GPUs, each its own GPU, Ray and log, started detached so that they outlive one call:
 #   start        copy the tree to /tmp/fleet/tree (a later call's copy of the repo would change the
 #                scripts under the running shells) and launch the four chains below
 #   watch SECS   wait up to SECS for them, printing progress each minute, then a table
 #   collect      everything small into $OUT (fleet.tgz: logs, metrics, rollouts, verdicts)
-# GPU 0: prep, RFT on 6 operators, PPO (n=4)     GPU 1: eval of RFT, the shuffled-reward control
-# GPU 2: PPO with 8 replies a prompt (TAG=n8)    GPU 3: PPO again, another data order (TAG=s7)
-# Each PPO: 10 steps, lr 1e-5, checkpoint every 2; evaluation greedy on the 73 held-out prompts.
+#   stop GPU     end one chain by its process group (never `ray stop`: it ends every run's Ray on the machine)
+# GPU 0: prep, RFT on 6 operators, PPO (n=4)     GPU 1: the shuffled-reward control
+# WIDE=1 adds GPU 2: PPO with 8 replies a prompt (TAG=n8); GPU 3: PPO again, another data order (TAG=s7).
+# Each PPO: STEPS (10) steps, lr 1e-5, checkpoint every 2, and judges the 73 held-out prompts (greedy)
+# itself before its first step and every 2 steps (fill.yaml), so no evaluation step is needed.
+# Run 3 (2026-11-26) ran four at once on 64 cores: load 107, steps 2-3x slower; keep 2 unless the
+# machine has cores to spare (each chain: verl + EVALUATORS + BUILDERS processes).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 F=/tmp/fleet
@@ -26,10 +30,12 @@ case ${1:-} in
         bash $S "$@" > $F/$gpu.log 2>&1 < /dev/null &
       echo "GPU $gpu: TAG=$tag $more: $*"
     }
-    launch 0 "" "" prep rft ppo:1100 eval:ppo:300
-    launch 1 "" "" await:rft:400 eval:rft:300 control:1100 eval:control:300
-    launch 2 n8 "fill:actor_rollout_ref.rollout.n=8" await:rft:400 ppo:1200 eval:ppo:300
-    launch 3 s7 "fill:data.seed=7" await:rft:400 ppo:1100 eval:ppo:300
+    launch 0 "" "" prep rft ppo:1500
+    launch 1 "" "" await:rft:400 control:1500
+    if [ -n "${WIDE:-}" ]; then
+      launch 2 n8 "fill:actor_rollout_ref.rollout.n=8" await:rft:400 ppo:1500
+      launch 3 s7 "fill:data.seed=7" await:rft:400 ppo:1500
+    fi
     ;;
   watch)
     t0=$SECONDS; limit=${2:-540}
@@ -39,13 +45,18 @@ case ${1:-} in
       [ "$running" -eq 0 ] && break
       sleep 60
     done
-    for g in 0 1 2 3; do echo "== GPU $g"; grep -a "^== \|pass\|step:" $F/$g.log 2>/dev/null | tail -6; done
-    ls /tmp/rl/learning/ 2>/dev/null ;;
+    for g in 0 1 2 3; do [ -f $F/$g.log ] && { echo "== GPU $g"; grep -a "^== " $F/$g.log | tail -4; }; done
+    RFT_OPS="affine clamp leaky_relu abs sigmoid silu" bash $F/tree/benchmarks/rl_learning.sh table 2>/dev/null | grep -v "^ls\|^total\|^-rw\|^drw" ;;
+  stop)
+    pid=$(pgrep -f "^bash $F/tree/benchmarks/rl_learning.sh" | while read p; do
+      grep -qz "CUDA_VISIBLE_DEVICES=${2:?which GPU}" /proc/$p/environ 2>/dev/null && echo $p; done | head -1)
+    [ -n "$pid" ] && kill -- -"$(ps -o pgid= "$pid" | tr -d ' ')" && echo "stopped the chain on GPU $2"
+    pkill -f "[/]tmp/ray$2/" && echo "stopped its Ray (/tmp/ray$2)" ;;  # its Ray's processes name their session folder
   collect)
     mkdir -p "$OUT"
     tar czf "$OUT/fleet.tgz" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' --exclude='*.gguf' \
       --exclude='checkpoints' --exclude='global_step_*' --exclude='smollm2' --exclude='actor' --exclude='actor_step*' \
       --exclude='critic' -C / tmp/rl tmp/fleet/0.log tmp/fleet/1.log tmp/fleet/2.log tmp/fleet/3.log 2>/dev/null
     ls -la "$OUT" ;;
-  *) echo "usage: $0 start | watch SECS | collect"; exit 2 ;;
+  *) echo "usage: $0 start | watch SECS | stop GPU | collect"; exit 2 ;;
 esac
