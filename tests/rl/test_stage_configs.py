@@ -54,7 +54,7 @@ def test_warmup_is_single_turn_with_the_harness_reward():
 
 def test_value_pretraining_trains_the_critic_alone_on_replays():
     cfg = ppo("value", cpu=False)
-    assert cfg.trainer.critic_warmup >= cfg.trainer.total_training_steps
+    assert cfg.trainer.critic_warmup > cfg.trainer.total_training_steps
     assert cfg.actor_rollout_ref.rollout.name == "null"   # the string, not YAML's None
     assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "cuda_agent_replay"
 
@@ -127,3 +127,18 @@ def test_ppo_updates_the_actor_in_several_mini_batches_so_clipping_acts(name, cp
     updates = cfg.data.train_batch_size // actor.ppo_mini_batch_size * actor.ppo_epochs
     assert updates >= 2, f"{name}: {updates} actor update(s) a batch"
     assert cfg.data.train_batch_size % actor.ppo_mini_batch_size == 0
+
+
+@pytest.mark.parametrize("warmup, refused", [(3, True), (4, False)])
+def test_value_pretraining_refuses_a_warm_up_that_lets_the_last_step_train_the_actor(warmup, refused, tiny_model):
+    # verl counts steps from 1 and trains the actor at every step s >= critic_warmup
+    from cuda_agent.rl.launch import check_ppo
+    from cuda_agent.rl.stages import TrainError
+
+    cfg = compose("value", [f"actor_rollout_ref.model.path={tiny_model}", f"critic.model.path={tiny_model}",
+                            "trainer.total_training_steps=3", f"trainer.critic_warmup={warmup}"])
+    if refused:
+        with pytest.raises(TrainError, match=r"critic_warmup \(3\) must be > trainer.total_training_steps.*critic_warmup=4"):
+            check_ppo("value", cfg, 64, "cpu")
+    else:
+        check_ppo("value", cfg, 64, "cpu")

@@ -88,9 +88,11 @@ def check_ppo(stage: str, cfg, train_rows: int, device: str) -> None:
     if SPECS[stage].merges and (t.save_freq is None or t.save_freq <= 0):
         raise TrainError(f"{stage}: trainer.save_freq is {t.save_freq}; the next stage starts from this stage's last "
                          "checkpoint, so it must be > 0 (e.g. trainer.save_freq=10)")
-    if stage == "value" and (steps is None or t.critic_warmup < steps):
-        raise TrainError(f"value: trainer.critic_warmup ({t.critic_warmup}) must be >= trainer.total_training_steps "
-                         f"({steps}): value pretraining never updates the actor")
+    # verl trains the actor at every step s (counted from 1) with s >= critic_warmup: frozen needs critic_warmup > steps
+    if stage == "value" and (steps is None or t.critic_warmup <= steps):
+        raise TrainError(f"value: trainer.critic_warmup ({t.critic_warmup}) must be > trainer.total_training_steps "
+                         f"({steps}; verl updates the actor from step critic_warmup on): value pretraining never "
+                         f"updates the actor, e.g. trainer.critic_warmup={(steps or 0) + 1}")
     if cfg.actor_rollout_ref.rollout.tensor_model_parallel_size != 1 and t.n_gpus_per_node == 1:
         raise TrainError(f"{stage}: actor_rollout_ref.rollout.tensor_model_parallel_size must be 1 on one GPU")
     check_reward(stage, cfg, device)
@@ -119,7 +121,7 @@ def check_micro_batches(stage: str, cfg) -> None:
     checks = [("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", ref.rollout, step_rows,
                "data.train_batch_size", int(cfg.data.train_batch_size))]
     steps = cfg.trainer.total_training_steps
-    if steps is None or cfg.trainer.critic_warmup < steps:   # the actor updates (value pretraining: it never does)
+    if steps is None or cfg.trainer.critic_warmup <= steps:   # the actor updates (value pretraining: it never does)
         checks.append(("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", ref.actor,
                        int(ref.actor.ppo_mini_batch_size) * n // world, "actor_rollout_ref.actor.ppo_mini_batch_size",
                        int(ref.actor.ppo_mini_batch_size)))
