@@ -98,10 +98,13 @@ class SanitySettings:
 @dataclass
 class FillSettings:
     """The fill family's run (rl/fill.py): which training operators fill_rft's correct examples show
-    (null: all of them). The others are learned in the fill stage from the harness's reward alone."""
+    (null: all of them; the others are learned in the fill stage from the harness's reward alone),
+    and the tier: 1, the expression, judged for correctness (reward -1 or 1); 2, the expression and
+    a choice that changes only speed (EPT), every correct reply timed (reward up to 3)."""
 
     rft_ops: list[str] | None = None
     copies: int = 1            # each correct example this many times
+    tier: int = 1
 
 
 @dataclass
@@ -202,6 +205,9 @@ def load_run_config(path: str | Path) -> RunConfig:
     sanity_settings = _section(path, raw, "sanity", SanitySettings)
     harness_settings = _section(path, raw, "harness", HarnessSettings)
     fill_settings = _section(path, raw, "fill", FillSettings)
+    if fill_settings.tier not in (1, 2):
+        raise TrainError(f"{path}: fill.tier is {fill_settings.tier}; use 1 (the expression, correctness) or 2 "
+                         "(the expression and EPT, timed)")
     if fill_settings.rft_ops is not None:
         from cuda_agent.rl.fill import OPS
 

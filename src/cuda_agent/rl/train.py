@@ -210,17 +210,19 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
         from cuda_agent.rl.fill import write_fill_sft
 
         sft = write_fill_sft(run.out / "data" / "fill" / "sft.parquet", run.harness_device, run.seed,
-                             copies=run.fill.copies, ops=run.fill.rft_ops)
+                             copies=run.fill.copies, ops=run.fill.rft_ops, tier=run.fill.tier)
         return ([*common, f"model.path={run.model}", f"data.train_files={sft}", "data.val_files=null"],
-                len(read_parquet(sft)), {"actor": run.model, "data": str(sft)})
+                len(read_parquet(sft)), {"actor": run.model, "data": str(sft), "tier": run.fill.tier})
     if stage == "fill":
         from cuda_agent.rl.fill import write_fill_data
 
         actor = _previous(journal, run, stage, "fill_rft", "actor", user, actor_key) or _given_value(user, actor_key)
-        train, val = write_fill_data(run.out / "data" / "fill", run.harness_device, run.seed)
+        train, val = write_fill_data(run.out / "data" / "fill", run.harness_device, run.seed, run.fill.tier)
         paths = [f"data.train_files={train}", f"data.val_files={val}"]
-        return ([*common, *_models(actor, actor), *paths, *_ppo_logs(run, d)], len(read_parquet(train)),
-                {"actor": actor, "data": str(train)})
+        # tier 2: every correct reply is timed, so that the choice's speed reaches the reward (2, 3)
+        timed = ["reward.custom_reward_function.reward_kwargs.profile=true"] if run.fill.tier == 2 else []
+        return ([*common, *_models(actor, actor), *paths, *timed, *_ppo_logs(run, d)], len(read_parquet(train)),
+                {"actor": actor, "data": str(train), "tier": run.fill.tier})
     if stage == "warmup":
         actor = critic = run.model
     elif stage in COLLECTS:   # the actor frozen, on the training tasks (verl's validation pass alone)
