@@ -11,6 +11,9 @@
 #   ppo           cuda-agent train fill from the RFT actor (critic warm-up 2 steps, then PPO)
 #   control       the same from the RFT actor, rewards shuffled across replies
 #   ablation      PPO from the pretrained model: no RFT, no critic warm-up
+#   turns:NAME    the multi-turn form (rl/fill_agent.py): NAME's actor (rft, ppo) runs the agent loop on the held-out
+#                 tasks (cuda-agent train fill_collect; TURNS="fill_collect:..." overrides, e.g. val_kwargs.n=1), then
+#                 pass after turn k vs turn 1 from its runs (fill_eval --runs) into learning/turns_NAME.json
 # Steps take an optional :SECONDS limit (default 540). JUDGE=cpu|cuda: where the harness judges the
 # held-out replies (training judges on the CPU backend of the same machine: 16 cores, fast builds).
 # EXTRA="fill:trainer.total_training_steps=10 ...": overrides added to ppo, control and ablation alike.
@@ -113,7 +116,15 @@ for arg in "$@"; do
     ablation)
       timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $R/fill_ablation "$FILL")" --quiet $REWARD ${EXTRA:-} \
         fill:actor_rollout_ref.model.path=$W/smollm2 fill:trainer.critic_warmup=0 2>&1 | tail -15 ;;
-    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation)"; exit 2 ;;
+    turns)
+      name=${limit%%:*}; [ "$name" = "$limit" ] && limit=540 || limit=${limit#*:}
+      case $name in rft) model=$(actor_of $R/fill/fill_rft) ;; ppo) model=$(latest $R/fill${TAG:+_$TAG}/fill) ;; esac
+      harness="harness: {cpu_evaluators: ${EVALUATORS:-6}, build_workers: ${BUILDERS:-3}}"  # the agent loop's service
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill_collect --config "$(run_file $R/turns_$name "$FILL
+$harness")" --quiet ${TURNS:-} fill_collect:actor_rollout_ref.model.path=$model 2>&1 | tail -15
+      python3 -m cuda_agent.rl.fill_eval --runs $R/turns_$name/fill_collect/runs \
+        --out $W/learning/turns_$name${TAG:+_$TAG}$T.json | tail -1 ;;
+    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation turns:NAME)"; exit 2 ;;
   esac
   echo "== $arg: exit ${PIPESTATUS[0]} after $((SECONDS - t0))s"
 done

@@ -8,6 +8,13 @@ built), `reward_mean`; `--sampled K` adds K sampled replies per prompt (temperat
 figures over them. Per-prompt verdicts go beside the summary, split by seen and unseen operators.
 `--tier 2` asks tier 2's prompts (the expression and EPT) and times every correct reply, adding the
 shares faster than eager and than torch.compile, and how often each EPT was chosen.
+
+The multi-turn form (rl/fill_agent.py) is run by `cuda-agent train fill_collect`; its runs are read here:
+
+    python -m cuda_agent.rl.fill_eval --runs RUN/fill_collect/runs --out turns.json
+
+gives the share of runs that had passed by turn k (and by the k-th verification), for every k, overall
+and for the operators seen in training and those held out whole.
 """
 
 from __future__ import annotations
@@ -110,7 +117,9 @@ def choices(replies: list[str]) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cuda_agent.rl.fill_eval", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, help="a Hugging Face model folder")
+    ap.add_argument("--model", help="a Hugging Face model folder")
+    ap.add_argument("--runs", nargs="+", help="instead: folders of agent runs (fill_collect's runs/): "
+                                                "pass after turn k")
     ap.add_argument("--device", default=None, help="cuda | cpu (default: this machine's)")
     ap.add_argument("--out", required=True, help="the JSON file written")
     ap.add_argument("--sampled", type=int, default=0, help="sampled replies per prompt, beside the greedy one")
@@ -124,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--evaluators", type=int, default=None,
                     help="CPU backend: evaluations at once (default: half the cores)")
     args = ap.parse_args(argv)
+    if bool(args.model) == bool(args.runs):
+        ap.error("give --model (the single-turn prompts, judged now) or --runs (agent runs, read)")
+    if args.runs:
+        from cuda_agent.rl.fill_agent import runs_summary
+
+        return _write(runs_summary(args.runs), args.out)
     from cuda_agent.devices import default_device
 
     device = args.device or default_device()
@@ -132,9 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         kwargs["build_workers"] = args.build_workers
     if device == "cpu":
         kwargs["evaluators"] = args.evaluators or max(1, (os.cpu_count() or 2) // 2)
-    result = evaluate_model(args.model, device, args.sampled, kwargs, args.limit, args.tier)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    return _write(evaluate_model(args.model, device, args.sampled, kwargs, args.limit, args.tier), args.out)
+
+
+def _write(result: dict[str, Any], out: str) -> int:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "replies"}))
     return 0
 

@@ -25,7 +25,9 @@ CONFIG_DIR = Path(__file__).resolve().parent / "config"
 PACKAGE_DIR = CONFIG_DIR.parent.parent          # the installed cuda_agent package
 AGENT_LOOPS = CONFIG_DIR.parent / "agent_loops.yaml"   # the agent loops' list (rl/agent_loop.py), with defaults
 STAGES = ("warmup", "collect", "rft", "collect_rft", "value", "agentic")
-COLLECTS = {"collect": "warmup", "collect_rft": "rft"}   # a collecting stage -> the stage whose actor it runs
+# a collecting stage -> the stage whose actor it runs (fill_collect: fill's, else fill_rft's)
+COLLECTS = {"collect": "warmup", "collect_rft": "rft", "fill_collect": "fill"}
+FILL_STAGES = ("fill_rft", "fill", "fill_collect", "fill_agentic")   # they write their own data (rl/fill*.py)
 PLATFORMS = ("gpu", "cpu")
 
 
@@ -60,6 +62,12 @@ SPECS = {
                           "RFT of the actor on correct examples of the fill family's training operators"),
     "fill": StageSpec("fill", "ppo", "fill", ("actor", "critic"),
                       "PPO with a critic on the fill family, from fill_rft's actor (or the model named)"),
+    # its multi-turn form (rl/fill_agent.py): the same tasks in the agent loop, verify and retry
+    "fill_collect": StageSpec("fill_collect", "ppo", "collect", (),
+                              "fill's actor (or fill_rft's) runs the agent loop on the fill family's held-out "
+                              "tasks: pass after turn k vs turn 1"),
+    "fill_agentic": StageSpec("fill_agentic", "ppo", "agentic", ("actor", "critic"),
+                              "multi-turn PPO on the fill family's tasks in the agent loop, from fill_rft's actor"),
 }
 
 
