@@ -14,6 +14,8 @@
 #   turns:NAME    the multi-turn form (rl/fill_agent.py): NAME's actor (rft, ppo) runs the agent loop on the held-out
 #                 tasks (cuda-agent train fill_collect; TURNS="fill_collect:..." overrides, e.g. val_kwargs.n=1), then
 #                 pass after turn k vs turn 1 from its runs (fill_eval --runs) into learning/turns_NAME.json
+#   speed         no model: what each tier-2 choice (EPT) earns on this GPU, the correct expression of a few operators
+#                 judged by the reward route (benchmarks/fill_tier2_speed.py) into learning/tier2_speed.json
 # Steps take an optional :SECONDS limit (default 540). JUDGE=cpu|cuda: where the harness judges the
 # held-out replies (training judges on the CPU backend of the same machine: 16 cores, fast builds).
 # EXTRA="fill:trainer.total_training_steps=10 ...": overrides added to ppo, control and ablation alike.
@@ -124,7 +126,10 @@ for arg in "$@"; do
 $harness")" --quiet ${TURNS:-} fill_collect:actor_rollout_ref.model.path=$model 2>&1 | tail -15
       python3 -m cuda_agent.rl.fill_eval --runs $R/turns_$name/fill_collect/runs \
         --out $W/learning/turns_$name${TAG:+_$TAG}$T.json | tail -1 ;;
-    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation turns:NAME)"; exit 2 ;;
+    speed)
+      timeout -k 30 "$limit" python3 benchmarks/fill_tier2_speed.py --build-workers 8 ${SPEED:-} \
+        --json $W/learning/tier2_speed.json 2>&1 | grep -v "Warning\|WARN" ;;
+    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation turns:NAME speed)"; exit 2 ;;
   esac
   echo "== $arg: exit ${PIPESTATUS[0]} after $((SECONDS - t0))s"
 done
