@@ -13,6 +13,11 @@
 #   table         those in-run held-out figures of every PPO run here, by operator (benchmarks/rl/ops_by_step.py)
 #   control       the same from the RFT actor, rewards shuffled across replies
 #   ablation      PPO from the pretrained model: no RFT, no critic warm-up
+#   turns:NAME    the multi-turn form (rl/fill_agent.py): NAME's actor (rft, ppo) runs the agent loop on the held-out
+#                 tasks (cuda-agent train fill_collect; TURNS="fill_collect:..." overrides, e.g. val_kwargs.n=1), then
+#                 pass after turn k vs turn 1 from its runs (fill_eval --runs) into learning/turns_NAME.json
+#   speed         no model: what each tier-2 choice (EPT) earns on this GPU, the correct expression of a few operators
+#                 judged by the reward route (benchmarks/fill_tier2_speed.py) into learning/tier2_speed.json
 # Steps take an optional :SECONDS limit (default 540). JUDGE=cpu|cuda: where the harness judges the
 # held-out replies (training judges on the CPU backend of the same machine: 16 cores, fast builds).
 # EXTRA="fill:trainer.total_training_steps=10 ...": overrides added to ppo, control and ablation alike.
@@ -22,6 +27,8 @@
 # TAG=n8: ppo and control write to their own folders (fill_n8, fill_control_n8), start from the RFT actor of
 # $W/fill, and eval:ppo / eval:control read them (results ppo_n8.cpu.json ...): variants and repeats side by side.
 # await:rft[:SECS] waits until RFT's actor exists (a run launched beside the one that trains it).
+# TIER=2: the family's tier 2 (the expression and EPT, every correct reply timed: rewards 2 and 3), its runs
+# under $W/tier2 and its results named *.tier2.*; training and evaluation judge on the GPU (DEVICE, JUDGE: cuda).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -35,11 +42,16 @@ if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1 && [ ! -f /tmp/site/.installed ]
 fi
 export PYTHONPATH=/tmp/site:$PWD/src
 bash scripts/sandbox_access.sh python3 >/dev/null
-JUDGE=${JUDGE:-cpu}
+TIER=${TIER:-1}
+R=$W; T=""; [ "$TIER" = 2 ] && { R=$W/tier2; T=.tier2; }   # tier 2's runs and results apart from tier 1's
+JUDGE=${JUDGE:-$([ "$TIER" = 2 ] && echo cuda || echo cpu)}
+DEVICE=${DEVICE:-$([ "$TIER" = 2 ] && echo cuda || echo cpu)}   # where training's reward judges
 # RFT_OPS="affine clamp tanh": RFT shows only these training operators; PPO must learn the others
-FILL=""; [ -n "${RFT_OPS:-}" ] && FILL="fill: {rft_ops: [$(echo $RFT_OPS | sed 's/ /, /g')]}"
+OPS_YAML=""; [ -n "${RFT_OPS:-}" ] && OPS_YAML="rft_ops: [$(echo $RFT_OPS | sed 's/ /, /g')], "
+FILL="fill: {${OPS_YAML}tier: $TIER}"
 run_file() {  # out-folder, extra yaml lines
-  printf 'out: %s\nmodel: %s\nplatform: gpu\ndevice: cpu\ngpus: 1\n%s\n' "$1" "$W/smollm2" "${2:-}" > "$1.yaml"
+  mkdir -p "$(dirname "$1")"
+  printf 'out: %s\nmodel: %s\nplatform: gpu\ndevice: %s\ngpus: 1\n%s\n' "$1" "$W/smollm2" "$DEVICE" "${2:-}" > "$1.yaml"
   echo "$1.yaml"
 }
 KW=reward.custom_reward_function.reward_kwargs
@@ -79,40 +91,52 @@ for arg in "$@"; do
       name=${limit%%:*}; [ "$name" = "$limit" ] && limit=540 || limit=${limit#*:}
       case $name in
         pretrained) model=$W/smollm2 ;;
-        rft) model=$(actor_of $W/fill/fill_rft) ;;
-        ppo) model=$(latest $W/fill${TAG:+_$TAG}/fill) ;;
-        control) model=$(latest $W/fill_control${TAG:+_$TAG}/fill) ;;
-        ablation) model=$(latest $W/fill_ablation/fill) ;;
+        rft) model=$(actor_of $R/fill/fill_rft) ;;
+        ppo) model=$(latest $R/fill${TAG:+_$TAG}/fill) ;;
+        control) model=$(latest $R/fill_control${TAG:+_$TAG}/fill) ;;
+        ablation) model=$(latest $R/fill_ablation/fill) ;;
       esac
       timeout -k 30 "$limit" python3 -m cuda_agent.rl.fill_eval --model "$model" --device "$JUDGE" --sampled ${SAMPLED:-2} \
-        --build-workers 8 --out $W/learning/$name${TAG:+_$TAG}.$JUDGE.json 2>&1 | grep -v "Warning\|WARN\|Loading weights" | tail -3 ;;
+        --tier "$TIER" --build-workers 8 --out $W/learning/$name${TAG:+_$TAG}$T.$JUDGE.json 2>&1 \
+        | grep -v "Warning\|WARN\|Loading weights" | tail -3 ;;
     rft)
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill_rft --config "$(run_file $W/fill "$FILL")" --quiet 2>&1 | tail -15 ;;
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill_rft --config "$(run_file $R/fill "$FILL")" --quiet 2>&1 | tail -15 ;;
     await)
       l=${limit#*:}; [ "$l" = "$limit" ] && limit=540 || limit=$l
-      until [ -n "$(actor_of $W/fill/fill_rft)" ]; do
+      until [ -n "$(actor_of $R/fill/fill_rft)" ]; do
         [ $((SECONDS - t0)) -ge "$limit" ] && { echo "no RFT actor after ${limit}s"; exit 1; }; sleep 5
       done ;;
     ppo)
       if [ -n "${TAG:-}" ]; then
-        timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_$TAG)" --quiet $REWARD ${EXTRA:-} \
-          fill:actor_rollout_ref.model.path=$(actor_of $W/fill/fill_rft) 2>&1 | tail -15
+        timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $R/fill_$TAG "$FILL")" --quiet $REWARD ${EXTRA:-} \
+          fill:actor_rollout_ref.model.path=$(actor_of $R/fill/fill_rft) 2>&1 | tail -15
       else
-        timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill "$FILL")" --quiet $REWARD ${EXTRA:-} 2>&1 | tail -15
+        timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $R/fill "$FILL")" --quiet $REWARD ${EXTRA:-} 2>&1 | tail -15
       fi ;;
     control)
-      rft=$(actor_of $W/fill/fill_rft)
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_control${TAG:+_$TAG})" --quiet $REWARD ${EXTRA:-} \
+      rft=$(actor_of $R/fill/fill_rft)
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $R/fill_control${TAG:+_$TAG} "$FILL")" --quiet $REWARD ${EXTRA:-} \
         fill:actor_rollout_ref.model.path=$rft "fill:+$KW.shuffle=true" 2>&1 | tail -15 ;;
     ablation)
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $W/fill_ablation)" --quiet $REWARD ${EXTRA:-} \
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $R/fill_ablation "$FILL")" --quiet $REWARD ${EXTRA:-} \
         fill:actor_rollout_ref.model.path=$W/smollm2 fill:trainer.critic_warmup=0 2>&1 | tail -15 ;;
     table)
-      for v in $W/fill*/fill/validation; do
+      for v in $R/fill*/fill/validation; do
         [ -d "$v" ] || continue
         echo "== $v"; python3 benchmarks/rl/ops_by_step.py "$v" ${RFT_OPS:+--rft-ops $RFT_OPS}
       done ;;
-    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation table)"; exit 2 ;;
+    turns)
+      name=${limit%%:*}; [ "$name" = "$limit" ] && limit=540 || limit=${limit#*:}
+      case $name in rft) model=$(actor_of $R/fill/fill_rft) ;; ppo) model=$(latest $R/fill${TAG:+_$TAG}/fill) ;; esac
+      harness="harness: {cpu_evaluators: ${EVALUATORS:-6}, build_workers: ${BUILDERS:-3}}"  # the agent loop's service
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill_collect --config "$(run_file $R/turns_$name "$FILL
+$harness")" --quiet ${TURNS:-} fill_collect:actor_rollout_ref.model.path=$model 2>&1 | tail -15
+      python3 -m cuda_agent.rl.fill_eval --runs $R/turns_$name/fill_collect/runs \
+        --out $W/learning/turns_$name${TAG:+_$TAG}$T.json | tail -1 ;;
+    speed)
+      timeout -k 30 "$limit" python3 benchmarks/fill_tier2_speed.py --build-workers 8 ${SPEED:-} \
+        --json $W/learning/tier2_speed.json 2>&1 | grep -v "Warning\|WARN" ;;
+    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation turns:NAME speed table)"; exit 2 ;;
   esac
   echo "== $arg: exit ${PIPESTATUS[0]} after $((SECONDS - t0))s"
 done

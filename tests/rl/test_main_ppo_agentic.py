@@ -91,6 +91,7 @@ def test_main_ppo_validates_and_trains_on_cuda_agent_trajectories(tiny_model, ag
     assert sorted(steps) == [0, 1], f"logged steps {sorted(steps)}"
     assert number(steps[0]["val-core/cuda_agent/reward/mean@1"]) == -1.0  # our reward_score, as the trainer saw it
     assert "val-aux/cuda_agent/correct/mean@1" in steps[0]                # our reward_extra_info, aggregated
+    assert number(steps[0]["val-aux/cuda_agent/pass_turn1/mean@1"]) == 0.0   # pass at turn 1 beside it
     trained = steps[1]
     assert number(trained["critic/score/mean"]) == -1.0 and number(trained["actor/grad_norm"]) > 0
     assert number(trained["critic/grad_norm"]) > 0 and number(trained["prompt_length/mean"]) > 1000  # SKILL.md

@@ -11,6 +11,11 @@
   same tokens and masks by the same builder (`TokenTrajectory`), without a server, its reward read
   from the recorded verdicts: value pretraining on fixed trajectories (rollout `null`).
 
+A row may bring its own starting point (the fill family's multi-turn form, rl/fill_agent.py):
+`extra_info.start_files` (JSON text, path -> content) replace the workspace's example kernel, and
+`extra_info.task_prompt` the agent config's task message. Both loops report when a trajectory first
+passed (`first_pass_turn`, 0 if never; `pass_turn1` among the numbers verl averages in validation).
+
 Load them with `actor_rollout_ref.rollout.agent.agent_loop_config_path=<cuda_agent/rl/agent_loops.yaml>`
 (verl reads the list in every agent-loop worker; importing this module registers the names with
 default options only where no YAML set them) and pick one per row (`agent_name` column) or for all
@@ -41,6 +46,7 @@ production rollouts need vLLM or SGLang.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import time
 import uuid
@@ -54,13 +60,14 @@ from verl.experimental.agent_loop.agent_loop import (AgentLoopBase, AgentLoopMet
 
 from cuda_agent.agent.config import AgentConfig, load_config, override
 from cuda_agent.agent.loop import Outcome
-from cuda_agent.agent.run import open_run
+from cuda_agent.agent.run import Run, open_run
 from cuda_agent.agent.solution import SolutionKeeper
-from cuda_agent.agent.tools import Tools
+from cuda_agent.agent.tools import ToolError, Tools
 from cuda_agent.agent.trajectory import read_messages, read_records
 from cuda_agent.harness import EvalResult, RewardSchedule, TimingPlan, resolve_backend
 from cuda_agent.home import subdir
 from cuda_agent.rl.evaluation import EVALUATORS, RL_TIMING, make_evaluator_factory
+from cuda_agent.rl.rft import first_pass
 from cuda_agent.rl.token_model import VerlTokenModel
 from cuda_agent.rl.token_trajectory import TokenTrajectory
 from cuda_agent.tasks import Task, load_task
@@ -163,7 +170,8 @@ class CudaAgentLoop(AgentLoopBase):
                                       self.settings.final_profile)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-        task = task_from_row(kwargs.get("extra_info"))
+        info = kwargs.get("extra_info") or {}
+        task = task_from_row(info)
         out = Path(self.settings.runs_dir or subdir("rl_runs")) / \
             f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         trajectory = TokenTrajectory(self, TOOL_SCHEMAS, self.rollout_config.response_length,
@@ -175,7 +183,7 @@ class CudaAgentLoop(AgentLoopBase):
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"cuda-agent-{task.name}")
         start = time.monotonic()
         try:
-            outcome, keeper = await asyncio.get_running_loop().run_in_executor(pool, self._work, task, out, model)
+            outcome, keeper = await asyncio.get_running_loop().run_in_executor(pool, self._work, task, out, model, info)
         except asyncio.CancelledError:
             model.cancelled = True  # the agent's thread stops at its next query
             raise
@@ -186,18 +194,24 @@ class CudaAgentLoop(AgentLoopBase):
         steps = (stats.min_global_steps, stats.max_global_steps)
         if None in steps:  # no reply came back (a prompt with no room): the step this row was sampled at
             steps = (kwargs.get("global_steps"),) * 2
+        first = first_pass(read_records(out / "trajectory.jsonl"))
         extra = extra_fields(task.name, verdict, outcome.status, outcome.error, outcome.turns, keeper.evaluations,
-                             out, steps)
+                             out, steps, first)
         metrics = AgentLoopMetrics(generate_sequences=stats.seconds,
                                    tool_calls=max(time.monotonic() - start - stats.seconds, 0.0),
                                    num_preempted=stats.preempted)
         return AgentLoopOutput(**trajectory.output(), reward_score=verdict.reward, num_turns=_turns(trajectory),
                                metrics=metrics, extra_fields=extra)
 
-    def _work(self, task: Task, out: Path, model: VerlTokenModel) -> tuple[Outcome, SolutionKeeper]:
-        """The run, in the agent's thread: as `optimize()` runs one, with this policy as the model."""
+    def _work(self, task: Task, out: Path, model: VerlTokenModel,
+              info: dict[str, Any] | None = None) -> tuple[Outcome, SolutionKeeper]:
+        """The run, in the agent's thread: as `optimize()` runs one, with this policy as the model (and
+        the row's own starting files and task message, where its `info` brings them)."""
+        info = info or {}
         evaluator = make_evaluator_factory(self.settings.evaluator, self.device, self.settings.service)
-        with open_run(task, out, self.device, self.agent_config, evaluator, self.settings.timing) as run:
+        config = override(self.agent_config, prompts={"task": info.get("task_prompt")})
+        with open_run(task, out, self.device, config, evaluator, self.settings.timing) as run:
+            place_start_files(run, info.get("start_files"), info.get("index", "?"))
             messages = run.start(model.name)
             outcome = run.work(model, messages)
             run.finish(outcome)
@@ -229,7 +243,8 @@ class ReplayAgentLoop(AgentLoopBase):
         task = next((r.get("task", "") for r in records if r.get("type") == "run"), "")
         turns = sum(m["role"] == "assistant" for m in trajectory.messages)
         steps = (kwargs.get("global_steps"),) * 2   # no server: the step this row was sampled at
-        extra = extra_fields(task, verdict, "replay", "", turns, len(results), Path(info["trajectory"]).parent, steps)
+        extra = extra_fields(task, verdict, "replay", "", turns, len(results), Path(info["trajectory"]).parent, steps,
+                             first_pass(records))
         return AgentLoopOutput(**trajectory.output(), reward_score=verdict.reward, num_turns=_turns(trajectory),
                                metrics=AgentLoopMetrics(), extra_fields=extra)
 
@@ -264,6 +279,22 @@ async def replay_messages(trajectory: TokenTrajectory, messages: list[dict[str, 
         i = j
 
 
+def place_start_files(run: Run, files: str | None, row: Any) -> None:
+    """A row's starting point (`extra_info.start_files`, JSON text: path -> content) in place of the
+    workspace's example kernel: kernels/ emptied, then each file written as the write_file tool
+    writes one (to the tool user, where commands are isolated; a protected path is refused)."""
+    if not files:
+        return
+    for f in (run.workspace / "kernels").iterdir():
+        if f.is_file():
+            f.unlink()
+    for path, content in json.loads(files).items():
+        try:
+            run.tools.write_file(path, content)
+        except ToolError as e:
+            raise ValueError(f"dataset row {row}: extra_info.start_files: {e}") from None
+
+
 def recorded_results(records: list[dict[str, Any]], final_profile: bool) -> list[dict[str, Any]]:
     """The harness verdicts a recorded run got from its tools (and from its final profile, if counted)."""
     kinds = ("message", "final_evaluation") if final_profile else ("message",)
@@ -272,16 +303,19 @@ def recorded_results(records: list[dict[str, Any]], final_profile: bool) -> list
 
 
 def extra_fields(task: str, verdict: Verdict, status: str, error: str, turns: int, evaluations: int,
-                 run_dir: Path, steps: tuple[Any, Any]) -> dict[str, Any]:
+                 run_dir: Path, steps: tuple[Any, Any], first: tuple[int, int] | None = None) -> dict[str, Any]:
     """A trajectory's `AgentLoopOutput.extra_fields`, the same keys from both loops (verl stacks them
     per key across the batch). `steps`: the weights versions of its first and last reply; verl's v1
-    trainer tags every trajectory with them (min/max_global_steps, as ints). `reward_extra_info` is
-    numbers only: the trainer averages each key in its validation metrics."""
+    trainer tags every trajectory with them (min/max_global_steps, as ints). `first`: when it first
+    passed (rft.first_pass: turn, verification), None if never. `reward_extra_info` is numbers only:
+    the trainer averages each key in its validation metrics (`pass_turn1` against `correct`: pass at
+    the first turn against pass within the turns given)."""
     return {"task": task, "milestone": verdict.milestone, "status": status, "error": error, "turns": turns,
-            "evaluations": evaluations, "run_dir": str(run_dir),
+            "evaluations": evaluations, "run_dir": str(run_dir), "first_pass_turn": first[0] if first else 0,
             "global_steps": steps[1], "min_global_steps": steps[0], "max_global_steps": steps[1],
             "turn_scores": [], "tool_rewards": [],   # the keys verl's own multi-turn loop returns
-            "reward_extra_info": {"correct": float(verdict.correct), "turns": turns, "evaluations": evaluations}}
+            "reward_extra_info": {"correct": float(verdict.correct), "turns": turns, "evaluations": evaluations,
+                                  "pass_turn1": float(bool(first) and first[0] == 1)}}
 
 
 def _pop_options(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -1,11 +1,20 @@
 """How well a model fills the kernel: its replies to the held-out prompts of rl/fill.py, judged by the
 harness through the reward route (the same verdicts PPO trains on).
 
-    python -m cuda_agent.rl.fill_eval --model FOLDER --device cuda --out stage.json [--sampled 4]
+    python -m cuda_agent.rl.fill_eval --model FOLDER --device cuda --out stage.json [--sampled 4] [--tier 2]
 
 Greedy replies to every held-out prompt give `pass` (share judged correct), `compile` (share that
 built), `reward_mean`; `--sampled K` adds K sampled replies per prompt (temperature 1) and the same
 figures over them. Per-prompt verdicts go beside the summary, split by seen and unseen operators.
+`--tier 2` asks tier 2's prompts (the expression and EPT) and times every correct reply, adding the
+shares faster than eager and than torch.compile, and how often each EPT was chosen.
+
+The multi-turn form (rl/fill_agent.py) is run by `cuda-agent train fill_collect`; its runs are read here:
+
+    python -m cuda_agent.rl.fill_eval --runs RUN/fill_collect/runs --out turns.json
+
+gives the share of runs that had passed by turn k (and by the k-th verification), for every k, overall
+and for the operators seen in training and those held out whole.
 """
 
 from __future__ import annotations
@@ -67,9 +76,9 @@ def judge(rows: list[dict[str, Any]], replies: list[str], reward_kwargs: dict[st
 
 
 def evaluate_model(folder: str, device: str, sampled: int = 0, reward_kwargs: dict[str, Any] | None = None,
-                   limit: int | None = None) -> dict[str, Any]:
-    """The summary and per-prompt verdicts of one model on the held-out prompts."""
-    items = fill.items("val", device)[:limit]
+                   limit: int | None = None, tier: int = 1) -> dict[str, Any]:
+    """The summary and per-prompt verdicts of one model on the held-out prompts of a tier."""
+    items = fill.items("val", device, tier)[:limit]
     rows = [fill.fill_row(it, i, device) for i, it in enumerate(items)]
     convs = [it.messages() for it in items]
     kwargs = {"device": device, **(reward_kwargs or {})}
@@ -80,43 +89,70 @@ def evaluate_model(folder: str, device: str, sampled: int = 0, reward_kwargs: di
     t_gen = time.monotonic() - t0
     verdicts = judge(rows, greedy, kwargs)
     sampled_verdicts = [judge(rows, s, kwargs) for s in samples]
-    out: dict[str, Any] = {"model": folder, "device": device, "prompts": len(items), **fill.summary_of(verdicts),
+    out: dict[str, Any] = {"model": folder, "device": device, "tier": tier, "prompts": len(items),
+                           **fill.summary_of(verdicts),
                            "seen_ops": fill.summary_of([v for v, it in zip(verdicts, items) if it.op.seen]),
                            "unseen_ops": fill.summary_of([v for v, it in zip(verdicts, items) if not it.op.seen]),
                            "seconds": {"generate": round(t_gen, 1), "judge": round(time.monotonic() - t0 - t_gen, 1)}}
+    if tier == 2:
+        out["ept_chosen"] = choices(greedy)
     if sampled:
         flat = [v for vs in sampled_verdicts for v in vs]
         out["sampled"] = {"k": sampled, **fill.summary_of(flat)}
     out["replies"] = [{"op": it.op.name, "seen": it.op.seen, "answer": it.answer, "reply": r, "score": v["score"],
-                       "stage": v["stage"], "reason": v["reason"][:160]}
+                       "milestone": v["milestone"], "stage": v["stage"], "reason": v["reason"][:160]}
                       for it, r, v in zip(items, greedy, verdicts)]
     return out
 
 
+def choices(replies: list[str]) -> dict[str, int]:
+    """How often each EPT was chosen by tier-2 replies that passed the guard (`none`: refused)."""
+    counts: dict[str, int] = {}
+    for reply in replies:
+        parsed, _ = fill.tier2_reply(reply)
+        key = str(parsed[1]) if parsed else "none"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cuda_agent.rl.fill_eval", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, help="a Hugging Face model folder")
+    ap.add_argument("--model", help="a Hugging Face model folder")
+    ap.add_argument("--runs", nargs="+", help="instead: folders of agent runs (fill_collect's runs/): "
+                                                "pass after turn k")
     ap.add_argument("--device", default=None, help="cuda | cpu (default: this machine's)")
     ap.add_argument("--out", required=True, help="the JSON file written")
     ap.add_argument("--sampled", type=int, default=0, help="sampled replies per prompt, beside the greedy one")
     ap.add_argument("--limit", type=int, default=None, help="only the first N held-out prompts (a quick look)")
     ap.add_argument("--build-workers", type=int, default=None, help="builders of the reward route")
+    ap.add_argument("--tier", type=int, default=1, choices=fill.TIERS,
+                    help="the family's tier (2: the expression and EPT)")
     ap.add_argument("--profile", action="store_true",
-                    help="time the correct replies too (reward 2-3 possible); default: correctness only, as fill trains")
+                    help="time the correct replies too (reward 2-3 possible); default: correctness only, as tier 1 "
+                         "trains (tier 2 always times)")
     ap.add_argument("--evaluators", type=int, default=None,
                     help="CPU backend: evaluations at once (default: half the cores)")
     args = ap.parse_args(argv)
+    if bool(args.model) == bool(args.runs):
+        ap.error("give --model (the single-turn prompts, judged now) or --runs (agent runs, read)")
+    if args.runs:
+        from cuda_agent.rl.fill_agent import runs_summary
+
+        return _write(runs_summary(args.runs), args.out)
     from cuda_agent.devices import default_device
 
     device = args.device or default_device()
-    kwargs: dict = {"profile": args.profile}
+    kwargs: dict = {"profile": args.profile or args.tier == 2}
     if args.build_workers is not None:
         kwargs["build_workers"] = args.build_workers
     if device == "cpu":
         kwargs["evaluators"] = args.evaluators or max(1, (os.cpu_count() or 2) // 2)
-    result = evaluate_model(args.model, device, args.sampled, kwargs, args.limit)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    return _write(evaluate_model(args.model, device, args.sampled, kwargs, args.limit, args.tier), args.out)
+
+
+def _write(result: dict[str, Any], out: str) -> int:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "replies"}))
     return 0
 

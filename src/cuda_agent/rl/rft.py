@@ -11,6 +11,10 @@ turns and `max_tokens` tokens (counted with the actor's tokenizer and chat templ
 else estimated at 4 characters a token), its task is not KernelBench's, and it is not a copy of one
 kept already. The SFT run itself is verl's trainer (the `rft` stage config), with the loss on the
 assistant's tokens only.
+
+What a trajectory shows is read here too: its best reward (`trajectory_reward`) and when it first
+passed (`first_pass`: the turn, and which verification), and over many runs the share that had
+passed by turn k (`pass_at_turns`: the collecting stages' outputs, the fill family's multi-turn form).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any, Callable, Iterable
 
 from cuda_agent.agent.tools import SCHEMAS
 from cuda_agent.agent.trajectory import read_records
+from cuda_agent.harness import EvalResult
 from cuda_agent.journal import read_rows
 from cuda_agent.rl.data import KernelBenchGuard, clean_message, sft_row, write_parquet
 
@@ -89,6 +94,36 @@ def trajectory_reward(records: list[dict[str, Any]]) -> float:
             if isinstance(found.get("reward"), (int, float)):
                 rewards.append(found["reward"])
     return float(max(rewards)) if rewards else -1.0
+
+
+def first_pass(records: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """When a run first passed: the turn of the reply whose verify or profile the harness accepted
+    (correct, no harness error), and which of the run's verify and profile calls it was (from 1);
+    None when none passed."""
+    attempt = 0
+    for r in records:
+        found = r.get("harness") if r.get("type") == "message" else None
+        result = found.get("result") if isinstance(found, dict) else None
+        if not isinstance(result, dict):
+            continue
+        attempt += 1
+        if result.get("correct") and not EvalResult.written_harness_error(result):
+            return int(r.get("turn") or 0), attempt
+    return None
+
+
+def pass_at_turns(runs: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Over runs (each its trajectory's records): the share that passed, and that had passed by turn
+    k and by the k-th verification, for k from 1 to the latest first pass."""
+    firsts = [first_pass(records) for records in runs]
+    n = max(1, len(runs))
+    last = max((f[0] for f in firsts if f), default=1)
+    tries = max((f[1] for f in firsts if f), default=1)
+    return {"runs": len(runs), "pass": round(sum(f is not None for f in firsts) / n, 4),
+            "pass_at_turn": {str(k): round(sum(1 for f in firsts if f and f[0] <= k) / n, 4)
+                             for k in range(1, last + 1)},
+            "pass_at_attempt": {str(k): round(sum(1 for f in firsts if f and f[1] <= k) / n, 4)
+                                for k in range(1, tries + 1)}}
 
 
 def from_trajectory(path: str | Path) -> Candidate | None:

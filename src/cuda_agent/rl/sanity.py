@@ -141,12 +141,16 @@ def sanity_task(index: int, device: str) -> tuple[Task, Op]:
     return Task(name=f"sanity_{index:03d}_{op.name}_{batch}x{features}", code=code, origin=f"sanity:{index}"), op
 
 
-def kernel_files(template: str, expr: str, device: str) -> dict[str, str]:
-    """The kernels/ files of a solution: sanity_kernels/<device>/<template> with `expr` as f(v),
-    its header and its binding (paths relative to the workspace; rl/fill.py uses them too)."""
+def kernel_files(template: str, expr: str, device: str, **marks: str) -> dict[str, str]:
+    """The kernels/ files of a solution: sanity_kernels/<device>/<template> with `expr` as f(v) (and
+    each of `marks` in place of @NAME@: the fill family's EPT), its header and its binding (paths
+    relative to the workspace; rl/fill.py uses them too)."""
     folder = KERNELS / device
     ext = "cu" if device == "cuda" else "cpp"
-    return {f"kernels/sanity.{ext}": (folder / f"{template}.{ext}").read_text().replace("@EXPR@", expr),
+    kernel = (folder / f"{template}.{ext}").read_text().replace("@EXPR@", expr)
+    for name, value in marks.items():
+        kernel = kernel.replace(f"@{name.upper()}@", value)
+    return {f"kernels/sanity.{ext}": kernel,
             "kernels/sanity.h": (folder / "sanity.h").read_text(),
             "kernels/sanity_binding.cpp": (folder / "sanity_binding.cpp").read_text()}
 

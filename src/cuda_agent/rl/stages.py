@@ -25,7 +25,9 @@ CONFIG_DIR = Path(__file__).resolve().parent / "config"
 PACKAGE_DIR = CONFIG_DIR.parent.parent          # the installed cuda_agent package
 AGENT_LOOPS = CONFIG_DIR.parent / "agent_loops.yaml"   # the agent loops' list (rl/agent_loop.py), with defaults
 STAGES = ("warmup", "collect", "rft", "collect_rft", "value", "agentic")
-COLLECTS = {"collect": "warmup", "collect_rft": "rft"}   # a collecting stage -> the stage whose actor it runs
+# a collecting stage -> the stage whose actor it runs (fill_collect: fill's, else fill_rft's)
+COLLECTS = {"collect": "warmup", "collect_rft": "rft", "fill_collect": "fill"}
+FILL_STAGES = ("fill_rft", "fill", "fill_collect", "fill_agentic")   # they write their own data (rl/fill*.py)
 PLATFORMS = ("gpu", "cpu")
 
 
@@ -60,6 +62,12 @@ SPECS = {
                           "RFT of the actor on correct examples of the fill family's training operators"),
     "fill": StageSpec("fill", "ppo", "fill", ("actor", "critic"),
                       "PPO with a critic on the fill family, from fill_rft's actor (or the model named)"),
+    # its multi-turn form (rl/fill_agent.py): the same tasks in the agent loop, verify and retry
+    "fill_collect": StageSpec("fill_collect", "ppo", "collect", (),
+                              "fill's actor (or fill_rft's) runs the agent loop on the fill family's held-out "
+                              "tasks: pass after turn k vs turn 1"),
+    "fill_agentic": StageSpec("fill_agentic", "ppo", "agentic", ("actor", "critic"),
+                              "multi-turn PPO on the fill family's tasks in the agent loop, from fill_rft's actor"),
 }
 
 
@@ -98,10 +106,13 @@ class SanitySettings:
 @dataclass
 class FillSettings:
     """The fill family's run (rl/fill.py): which training operators fill_rft's correct examples show
-    (null: all of them). The others are learned in the fill stage from the harness's reward alone."""
+    (null: all of them; the others are learned in the fill stage from the harness's reward alone),
+    and the tier: 1, the expression, judged for correctness (reward -1 or 1); 2, the expression and
+    a choice that changes only speed (EPT), every correct reply timed (reward up to 3)."""
 
     rft_ops: list[str] | None = None
     copies: int = 1            # each correct example this many times
+    tier: int = 1
 
 
 @dataclass
@@ -202,6 +213,9 @@ def load_run_config(path: str | Path) -> RunConfig:
     sanity_settings = _section(path, raw, "sanity", SanitySettings)
     harness_settings = _section(path, raw, "harness", HarnessSettings)
     fill_settings = _section(path, raw, "fill", FillSettings)
+    if fill_settings.tier not in (1, 2):
+        raise TrainError(f"{path}: fill.tier is {fill_settings.tier}; use 1 (the expression, correctness) or 2 "
+                         "(the expression and EPT, timed)")
     if fill_settings.rft_ops is not None:
         from cuda_agent.rl.fill import OPS
 

@@ -36,7 +36,7 @@ from typing import Any, Callable
 from cuda_agent.rl import launch, metrics
 from cuda_agent.rl.data import (AGENTIC, KERNELBENCH, REPLAY, SINGLE_TURN, KernelBenchGuard, load_training_tasks,
                                 read_parquet, rl_row, rl_rows, split_tasks, write_parquet)
-from cuda_agent.rl.stages import (COLLECTS, SPECS, STAGES, RunConfig, TrainError, mapping_overrides,
+from cuda_agent.rl.stages import (COLLECTS, FILL_STAGES, SPECS, STAGES, RunConfig, TrainError, mapping_overrides,
                                   route_overrides)
 
 Report = Callable[[dict[str, Any]], None]   # progress events, see `run_stage`
@@ -210,17 +210,21 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
         from cuda_agent.rl.fill import write_fill_sft
 
         sft = write_fill_sft(run.out / "data" / "fill" / "sft.parquet", run.harness_device, run.seed,
-                             copies=run.fill.copies, ops=run.fill.rft_ops)
+                             copies=run.fill.copies, ops=run.fill.rft_ops, tier=run.fill.tier)
         return ([*common, f"model.path={run.model}", f"data.train_files={sft}", "data.val_files=null"],
-                len(read_parquet(sft)), {"actor": run.model, "data": str(sft)})
+                len(read_parquet(sft)), {"actor": run.model, "data": str(sft), "tier": run.fill.tier})
     if stage == "fill":
         from cuda_agent.rl.fill import write_fill_data
 
         actor = _previous(journal, run, stage, "fill_rft", "actor", user, actor_key) or _given_value(user, actor_key)
-        train, val = write_fill_data(run.out / "data" / "fill", run.harness_device, run.seed)
+        train, val = write_fill_data(run.out / "data" / "fill", run.harness_device, run.seed, run.fill.tier)
         paths = [f"data.train_files={train}", f"data.val_files={val}"]
-        return ([*common, *_models(actor, actor), *paths, *_ppo_logs(run, d)], len(read_parquet(train)),
-                {"actor": actor, "data": str(train)})
+        # tier 2: every correct reply is timed, so that the choice's speed reaches the reward (2, 3)
+        timed = ["reward.custom_reward_function.reward_kwargs.profile=true"] if run.fill.tier == 2 else []
+        return ([*common, *_models(actor, actor), *paths, *timed, *_ppo_logs(run, d)], len(read_parquet(train)),
+                {"actor": actor, "data": str(train), "tier": run.fill.tier})
+    if stage in ("fill_collect", "fill_agentic"):
+        return _fill_agent_overrides(run, stage, journal, user, common)
     if stage == "warmup":
         actor = critic = run.model
     elif stage in COLLECTS:   # the actor frozen, on the training tasks (verl's validation pass alone)
@@ -254,6 +258,35 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
     paths = [f"data.train_files={data[f'{kind}_train']}", f"data.val_files={data[f'{kind}_val']}"]
     return ([*common, *_models(actor, critic), *paths, *_ppo_logs(run, d)], len(read_parquet(data[f"{kind}_train"])),
             {"actor": actor, "critic": critic, "tasks": str(data[f"{kind}_train"])})
+
+
+def _fill_agent_overrides(run: RunConfig, stage: str, journal: launch.StageJournal, user: list[str],
+                          common: list[str]) -> tuple[list[str], int, dict[str, Any]]:
+    """The fill family's multi-turn form (rl/fill_agent.py): fill_collect runs a trained actor, frozen,
+    on the held-out tasks (the measurement); fill_agentic trains on the training tasks from fill_rft's
+    actor, validated on the held-out ones."""
+    from cuda_agent.rl.fill_agent import STAGE_OVERRIDES, write_fill_agent_data
+
+    d, key = run.out / stage, "actor_rollout_ref.model.path"
+    train, val = write_fill_agent_data(run.out / "data" / "fill_agent", run.harness_device, run.seed, run.fill.tier,
+                                       run.agent_config)
+    short = mapping_overrides(STAGE_OVERRIDES)
+    if stage == "fill_collect":
+        named = _given_value(user, key)
+        done = journal.finished("fill") or journal.finished("fill_rft")
+        actor = named or (done or {}).get("outputs", {}).get("actor")
+        if actor is None:
+            raise TrainError(f"fill_collect runs the fill stage's actor (or fill_rft's), and neither has finished in "
+                             f"{run.out}: run `cuda-agent train fill_rft --config {run.path}` first, or name the "
+                             f"model yourself: fill_collect:{key}=FOLDER")
+        paths = [f"data.train_files={val}", f"data.val_files={val}", "trainer.val_only=true",
+                 "trainer.val_before_train=true"]
+        return ([*common, *_models(None if named else actor, None), *short, *paths, *_ppo_logs(run, d)],
+                len(read_parquet(val)), {"actor": actor, "tasks": str(val), "tier": run.fill.tier})
+    actor = _given_value(user, key) or _previous(journal, run, stage, "fill_rft", "actor", user, key)
+    paths = [f"data.train_files={train}", f"data.val_files={val}"]
+    return ([*common, *_models(actor, actor), *short, *paths, *_ppo_logs(run, d)], len(read_parquet(train)),
+            {"actor": actor, "tasks": str(train), "tier": run.fill.tier})
 
 
 def _models(actor: str | None, critic: str | None) -> list[str]:
@@ -305,7 +338,7 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
         report({"event": "phase", "text": "building the tiny model"})
         build_tiny_model(Path(run.model))
     report({"event": "stage", "stage": stage, "summary": spec.summary})
-    data = prepare_data(run, report) if stage not in ("sanity", "fill_rft", "fill") else {}
+    data = prepare_data(run, report) if stage not in ("sanity", *FILL_STAGES) else {}
     user = [*mapping_overrides(run.stages.get(stage, {})), *cli]
     generated, rows, inputs = generated_overrides(run, stage, data, journal, user, report)
     stage_dir.mkdir(parents=True, exist_ok=True)
@@ -384,7 +417,9 @@ def _outputs(stage: str, stage_dir: Path, env: dict[str, str], log: Path, report
 
 
 def _collected(stage: str, stage_dir: Path, log: Path) -> dict[str, Any]:
-    """A collecting stage's result: its runs folder, how many trajectories, and their rewards."""
+    """A collecting stage's result: its runs folder, how many trajectories, their rewards, and the
+    share that had passed by turn k (and by the k-th verification)."""
+    from cuda_agent.agent.trajectory import read_records
     from cuda_agent.rl import rft
 
     runs = stage_dir / "runs"
@@ -392,8 +427,10 @@ def _collected(stage: str, stage_dir: Path, log: Path) -> dict[str, Any]:
     if not found:
         raise TrainError(f"{stage}: verl finished but no agent run with a conversation is in {runs}; see {log}")
     rewards = [c.reward for c in found]
+    passes = rft.pass_at_turns([read_records(p) for p in rft.trajectory_files([runs])])
     return {"runs": str(runs), "trajectories": len(found), "best_reward": max(rewards),
-            "mean_reward": round(sum(rewards) / len(rewards), 4)}
+            "mean_reward": round(sum(rewards) / len(rewards), 4), "pass": passes["pass"],
+            "pass_at_turn": passes["pass_at_turn"], "pass_at_attempt": passes["pass_at_attempt"]}
 
 
 def _write_metrics(run: RunConfig, stage: str) -> list[dict[str, Any]]:
