@@ -13,8 +13,8 @@ import torch
 import torch.utils.cpp_extension
 
 from cuda_agent.harness.modules import Steps, make_inputs, make_model, module_from_source, release
-from cuda_agent.harness.workers.runtime import (HOST_ELEMENTS, OperatorGuard, changed_since, flatten_outputs,
-                                                inputs_unchanged, poison_free_memory, snapshot)
+from cuda_agent.harness.workers.runtime import (HOST_ELEMENTS, HostState, OperatorGuard, changed_since,
+                                                flatten_outputs, inputs_unchanged, poison_free_memory, snapshot)
 from cuda_agent.harness.workers.process import ChildChannel
 from cuda_agent.harness.workers.spares import WARM_ENV
 from cuda_agent.harness.config import TimingPlan
@@ -113,8 +113,8 @@ def load_weights(model: torch.nn.Module, path: str, strict: bool = True) -> str:
     return "state_dict"
 
 
-def guarded_call(model, inputs: list, strict: bool, device: torch.device):
-    guard = OperatorGuard(strict=strict, device_type=device.type)
+def guarded_call(model, inputs: list, strict: bool, device: torch.device, state: HostState):
+    guard = OperatorGuard(strict=strict, device_type=device.type, state=state)
     poison_free_memory(device)
     try:
         with torch.no_grad(), guard:
@@ -130,7 +130,8 @@ def guarded_call(model, inputs: list, strict: bool, device: torch.device):
     if guard.host_ops:
         raise Failure("run", f"forward worked on the CPU (aten::{guard.host_ops[0]} on a host tensor of more than "
                              f"{HOST_ELEMENTS} elements) in a {device.type} task: compute on the GPU, not on the host "
-                             "with a copy to the device")
+                             "with a copy to the device (copying the model's own tensors to the device as they were "
+                             "constructed is fine)")
     return out
 
 
@@ -168,7 +169,7 @@ class Held:
 
 
 def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list,
-             steps: Steps, held: Held | None = None) -> tuple[dict[str, list], list[str]]:
+             steps: Steps, state: HostState, held: Held | None = None) -> tuple[dict[str, list], list[str]]:
     """Run forward on each input set back to back, then check that the inputs are unchanged (against
     the same inputs drawn again from their seed) and hand every output over; returns each tag's
     output metadata, and the tags whose output changed after its forward returned (work deferred
@@ -178,7 +179,7 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
         with steps("inputs"):
             inputs = make_inputs(task, seed, device, *variant)
         with steps("forward"):
-            out = guarded_call(model, inputs, strict, device)
+            out = guarded_call(model, inputs, strict, device, state)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         flat = flatten_outputs(out, device)   # the tensors themselves: later calls may still write into them
@@ -214,8 +215,9 @@ class TimingRun:
     `call` times one call on the inputs of the seed the harness sends with it; `check` hands the
     last call's output over for the reference to check, while it is still the one returned."""
 
-    def __init__(self, model, task, msg: dict, strict: bool, device: torch.device, public: str):
+    def __init__(self, model, task, msg: dict, strict: bool, device: torch.device, public: str, state: HostState):
         self.model, self.task, self.strict, self.device, self.public = model, task, strict, device, public
+        self.state = state
         self.route = msg.get("route", "files")
         # The timed calls run without the operator guard: a Python dispatch mode costs 50-70 us of host
         # time a call (H200, 2026-11-26: the demo kernel read 0.07-0.09 ms against 0.019 ms), which the
@@ -235,7 +237,7 @@ class TimingRun:
         self.server.close()
         inputs = make_inputs(self.task, int.from_bytes(os.urandom(8), "little") >> 2, self.device)
         for _ in range(2):  # guarded calls after the timed ones: behaviour must not change with call count
-            guarded_call(self.model, inputs, self.strict, self.device)
+            guarded_call(self.model, inputs, self.strict, self.device, self.state)
         del inputs
         release(self.device)
         return {"ok": True}
@@ -274,19 +276,22 @@ def main(fd_in: int, fd_out: int) -> None:
         keep: list = []  # outputs shared with the reference worker, held until the next request
         timing: TimingRun | None = None
         held = Held()
+        state = HostState()  # the model's host tensors as they were before any input (GPU tasks)
         while (msg := channel.recv()) is not None:
             op = msg.get("op")
             keep.clear()
             if op == "weights":
-                channel.send({"ok": True, "init": load_weights(model, job["state_path"], strict)})
+                init = load_weights(model, job["state_path"], strict)
+                state = HostState(model) if device.type != "cpu" else HostState()
+                channel.send({"ok": True, "init": init})
             elif op == "run":
                 steps = Steps()
-                written, changed = run_pair(model, task, msg, strict, device, job["public"], keep, steps, held)
+                written, changed = run_pair(model, task, msg, strict, device, job["public"], keep, steps, state, held)
                 channel.send({"ok": True, "outputs": written, "changed": changed, "steps": steps.seconds})
             elif op == "recheck":
                 channel.send(held.recheck())
             elif op == "time_start":
-                timing = TimingRun(model, task, msg, strict, device, job["public"])
+                timing = TimingRun(model, task, msg, strict, device, job["public"], state)
                 channel.send({"ok": True})
             elif op == "call" and timing is not None:
                 channel.send(timing.call(msg))
