@@ -4,8 +4,10 @@ when the harness is root). It writes outputs and timing samples; it never decide
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
+from dataclasses import dataclass
 
 # Everything the harness needs is imported and bound before the solution's code runs, so that
 # nothing the solution does at import can replace it.
@@ -21,7 +23,7 @@ from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.workers.calls import CallServer
 from cuda_agent.harness.workers.transfer import share_outputs, write_outputs
 
-_load, _full = torch.load, torch.full
+_load, _full, _equal = torch.load, torch.full, torch.equal
 
 
 class Failure(Exception):
@@ -85,32 +87,69 @@ def load_solution(job: dict, device: torch.device):
     return model, task
 
 
-def load_weights(model: torch.nn.Module, path: str, strict: bool = True) -> str:
-    """The reference's weights into ModelNew: "state_dict" where names and shapes match. Where they
-    do not, the strict policy fails; the relaxed one keeps ModelNew as constructed after the same
-    seed as the reference (KernelBench's convention) and says "same_seed"."""
+@dataclass(frozen=True)
+class Weights:
+    """How ModelNew got its weights: "state_dict" (the reference's, copied in) or "same_seed" (as
+    constructed after the reference's seed), and why the state_dict was not used."""
+
+    init: str
+    why: str = ""
+
+
+def load_weights(model: torch.nn.Module, path: str, strict: bool = True) -> Weights:
+    """The reference's weights into ModelNew: "state_dict" where names and shapes match and every
+    tensor then holds the reference's values. Where they do not, the strict policy fails; the
+    relaxed one keeps ModelNew as constructed after the same seed as the reference (KernelBench's
+    convention: the same values where both create the same parameters in the same order) and says
+    "same_seed" and why. A copy that raises part way leaves the reference's values in what it
+    copied (load_state_dict goes on past a failed tensor); the outputs decide either way."""
     state = _load(path, weights_only=True)
     mine = model.state_dict()
     missing = sorted(set(state) - set(mine))
     extra = sorted(set(mine) - set(state))
     if missing or extra:
-        if not strict:
-            return "same_seed"
         parts = []
         if missing:
             parts.append(f"missing {', '.join(missing[:5])}")
         if extra:
             parts.append(f"unexpected {', '.join(extra[:5])}")
+        if not strict:
+            return Weights("same_seed", f"names differ from the reference's state_dict ({'; '.join(parts)})")
         raise Failure("correctness", "ModelNew's parameters do not match the reference's state_dict ("
                       + "; ".join(parts) + "): hold the same submodules/parameters under the same names")
     for k, v in state.items():
         if tuple(mine[k].shape) != tuple(v.shape):
+            shapes = f"{k} has shape {tuple(mine[k].shape)}, the reference's is {tuple(v.shape)}"
             if not strict:
-                return "same_seed"
-            raise Failure("correctness", f"parameter {k} has shape {tuple(mine[k].shape)}, "
-                                         f"the reference's is {tuple(v.shape)}")
-    model.load_state_dict(state, strict=True)
-    return "state_dict"
+                return Weights("same_seed", f"shapes differ from the reference's state_dict ({shapes})")
+            raise Failure("correctness", f"parameter {shapes}")
+    try:
+        model.load_state_dict(state, strict=True)
+    except Exception as e:
+        why = _load_error(e)
+        if _holds(model, state):  # written before it raised (an inference tensor's version check comes after)
+            return Weights("state_dict", f"load_state_dict raised ({why}) after copying every tensor")
+        if not strict:
+            return Weights("same_seed", f"the reference's state_dict could not be copied in ({why})")
+        raise Failure("correctness", f"the reference's weights could not be copied into ModelNew ({why}): keep "
+                                     "parameters and buffers as ordinary tensors that load_state_dict can write "
+                                     "(not expanded views, not several of them over one memory)") from None
+    return Weights("state_dict")
+
+
+def _holds(model: torch.nn.Module, state: dict) -> bool:
+    """Whether every tensor of ModelNew's state_dict holds the reference's values."""
+    mine = model.state_dict()
+    return all(_equal(mine[k].detach(), v.to(mine[k].device, mine[k].dtype)) for k, v in state.items())
+
+
+def _load_error(e: Exception) -> str:
+    """A load_state_dict error in one line: the tensor it stopped at and what was raised."""
+    text = " ".join(str(e).split())
+    name = re.search(r'named "([^"]+)"', text)
+    cause = text.split("an exception occurred : ", 1)[-1].strip("(),' ")
+    cause = re.split(r"\.(?=[A-Z\s])", cause, maxsplit=1)[0]  # its first sentence
+    return (f"{name.group(1)}: " if name else "") + cause[:200]
 
 
 def guarded_call(model, inputs: list, strict: bool, device: torch.device, state: HostState):
@@ -281,9 +320,9 @@ def main(fd_in: int, fd_out: int) -> None:
             op = msg.get("op")
             keep.clear()
             if op == "weights":
-                init = load_weights(model, job["state_path"], strict)
+                weights = load_weights(model, job["state_path"], strict)
                 state = HostState(model) if device.type != "cpu" else HostState()
-                channel.send({"ok": True, "init": init})
+                channel.send({"ok": True, "init": weights.init, "why": weights.why})
             elif op == "run":
                 steps = Steps()
                 written, changed = run_pair(model, task, msg, strict, device, job["public"], keep, steps, state, held)
