@@ -44,3 +44,12 @@ def test_a_verdict_is_rendered_in_one_place():
     assert headline(1.0, "correct", None, None) == "reward 1 (correct), not profiled"
     failed = EvalResult.failed("t", "run", "harness error: gone", EvalConfig(), fault="harness").render("verify")
     assert failed.startswith("verify: FAILED at stage 'run': harness error: gone") and "fault: harness" in failed
+
+
+def test_a_verdict_says_when_modelnew_kept_its_own_weights():
+    r = EvalResult(task="t", reward=1.0, correct=True, stage="done", reason="ok", policy="relaxed", init="same_seed",
+                   details={"weights": "the reference's state_dict could not be copied in (bn.running_mean: ...)"})
+    assert "weights: ModelNew as constructed after the reference's seed" in r.render("verify")
+    assert "bn.running_mean" in r.render("verify")
+    assert "weights:" not in EvalResult(task="t", reward=1.0, correct=True, stage="done", reason="ok",
+                                        init="state_dict").render("verify")

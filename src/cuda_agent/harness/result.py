@@ -130,7 +130,8 @@ class EvalResult:
     fault: Fault | None = None        # a failure that is not the solution's (see Fault)
     measured: Measured | None = None  # where it ran and was timed (None: it never ran)
     # How ModelNew got its weights: "state_dict" (the reference's, copied in) or "same_seed" (relaxed,
-    # names or shapes differ: both models constructed after the same seed, as KernelBench does).
+    # names or shapes differ or the copy failed: both models constructed after the same seed, as
+    # KernelBench does; details["weights"] says why).
     init: str | None = None
     build: BuildResult | None = None
     findings: list[Finding] = field(default_factory=list)
@@ -183,6 +184,10 @@ class EvalResult:
         speed = speedups(self.speedup_vs_eager, self.speedup_vs_compile)
         if speed:
             lines.append("speed-up: " + speed)
+        if self.init == "same_seed":
+            why = self.details.get("weights")
+            lines.append("weights: ModelNew as constructed after the reference's seed, not the reference's copied in"
+                         + (f" ({why})" if why else ""))
         lines.append(f"reward: {self.reward:g} ({self.milestone})")
         if self.fault is not None:
             lines.append(f"fault: {self.fault} (not the solution's)")

@@ -103,7 +103,10 @@ class Session:
         with timed(result, "start.child"):
             self._child(None, "run")
         with timed(result, "start.weights"):
-            result.init = self._child({"op": "weights"}, "correctness").get("init", "state_dict")
+            weights = self._child({"op": "weights"}, "correctness")
+            result.init = weights.get("init", "state_dict")
+            if weights.get("why"):  # why the reference's state_dict was not copied in, or not cleanly
+                result.details["weights"] = str(weights["why"])
 
     def choose_route(self, backend: Backend, result: EvalResult) -> None:
         """CUDA IPC for the outputs when the reference worker can map a probe the child shares
@@ -186,7 +189,8 @@ class Session:
                 _add_steps(result, "reference", v.get("steps"))
                 seen.append(tag)
                 if not v["ok"] or tag in changed:
-                    why = self._wrong(int(tag[1:]), total, v, tag in changed, result.init, self.kinds.get(tag))
+                    why = self._wrong(int(tag[1:]), total, v, tag in changed, result.init, self.kinds.get(tag),
+                                      result.details.get("weights", ""))
                     still = self._follows(seen)["reason"] if not v["ok"] else ""
                     raise Stop("correctness", f"{still}; {why}" if still else why)
                 if v.get("scale") and f"{v['scale']}_outputs" not in result.flags:
@@ -205,8 +209,10 @@ class Session:
                          f"({shifted}max abs error {worst:.2g})")
 
     @staticmethod
-    def _wrong(n: int, total: int, v: dict, changed: bool, init: str | None, kind: str | None = None) -> str:
-        """Why input set n failed, naming the hack its shape suggests (`kind`: how the set was made)."""
+    def _wrong(n: int, total: int, v: dict, changed: bool, init: str | None, kind: str | None = None,
+               weights: str = "") -> str:
+        """Why input set n failed, naming the hack its shape suggests (`kind`: how the set was made;
+        `weights`: why the reference's state_dict was not copied in, where it was not)."""
         if v["ok"]:  # right in the end, but not when forward returned
             return (f"the output of input set {n} of {total} changed after forward returned, while later calls ran: "
                     "work deferred to a later call (every output must be complete when forward returns)")
@@ -223,9 +229,11 @@ class Session:
                        "distribution, exact zeros kept: an output that does not follow its inputs, or a kernel "
                        "that assumes their range?)")
         if init == "same_seed":
-            reason += (" (ModelNew's parameters are not the reference's names and shapes, so both were constructed "
-                       "after the same seed, as KernelBench does: create the same parameters in the same order, or "
-                       "use the reference's names to get its weights copied in)")
+            reason += (" (ModelNew holds its own weights, not the reference's: "
+                       f"{weights or 'names or shapes differ from the reference state_dict'}; both models were "
+                       "constructed after the same seed, as KernelBench does: create the same parameters in the "
+                       "same order, or hold the reference's names and shapes as ordinary tensors to get its "
+                       "weights copied in)")
         return reason
 
     def _driven(self, request: Callable[[dict], dict], which: str, plan: TimingPlan,

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from cuda_agent.harness.workers.runtime import (OperatorGuard, changed_since, compare, flatten_outputs,
+from cuda_agent.harness.workers.runtime import (HostState, OperatorGuard, changed_since, compare, flatten_outputs,
                                                 inputs_unchanged, snapshot)
 
 
@@ -119,6 +119,65 @@ def test_host_work_in_a_gpu_task_is_recorded():
         torch.arange(16).sum()  # shapes and small constants on the host are honest
     assert small.host_ops == []
     assert OperatorGuard(strict=False, device_type="cpu").host_ops == []
+
+
+class _Stateful(torch.nn.Module):
+    """A model holding h0 as KernelBench's LSTMs do: a plain tensor attribute, left on the host."""
+
+    def __init__(self):
+        super().__init__()
+        self.h0 = torch.randn(6, 10, 256)    # more than HOST_ELEMENTS
+        self.kept = [torch.randn(8192)]      # state in a list counts too
+
+
+# The device of these tests is "meta": the guard only reads devices, so a copy to meta stands for
+# a copy to the GPU (a GPU task, told by device_type="cuda").
+def _guarded(model: torch.nn.Module, fn) -> list[str]:
+    guard = OperatorGuard(strict=False, device_type="cuda", state=HostState(model))
+    with guard:
+        fn()
+    return guard.host_ops
+
+
+def test_moving_the_models_own_state_to_the_device_is_not_host_work():
+    m = _Stateful()
+    assert _guarded(m, lambda: m.h0.to("meta")) == []
+    assert _guarded(m, lambda: m.h0[:, :5].to("meta")) == []   # a view of it
+    assert _guarded(m, lambda: m.kept[0].to("meta")) == []
+    assert _guarded(m, lambda: torch.empty(6, 10, 256, device="meta").copy_(m.h0)) == []
+    assert _guarded(_Stateful(), lambda: m.h0.to("meta")) != []  # another model's tensor is not this one's state
+
+
+def test_host_compute_kept_as_an_attribute_then_moved_is_caught():
+    """`self.out = (x.cpu() @ w)` then `.to(x.device)`: the attribute is new since construction."""
+    m = _Stateful()
+    state = HostState(m)
+    m.out = torch.randn(6, 10, 256) * 2  # computed on the host after the state was taken
+    guard = OperatorGuard(strict=False, device_type="cuda", state=state)
+    with guard:
+        m.out.to("meta")
+    assert guard.host_ops == ["_to_copy"]
+
+
+def test_state_written_on_the_host_after_construction_is_caught():
+    """Host results written into the model's own tensor (here through numpy, which no dispatch
+    mode sees) and then copied over: the state's bytes are no longer those it was constructed with."""
+    m = _Stateful()
+    state = HostState(m)
+    m.h0.numpy()[0, 0, :3] = 1.0
+    guard = OperatorGuard(strict=False, device_type="cuda", state=state)
+    with guard:
+        m.h0.to("meta")
+    assert guard.host_ops == ["_to_copy"]
+
+
+def test_work_on_state_that_stays_on_the_host_is_caught():
+    m = _Stateful()
+    assert _guarded(m, lambda: m.h0.double()) == ["_to_copy"]           # a copy that stays on the host
+    assert _guarded(m, lambda: torch.relu(m.h0)) == ["relu"]
+    other = torch.randn(6, 10, 256)
+    assert _guarded(m, lambda: m.h0.copy_(other)) == ["copy_"]        # a host result written into it
+    assert _guarded(m, lambda: m.h0.copy_(torch.zeros(256))) == ["copy_"]  # written from a small tensor
 
 
 def test_output_subclass_and_device_are_named():

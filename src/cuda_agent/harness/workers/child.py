@@ -4,8 +4,10 @@ when the harness is root). It writes outputs and timing samples; it never decide
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
+from dataclasses import dataclass
 
 # Everything the harness needs is imported and bound before the solution's code runs, so that
 # nothing the solution does at import can replace it.
@@ -13,15 +15,15 @@ import torch
 import torch.utils.cpp_extension
 
 from cuda_agent.harness.modules import Steps, make_inputs, make_model, module_from_source, release
-from cuda_agent.harness.workers.runtime import (HOST_ELEMENTS, OperatorGuard, changed_since, flatten_outputs,
-                                                inputs_unchanged, poison_free_memory, snapshot)
+from cuda_agent.harness.workers.runtime import (HOST_ELEMENTS, HostState, OperatorGuard, changed_since,
+                                                flatten_outputs, inputs_unchanged, poison_free_memory, snapshot)
 from cuda_agent.harness.workers.process import ChildChannel
 from cuda_agent.harness.workers.spares import WARM_ENV
 from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.workers.calls import CallServer
 from cuda_agent.harness.workers.transfer import share_outputs, write_outputs
 
-_load, _full = torch.load, torch.full
+_load, _full, _equal = torch.load, torch.full, torch.equal
 
 
 class Failure(Exception):
@@ -85,36 +87,73 @@ def load_solution(job: dict, device: torch.device):
     return model, task
 
 
-def load_weights(model: torch.nn.Module, path: str, strict: bool = True) -> str:
-    """The reference's weights into ModelNew: "state_dict" where names and shapes match. Where they
-    do not, the strict policy fails; the relaxed one keeps ModelNew as constructed after the same
-    seed as the reference (KernelBench's convention) and says "same_seed"."""
+@dataclass(frozen=True)
+class Weights:
+    """How ModelNew got its weights: "state_dict" (the reference's, copied in) or "same_seed" (as
+    constructed after the reference's seed), and why the state_dict was not used."""
+
+    init: str
+    why: str = ""
+
+
+def load_weights(model: torch.nn.Module, path: str, strict: bool = True) -> Weights:
+    """The reference's weights into ModelNew: "state_dict" where names and shapes match and every
+    tensor then holds the reference's values. Where they do not, the strict policy fails; the
+    relaxed one keeps ModelNew as constructed after the same seed as the reference (KernelBench's
+    convention: the same values where both create the same parameters in the same order) and says
+    "same_seed" and why. A copy that raises part way leaves the reference's values in what it
+    copied (load_state_dict goes on past a failed tensor); the outputs decide either way."""
     state = _load(path, weights_only=True)
     mine = model.state_dict()
     missing = sorted(set(state) - set(mine))
     extra = sorted(set(mine) - set(state))
     if missing or extra:
-        if not strict:
-            return "same_seed"
         parts = []
         if missing:
             parts.append(f"missing {', '.join(missing[:5])}")
         if extra:
             parts.append(f"unexpected {', '.join(extra[:5])}")
+        if not strict:
+            return Weights("same_seed", f"names differ from the reference's state_dict ({'; '.join(parts)})")
         raise Failure("correctness", "ModelNew's parameters do not match the reference's state_dict ("
                       + "; ".join(parts) + "): hold the same submodules/parameters under the same names")
     for k, v in state.items():
         if tuple(mine[k].shape) != tuple(v.shape):
+            shapes = f"{k} has shape {tuple(mine[k].shape)}, the reference's is {tuple(v.shape)}"
             if not strict:
-                return "same_seed"
-            raise Failure("correctness", f"parameter {k} has shape {tuple(mine[k].shape)}, "
-                                         f"the reference's is {tuple(v.shape)}")
-    model.load_state_dict(state, strict=True)
-    return "state_dict"
+                return Weights("same_seed", f"shapes differ from the reference's state_dict ({shapes})")
+            raise Failure("correctness", f"parameter {shapes}")
+    try:
+        model.load_state_dict(state, strict=True)
+    except Exception as e:
+        why = _load_error(e)
+        if _holds(model, state):  # written before it raised (an inference tensor's version check comes after)
+            return Weights("state_dict", f"load_state_dict raised ({why}) after copying every tensor")
+        if not strict:
+            return Weights("same_seed", f"the reference's state_dict could not be copied in ({why})")
+        raise Failure("correctness", f"the reference's weights could not be copied into ModelNew ({why}): keep "
+                                     "parameters and buffers as ordinary tensors that load_state_dict can write "
+                                     "(not expanded views, not several of them over one memory)") from None
+    return Weights("state_dict")
 
 
-def guarded_call(model, inputs: list, strict: bool, device: torch.device):
-    guard = OperatorGuard(strict=strict, device_type=device.type)
+def _holds(model: torch.nn.Module, state: dict) -> bool:
+    """Whether every tensor of ModelNew's state_dict holds the reference's values."""
+    mine = model.state_dict()
+    return all(_equal(mine[k].detach(), v.to(mine[k].device, mine[k].dtype)) for k, v in state.items())
+
+
+def _load_error(e: Exception) -> str:
+    """A load_state_dict error in one line: the tensor it stopped at and what was raised."""
+    text = " ".join(str(e).split())
+    name = re.search(r'named "([^"]+)"', text)
+    cause = text.split("an exception occurred : ", 1)[-1].strip("(),' ")
+    cause = re.split(r"\.(?=[A-Z\s])", cause, maxsplit=1)[0]  # its first sentence
+    return (f"{name.group(1)}: " if name else "") + cause[:200]
+
+
+def guarded_call(model, inputs: list, strict: bool, device: torch.device, state: HostState):
+    guard = OperatorGuard(strict=strict, device_type=device.type, state=state)
     poison_free_memory(device)
     try:
         with torch.no_grad(), guard:
@@ -130,7 +169,8 @@ def guarded_call(model, inputs: list, strict: bool, device: torch.device):
     if guard.host_ops:
         raise Failure("run", f"forward worked on the CPU (aten::{guard.host_ops[0]} on a host tensor of more than "
                              f"{HOST_ELEMENTS} elements) in a {device.type} task: compute on the GPU, not on the host "
-                             "with a copy to the device")
+                             "with a copy to the device (copying the model's own tensors to the device as they were "
+                             "constructed is fine)")
     return out
 
 
@@ -168,7 +208,7 @@ class Held:
 
 
 def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public: str, keep: list,
-             steps: Steps, held: Held | None = None) -> tuple[dict[str, list], list[str]]:
+             steps: Steps, state: HostState, held: Held | None = None) -> tuple[dict[str, list], list[str]]:
     """Run forward on each input set back to back, then check that the inputs are unchanged (against
     the same inputs drawn again from their seed) and hand every output over; returns each tag's
     output metadata, and the tags whose output changed after its forward returned (work deferred
@@ -178,7 +218,7 @@ def run_pair(model, task, msg: dict, strict: bool, device: torch.device, public:
         with steps("inputs"):
             inputs = make_inputs(task, seed, device, *variant)
         with steps("forward"):
-            out = guarded_call(model, inputs, strict, device)
+            out = guarded_call(model, inputs, strict, device, state)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         flat = flatten_outputs(out, device)   # the tensors themselves: later calls may still write into them
@@ -214,8 +254,9 @@ class TimingRun:
     `call` times one call on the inputs of the seed the harness sends with it; `check` hands the
     last call's output over for the reference to check, while it is still the one returned."""
 
-    def __init__(self, model, task, msg: dict, strict: bool, device: torch.device, public: str):
+    def __init__(self, model, task, msg: dict, strict: bool, device: torch.device, public: str, state: HostState):
         self.model, self.task, self.strict, self.device, self.public = model, task, strict, device, public
+        self.state = state
         self.route = msg.get("route", "files")
         # The timed calls run without the operator guard: a Python dispatch mode costs 50-70 us of host
         # time a call (H200, 2026-11-26: the demo kernel read 0.07-0.09 ms against 0.019 ms), which the
@@ -235,7 +276,7 @@ class TimingRun:
         self.server.close()
         inputs = make_inputs(self.task, int.from_bytes(os.urandom(8), "little") >> 2, self.device)
         for _ in range(2):  # guarded calls after the timed ones: behaviour must not change with call count
-            guarded_call(self.model, inputs, self.strict, self.device)
+            guarded_call(self.model, inputs, self.strict, self.device, self.state)
         del inputs
         release(self.device)
         return {"ok": True}
@@ -274,19 +315,22 @@ def main(fd_in: int, fd_out: int) -> None:
         keep: list = []  # outputs shared with the reference worker, held until the next request
         timing: TimingRun | None = None
         held = Held()
+        state = HostState()  # the model's host tensors as they were before any input (GPU tasks)
         while (msg := channel.recv()) is not None:
             op = msg.get("op")
             keep.clear()
             if op == "weights":
-                channel.send({"ok": True, "init": load_weights(model, job["state_path"], strict)})
+                weights = load_weights(model, job["state_path"], strict)
+                state = HostState(model) if device.type != "cpu" else HostState()
+                channel.send({"ok": True, "init": weights.init, "why": weights.why})
             elif op == "run":
                 steps = Steps()
-                written, changed = run_pair(model, task, msg, strict, device, job["public"], keep, steps, held)
+                written, changed = run_pair(model, task, msg, strict, device, job["public"], keep, steps, state, held)
                 channel.send({"ok": True, "outputs": written, "changed": changed, "steps": steps.seconds})
             elif op == "recheck":
                 channel.send(held.recheck())
             elif op == "time_start":
-                timing = TimingRun(model, task, msg, strict, device, job["public"])
+                timing = TimingRun(model, task, msg, strict, device, job["public"], state)
                 channel.send({"ok": True})
             elif op == "call" and timing is not None:
                 channel.send(timing.call(msg))

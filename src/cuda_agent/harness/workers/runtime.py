@@ -38,15 +38,63 @@ def op_base_name(func) -> str:
 HOST_ELEMENTS = 4096
 
 
+# Operators that copy a tensor as it is, or view it. One where every large host tensor it reads or
+# returns is the model's own state, unchanged since it was constructed, moves that state to the
+# device or takes a view of it (KernelBench's LSTMs keep h0 as a plain attribute, which
+# model.to(device) leaves on the host, and do `self.h0 = self.h0.to(x.device)` in forward): not
+# work done on the host. A copy that stays on the host returns a new tensor, which is not state.
+STATE_MOVES = frozenset("""
+_to_copy copy_ _copy_from _copy_from_and_resize
+view _unsafe_view _reshape_alias as_strided t transpose permute expand expand_as squeeze unsqueeze select
+slice narrow split split_with_sizes unbind chunk detach alias flatten unflatten view_as movedim unfold diagonal
+""".split())
+
+
+class HostState:
+    """The bytes of the model's own host tensors larger than HOST_ELEMENTS (parameters, buffers and
+    plain tensor attributes, in lists and dicts too), taken before forward ever saw an input:
+    what a copy of state to the device must still read. Kept by storage, up to KEPT_BYTES in
+    all (a copy of state beyond them counts as host work)."""
+
+    KEPT_BYTES = 1 << 30
+
+    def __init__(self, model: torch.nn.Module | None = None):
+        self.kept: dict[int, torch.Tensor] = {}
+        size = 0
+        for m in model.modules() if model is not None else ():
+            for t in _tree_leaves(list(vars(m).values())):
+                if not (isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.numel() > HOST_ELEMENTS):
+                    continue
+                st = _untyped_storage(t)
+                if _storage_ptr(st) in self.kept or size + _storage_nbytes(st) > self.KEPT_BYTES:
+                    continue
+                self.kept[_storage_ptr(st)] = _clone(_bytes_of(st))
+                size += _storage_nbytes(st)
+
+    def unchanged(self, t: torch.Tensor) -> bool:
+        """Whether `t` lies in one of the kept storages, whose bytes are all as they were taken
+        (state written on the host after construction, by any means, is not the model's state)."""
+        st = _untyped_storage(t)
+        kept = self.kept.get(_storage_ptr(st))
+        return kept is not None and kept.numel() == _storage_nbytes(st) and _equal(kept, _bytes_of(st))
+
+
+def _bytes_of(storage) -> torch.Tensor:
+    """A uint8 tensor over all the bytes of `storage` (no copy)."""
+    return _set(_empty(0, dtype=torch.uint8), storage, 0, (_storage_nbytes(storage),))
+
+
 class OperatorGuard(TorchDispatchMode):
     """Records every operator; in strict mode, raises on the first one outside ALLOWED_OPS and
     remembers it, so a solution that swallows the error (in C++) still fails. On a GPU task
-    (`device_type` "cuda") it also records operators that read or make large host tensors."""
+    (`device_type` "cuda") it also records operators that read or make large host tensors, except
+    copies of the model's own host `state` to the device and views of it (HostState, STATE_MOVES)."""
 
-    def __init__(self, strict: bool = True, device_type: str = "cpu"):
+    def __init__(self, strict: bool = True, device_type: str = "cpu", state: HostState | None = None):
         super().__init__()
         self.strict = strict
         self.device_type = device_type
+        self.state = state or HostState()
         self.seen: dict[str, int] = {}
         self.violations: list[str] = []
         self.host_ops: list[str] = []
@@ -60,14 +108,15 @@ class OperatorGuard(TorchDispatchMode):
             raise RuntimeError(f"cuda-agent: torch operator aten::{name} is not allowed in ModelNew.forward "
                                "(only allocation, views and metadata; compute must be your own kernels)")
         out = func(*args, **(kwargs or {}))
-        if self.device_type != "cpu" and name not in self.host_ops and _on_host((args, kwargs, out)):
+        if self.device_type != "cpu" and name not in self.host_ops and self._host_work(name, (args, kwargs, out)):
             self.host_ops.append(name)
         return out
 
-
-def _on_host(values) -> bool:
-    return any(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.numel() > HOST_ELEMENTS
-               for t in _tree_leaves(values))
+    def _host_work(self, name: str, values) -> bool:
+        """Large host tensors among `values`, unless the operator only moves or views the model's state."""
+        host = [t for t in _tree_leaves(values)
+                if isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.numel() > HOST_ELEMENTS]
+        return bool(host) and not (name in STATE_MOVES and all(self.state.unchanged(t) for t in host))
 
 
 @dataclass
@@ -258,6 +307,8 @@ def poison_free_memory(device: torch.device) -> None:
 # solution assigning torch.equal = ... cannot change what the in-place check calls.
 _equal, _isnan, _nan_to_num = torch.equal, torch.isnan, torch.nan_to_num
 _reshape, _to, _clone = torch.Tensor.reshape, torch.Tensor.to, torch.Tensor.clone
+_empty, _set, _untyped_storage = torch.empty, torch.Tensor.set_, torch.Tensor.untyped_storage
+_storage_ptr, _storage_nbytes = torch.UntypedStorage.data_ptr, torch.UntypedStorage.nbytes
 _mem_get_info = torch.cuda.mem_get_info
 
 
