@@ -21,17 +21,13 @@ from cuda_agent.harness.solution import SolutionError, snapshot
 from cuda_agent.harness.static import POLICIES, check_solution
 from cuda_agent.harness.lock import beside_timing, device_lock
 from cuda_agent.harness.timing import autotune_alone, time_callable
-from cuda_agent.harness.workers.commands import (CommandResult, CommandRunner, claim_tool_user, prepare_workspace,
-                                                 shared_workspace_dir)
-from cuda_agent.harness.workers.process import ChildChannel, ChildFailed, Process
-from cuda_agent.harness.workers.sandbox import reachable_by_others
 from cuda_agent.harness.workers.spares import keep_warm
 
 __all__ = [
-    "POLICIES", "Backend", "BuildResult", "CacheUsage", "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner",
-    "EvalConfig", "EvalResult", "Finding", "Milestone", "Process", "Pruned", "RewardSchedule", "SolutionError",
-    "StaticReport", "TimingPlan", "TimingStats", "autotune_alone", "beats", "beside_timing", "build_cache_usage", "check_solution", "claim_tool_user",
+    "POLICIES", "Backend", "BuildResult", "CacheUsage",
+    "EvalConfig", "EvalResult", "Finding", "Milestone", "Pruned", "RewardSchedule", "SolutionError",
+    "StaticReport", "TimingPlan", "TimingStats", "autotune_alone", "beats", "beside_timing", "build_cache_usage", "check_solution",
     "compile_solution", "device_lock", "evaluate", "evaluate_workspace", "headline", "keep_warm", "make_inputs", "make_model", "milestone",
-    "module_from_source", "prebuild", "prepare_workspace", "prune_build_cache", "read_solution", "reachable_by_others", "resolve_backend", "shared_workspace_dir",
+    "module_from_source", "prebuild", "prune_build_cache", "read_solution", "resolve_backend",
     "snapshot", "task_baselines", "time_baselines", "time_callable", "timing_draw", "workspace_task",
 ]

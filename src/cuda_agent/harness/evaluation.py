@@ -25,11 +25,10 @@ from cuda_agent.harness.result import BuildResult, EvalResult, Measured
 from cuda_agent.harness.reward import milestone
 from cuda_agent.harness.session import Session, Stop, new_seed, timed
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
-from cuda_agent.harness.workers.process import Exchange
-from cuda_agent.harness.workers.sandbox import sandbox_user
 from cuda_agent.harness.workers.spares import take_pair
 from cuda_agent.harness.scratch import scratch_folder
 from cuda_agent.home import subdir
+from cuda_agent.sandbox import Exchange, sandbox_user
 from cuda_agent.tasks import Task
 
 

@@ -23,9 +23,8 @@ from cuda_agent.harness.modules import NEAR, SHIFTED
 from cuda_agent.harness.result import EvalResult, Fault, TimingStats
 from cuda_agent.harness.timing import CallTimes, Run, Watch, drive, stats_of, watch
 from cuda_agent.harness.workers.calls import read_times
-from cuda_agent.harness.workers.process import ChildFailed, Process
-from cuda_agent.harness.workers.sandbox import eval_uids, frozen
 from cuda_agent.home import subdir
+from cuda_agent.sandbox import ChildFailed, Process, eval_uids, frozen
 from cuda_agent.tasks import Task
 
 

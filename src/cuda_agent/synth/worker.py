@@ -222,7 +222,7 @@ def _stats(t) -> dict:
 
 
 def main(fd_in: int, fd_out: int) -> None:
-    from cuda_agent.harness import ChildChannel
+    from cuda_agent.sandbox import ChildChannel
 
     channel = ChildChannel(fd_in, fd_out)
     t = time.perf_counter()

@@ -9,7 +9,7 @@ import traceback
 
 
 def main(fd_in: int, fd_out: int) -> None:
-    from cuda_agent.harness.workers.process import ChildChannel
+    from cuda_agent.sandbox import ChildChannel
 
     channel = ChildChannel(fd_in, fd_out)
     try:

@@ -20,8 +20,7 @@ from typing import Iterator
 
 from cuda_agent.harness.backend import Backend
 from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.workers.process import Exchange, Process
-from cuda_agent.harness.workers.sandbox import SandboxUser, UserSlot, claim_user
+from cuda_agent.sandbox import Exchange, Process, SandboxUser, UserSlot, claim_user
 
 WARM_ENV = "CUDA_AGENT_WARM_DEVICE"  # set for a spare: create the CUDA context before the job comes
 
