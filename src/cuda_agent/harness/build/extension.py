@@ -32,15 +32,15 @@ from pathlib import Path
 from types import ModuleType
 
 from cuda_agent import home
-from cuda_agent.harness.backend import Backend
+from cuda_agent.devices import Backend
 from cuda_agent.harness.build.cache import touch
 from cuda_agent.harness.build.errors import summarize_errors
 from cuda_agent.harness.build.pch import PCH_FAILURE, Pch, finish_pch_builds, pch_headers, start_pch_builds
 from cuda_agent.harness.build.sources import SourceBundle
 from cuda_agent.harness.result import BuildResult
 from cuda_agent.harness.build.toolchain import FlagError, Toolchain, find_ninja, make_toolchain
-from cuda_agent.harness.lock import beside_timing
 from cuda_agent.harness.scratch import scratch_folder
+from cuda_agent.measure import beside_timing
 from cuda_agent.sandbox import kill_group
 from cuda_agent.workspace import TEMPLATES
 
