@@ -57,7 +57,7 @@ OURS = """
 import json, sys, time
 from pathlib import Path
 import torch
-from cuda_agent.harness.backend import Backend
+from cuda_agent.devices import Backend
 from cuda_agent.harness.build.extension import build, load_module
 from cuda_agent.harness.build.sources import workspace_sources
 ws, device, arch, cache = sys.argv[1:5]
@@ -74,7 +74,7 @@ WARM = """
 import json, sys, time
 from pathlib import Path
 import torch
-from cuda_agent.harness.backend import Backend
+from cuda_agent.devices import Backend
 from cuda_agent.harness.build.extension import warm_pch
 device, arch, cache = sys.argv[1:4]
 t0 = time.perf_counter()
@@ -134,7 +134,7 @@ def run(device: str, repeat: int = 1) -> dict:
     the table shows medians."""
     from rich.console import Console
 
-    from cuda_agent.harness.backend import Backend, resolve_backend
+    from cuda_agent.devices import Backend, resolve_backend
 
     backend = resolve_backend("cuda") if device == "cuda" else Backend("cpu")
     console = Console(stderr=True)

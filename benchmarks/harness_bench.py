@@ -91,7 +91,7 @@ def large_task(kernelbench: Path, name: str) -> list[dict]:
 def fidelity(device: str, kernelbench: Path, published: Path, count: int) -> list[dict]:
     import torch
 
-    from cuda_agent.harness import TimingPlan, make_model, module_from_source, time_callable, timing_draw
+    from cuda_agent.measure import TimingPlan, make_model, module_from_source, time_callable, timing_draw
     from cuda_agent.tasks import load_tasks
 
     pub = json.loads(published.read_text())["level1"]

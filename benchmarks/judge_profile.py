@@ -30,13 +30,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
-    from cuda_agent.harness.config import TimingPlan
-    from cuda_agent.harness.modules import NEAR, SHIFTED, make_inputs, make_model, varied_inputs
+    from cuda_agent.measure import NEAR, SHIFTED, TimingPlan, make_inputs, make_model, varied_inputs
     from cuda_agent.harness.workers.calls import CallServer
     from cuda_agent.harness.workers.fingerprints import Fingerprints
     from cuda_agent.harness.workers.runtime import flatten_outputs
     from cuda_agent.tasks import load_task
-    from cuda_agent.harness.modules import module_from_source
+    from cuda_agent.measure import module_from_source
 
     dev = torch.device(args.device)
     task = module_from_source(load_task("scale_bias_relu").code, "t", "model.py")

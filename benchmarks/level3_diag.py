@@ -52,8 +52,7 @@ def one_process(tasks: list[str], repeats: int, runs: int, loaded: bool) -> list
 
     import torch
 
-    from cuda_agent.harness import make_model, module_from_source, timing_draw
-    from cuda_agent.harness.timing import compile_for_timing
+    from cuda_agent.measure import compile_for_timing, make_model, module_from_source, timing_draw
     from cuda_agent.tasks import load_tasks
     from timing_diag import run
 

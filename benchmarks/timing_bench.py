@@ -32,7 +32,7 @@ def _ops():
 def bench(device: str, repeats: int, budget: float, sizes: list[int] = SIZES) -> list[dict]:
     import torch
 
-    from cuda_agent.harness import TimingPlan, time_callable
+    from cuda_agent.measure import TimingPlan, time_callable
 
     dev = torch.device(device)
     try:

@@ -61,7 +61,7 @@ def run(fn, draw, runs: int, rotate: int = 0, flush_factor: int = 2, flush_mode:
     if pin:
         os.sched_setaffinity(0, {max(cpus)})
 
-    from cuda_agent.harness.timing import _spin_cycles
+    from cuda_agent.measure.timing import _spin_cycles
 
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size

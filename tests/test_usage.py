@@ -65,7 +65,7 @@ def test_one_device_check_with_one_message(monkeypatch):
 
 def test_the_harness_workspace_and_peaks_use_the_one_device_check(monkeypatch, tmp_path):
     from cuda_agent.bench.peaks import device_peaks
-    from cuda_agent.harness import resolve_backend
+    from cuda_agent.devices import resolve_backend
     from cuda_agent.tasks import load_task
     from cuda_agent.workspace import create_workspace
 

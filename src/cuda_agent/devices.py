@@ -1,6 +1,7 @@
 """The one way to list and name devices: which GPUs this process may use, the device a command
-runs on by default, the name a device's lock file has, the name its figures are cached under, the
-CPU cores set aside for timing on it, and the machine its figures were taken on."""
+runs on by default and its backend (the device checked, with the GPU's arch), the name a device's
+lock file has, the name its figures are cached under, the CPU cores set aside for timing on it,
+and the machine its figures were taken on."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import functools
 import os
 import platform
 import subprocess
+from dataclasses import dataclass
 from typing import Literal
 
 from cuda_agent.usage import UsageError
@@ -50,6 +52,31 @@ def check_device(device: str | None = None, *, present: bool = True) -> Device:
                          "there is a GPU)")
     return dev  # type: ignore[return-value]
 
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A checked device and what its code is compiled for: `cuda` (nvcc for the GPU's arch) or
+    `cpu` (the host's C++ compiler); the two share every code path except the compiler and the timer."""
+
+    device: Device
+    arch: str | None = None  # e.g. "sm_90" on cuda; None on cpu
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device == "cuda"
+
+
+def resolve_backend(device: str | None = None) -> Backend:
+    """The backend for `device` (default: the machine's, see `check_device`); cuda reads the GPU's own
+    arch. UsageError for an unknown device, or cuda without a GPU."""
+    dev = check_device(device)
+    if dev == "cpu":
+        return Backend("cpu")
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return Backend("cuda", arch=f"sm_{major}{minor}")
 
 def visible_gpus(limit: int | None = None) -> list[str]:
     """The GPU ids this process may use, as CUDA_VISIBLE_DEVICES names them (its entries, else every

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.agent.config import AgentConfig, load_config, override
-from cuda_agent.harness import CommandRunner
 from cuda_agent.agent.solution import SolutionKeeper
 from cuda_agent.agent.tools import Tools
+from cuda_agent.sandbox import CommandRunner
 from cuda_agent.tasks import EXAMPLES_DIR, load_task
 from cuda_agent.workspace import create_workspace, read_manifest
 

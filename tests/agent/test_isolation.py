@@ -1,4 +1,4 @@
-"""The agent's tools isolated end to end (the isolation itself: tests/harness/workers/test_sandbox.py)."""
+"""The agent's tools isolated end to end (the isolation itself: tests/sandbox/test_isolation.py)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ import pytest
 from cuda_agent.bench.baselines import (baselines, baselines_markdown, harness_time_baselines, published_times,
                                         write_baselines_table)
 from cuda_agent.journal import read_rows
-from cuda_agent.harness.config import EvalConfig, TimingPlan
-from cuda_agent.harness.result import TimingStats
+from cuda_agent.harness.config import EvalConfig
+from cuda_agent.measure import TimingPlan, TimingStats
 
 from .synthetic import relu_tasks
 

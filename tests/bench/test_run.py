@@ -17,7 +17,8 @@ import pytest
 from cuda_agent.journal import read_rows
 from cuda_agent.bench.run import RESULTS, BenchError, BenchSpec, run_bench
 from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.result import EvalResult, TimingStats
+from cuda_agent.harness.result import EvalResult
+from cuda_agent.measure import TimingStats
 
 from .synthetic import relu_tasks
 

@@ -24,12 +24,13 @@ from pathlib import Path
 
 import pytest
 
+from cuda_agent.devices import resolve_backend
 from cuda_agent.harness import baselines
-from cuda_agent.harness.backend import resolve_backend
-from cuda_agent.harness.config import EvalConfig, TimingPlan
+from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.evaluation import evaluate
-from cuda_agent.harness.result import EvalResult, StaticReport, TimingStats
+from cuda_agent.harness.result import EvalResult, StaticReport
 from cuda_agent.harness.workers.spares import keep_warm
+from cuda_agent.measure import TimingPlan, TimingStats
 from cuda_agent.tasks import load_task
 from cuda_agent.workspace import create_workspace
 

@@ -1,12 +1,15 @@
-"""Baselines (harness/baselines.py): the reference model is built and torch.compile'd holding the
-device's lock shared (no timer runs beside that CPU work), then timed holding it alone."""
+"""Baselines (harness/baselines.py, the judge's cache; measure/baselines.py, their timing): the
+reference model is built and torch.compile'd holding the device's lock shared (no timer runs
+beside that CPU work), then timed holding it alone."""
 
 from __future__ import annotations
 
 from cuda_agent.harness import baselines
-from cuda_agent.harness.config import EvalConfig, TimingPlan
+from cuda_agent.harness.config import EvalConfig
+from cuda_agent.measure import TimingPlan, time_baselines
+from cuda_agent.measure import baselines as timing
 
-from .lockprobe import timer_would_wait
+from measure.lockprobe import timer_would_wait
 
 RELU = """import torch
 import torch.nn as nn
@@ -28,7 +31,7 @@ def _spies(monkeypatch) -> dict[str, list[bool]]:
     """Whether a timer could have taken the device during each compile, and whether anyone else
     could have during each timing (eager stands in for the compiled model: the test is the lock)."""
     seen: dict[str, list] = {"compile": [], "timing": []}
-    time_callable = baselines.time_callable
+    time_callable = timing.time_callable
 
     def compile_for_timing(model, inputs, alone=None, lock_dir=None):
         seen["compile"].append(timer_would_wait())
@@ -40,7 +43,8 @@ def _spies(monkeypatch) -> dict[str, list[bool]]:
         return time_callable(*args, **kwargs)
 
     monkeypatch.setattr(baselines, "compile_for_timing", compile_for_timing)
-    monkeypatch.setattr(baselines, "time_callable", timed)
+    monkeypatch.setattr(timing, "compile_for_timing", compile_for_timing)
+    monkeypatch.setattr(timing, "time_callable", timed)
     return seen
 
 
@@ -58,11 +62,11 @@ def test_time_baselines_compiles_holding_the_lock_shared_unless_the_caller_holds
 
     seen = _spies(monkeypatch)
     model, cpu = torch.nn.ReLU(), torch.device("cpu")
-    baselines.time_baselines(model, lambda i: [torch.randn(8, 8)], cpu, PLAN)
+    time_baselines(model, lambda i: [torch.randn(8, 8)], cpu, PLAN)
     assert seen == {"compile": [True], "timing": [True, True], "autotune_alone": ["cpu0"]}
     for v in seen.values():
         v.clear()
-    baselines.time_baselines(model, lambda i: [torch.randn(8, 8)], cpu, PLAN, lock=False)  # the reference worker's
+    time_baselines(model, lambda i: [torch.randn(8, 8)], cpu, PLAN, lock=False)  # the reference worker's
     assert seen == {"compile": [False], "timing": [False, False], "autotune_alone": [None]}
 
 

@@ -98,7 +98,7 @@ def test_the_reference_compiles_while_no_timer_can_take_the_device(task, solutio
 
     from cuda_agent.harness.session import Session as _Session
 
-    from .lockprobe import timer_would_wait
+    from measure.lockprobe import timer_would_wait
 
     seen: dict[str, bool] = {}
     ask = _Session._ref

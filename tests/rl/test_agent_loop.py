@@ -20,7 +20,8 @@ from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
 
 from cuda_agent.agent.config import load_config  # noqa: E402
 from cuda_agent.agent.trajectory import read_messages  # noqa: E402
-from cuda_agent.harness import EvalResult, TimingPlan, milestone  # noqa: E402
+from cuda_agent.harness import EvalResult, TimingPlan  # noqa: E402
+from cuda_agent.harness.reward import milestone  # noqa: E402
 from cuda_agent.rl import agent_loop as al  # noqa: E402
 from cuda_agent.agent.evaluator import WorkspaceEvaluator  # noqa: E402
 from cuda_agent.rl.evaluation import close_shared_services, make_evaluator_factory, shared_service  # noqa: E402

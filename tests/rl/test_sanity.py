@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pip install -e '.[rl]'` (verl 0.9.1)")
 
 from cuda_agent.harness import check_solution  # noqa: E402
-from cuda_agent.harness.config import EvalConfig, TimingPlan  # noqa: E402
+from cuda_agent.harness.config import EvalConfig  # noqa: E402
+from cuda_agent.measure import TimingPlan  # noqa: E402
 from cuda_agent.harness.evaluation import evaluate  # noqa: E402
 from cuda_agent.rl import reward  # noqa: E402
 from cuda_agent.rl.evaluation import close_shared_services  # noqa: E402

@@ -259,7 +259,8 @@ def test_builders_wait_while_the_device_times_unless_quiet_builds_is_off(tmp_pat
     """A builder (called here in-process, as its Ray actor would) compiles only once timing on its
     device ends; ServiceSettings(quiet_builds=False) gives it builders that do not wait."""
     from cuda_agent.devices import lock_name
-    from cuda_agent.harness import Backend, device_lock
+    from cuda_agent.devices import Backend
+    from cuda_agent.measure import device_lock
     from cuda_agent.service.actors import Builder
 
     broken = {**files("honest_fused", tmp_path), "kernels/sbr.cpp": "int sbr_launch( {\n"}  # fails at once

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_agent.harness.modules import module_from_source
+from cuda_agent.measure import module_from_source
 from cuda_agent.synth.compose import ProgramComposer
 from cuda_agent.tasks.validate import validate_source
 

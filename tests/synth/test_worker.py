@@ -8,7 +8,7 @@ import weakref
 import pytest
 
 from cuda_agent.devices import lock_name
-from cuda_agent.harness import device_lock
+from cuda_agent.measure import device_lock
 from cuda_agent.synth.worker import Worker
 
 from .conftest import FAST_TIMING

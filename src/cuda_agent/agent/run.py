@@ -25,9 +25,11 @@ from cuda_agent.agent.report import RunResult, write_report, write_summary
 from cuda_agent.agent.solution import SolutionKeeper
 from cuda_agent.agent.tools import Tools
 from cuda_agent.agent.trajectory import Resumed, TrajectoryWriter, load_for_resume
-from cuda_agent.harness import (CommandRunner, TimingPlan, claim_tool_user, prepare_workspace, reachable_by_others,
-                                resolve_backend, shared_workspace_dir)
+from cuda_agent.devices import resolve_backend
+from cuda_agent.harness import TimingPlan
 from cuda_agent.llm import Endpoint, Model, OpenAIModel, TextProtocolModel
+from cuda_agent.sandbox import (CommandRunner, claim_tool_user, prepare_workspace, reachable_by_others,
+                              shared_workspace_dir)
 from cuda_agent.service import EvalService, ServiceSettings, in_flight, using
 from cuda_agent.tasks import EXAMPLES_DIR, Task, load_task
 from cuda_agent.usage import UsageError

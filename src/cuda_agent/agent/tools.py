@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from cuda_agent.agent.config import Limits, Prompts
 from cuda_agent.agent.evaluator import Evaluator, format_build
-from cuda_agent.harness import CommandRunner
 from cuda_agent.agent.solution import SolutionKeeper
+from cuda_agent.sandbox import Environment
 
 HARNESS_FOLDERS = ("utils", ".cuda_agent")   # the harness's own: never written by the tools
 _SKIP_DIRS = {".git", "build", "__pycache__", ".cache"}
@@ -85,7 +85,7 @@ class Tools:
 
     schemas = SCHEMAS
 
-    def __init__(self, workspace: Path, evaluator: Evaluator, keeper: SolutionKeeper, runner: CommandRunner,
+    def __init__(self, workspace: Path, evaluator: Evaluator, keeper: SolutionKeeper, runner: Environment,
                  limits: Limits, prompts: Prompts, protected: set[str]):
         self.root = Path(workspace).resolve()
         self.evaluator, self.keeper, self.runner = evaluator, keeper, runner

@@ -1,37 +1,31 @@
 """The evaluation harness, the judge: static checks, build, sandboxed verification, timing and
-reward. This module is its one door; code outside the harness imports only from here.
+reward. This module is its one door, and every name here means "judge a solution": code outside
+the harness imports only from here.
 
 Wings: `static/` reads a solution without running it; `build/` compiles it (toolchain, ninja,
-object cache, precompiled headers, compiler messages); `workers/` runs it (the sandboxed solution
-child, the reference worker, output transfer, spare processes, isolation). At the root: `timing`,
-`lock` (the device lock), `baselines`, `reward`, `evaluation` (the entry point, `evaluate`), `session`
-(its conversation with the two processes) and the config and result types.
+object cache, precompiled headers, compiler messages); `workers/` runs it (the solution's child,
+the reference worker, the timed calls, output transfer, spare processes). At the root:
+`evaluation` (the entry point, `evaluate`), `session` (its conversation with the two processes),
+`solution`, `baselines` (the judge's cache of eager and torch.compile figures), `reward`, and the
+config and result types. Running untrusted code is `cuda_agent.sandbox`'s; running and timing a
+model is `cuda_agent.measure`'s: the harness builds on both.
 """
 
-from cuda_agent.harness.backend import Backend, resolve_backend
-from cuda_agent.harness.baselines import task_baselines, time_baselines
-from cuda_agent.harness.build.cache import CacheUsage, Pruned, build_cache_usage, prune_build_cache
-from cuda_agent.harness.config import EvalConfig, TimingPlan
+from cuda_agent.harness.baselines import task_baselines
+from cuda_agent.harness.build.cache import build_cache_usage, prune_build_cache
+from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.evaluation import (compile_solution, evaluate, evaluate_workspace, prebuild, read_solution,
                                           workspace_task)
-from cuda_agent.harness.modules import make_inputs, make_model, module_from_source, timing_draw
-from cuda_agent.harness.result import BuildResult, EvalResult, Finding, StaticReport, TimingStats, headline
-from cuda_agent.harness.reward import Milestone, RewardSchedule, beats, milestone
+from cuda_agent.harness.result import BuildResult, EvalResult, Finding, StaticReport, headline
+from cuda_agent.harness.reward import RewardSchedule, beats
 from cuda_agent.harness.solution import SolutionError, snapshot
 from cuda_agent.harness.static import POLICIES, check_solution
-from cuda_agent.harness.lock import beside_timing, device_lock
-from cuda_agent.harness.timing import autotune_alone, time_callable
-from cuda_agent.harness.workers.commands import (CommandResult, CommandRunner, claim_tool_user, prepare_workspace,
-                                                 shared_workspace_dir)
-from cuda_agent.harness.workers.process import ChildChannel, ChildFailed, Process
-from cuda_agent.harness.workers.sandbox import reachable_by_others
 from cuda_agent.harness.workers.spares import keep_warm
+from cuda_agent.measure import TimingPlan, TimingStats  # the plan an evaluation times with, and its figures
 
 __all__ = [
-    "POLICIES", "Backend", "BuildResult", "CacheUsage", "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner",
-    "EvalConfig", "EvalResult", "Finding", "Milestone", "Process", "Pruned", "RewardSchedule", "SolutionError",
-    "StaticReport", "TimingPlan", "TimingStats", "autotune_alone", "beats", "beside_timing", "build_cache_usage", "check_solution", "claim_tool_user",
-    "compile_solution", "device_lock", "evaluate", "evaluate_workspace", "headline", "keep_warm", "make_inputs", "make_model", "milestone",
-    "module_from_source", "prebuild", "prepare_workspace", "prune_build_cache", "read_solution", "reachable_by_others", "resolve_backend", "shared_workspace_dir",
-    "snapshot", "task_baselines", "time_baselines", "time_callable", "timing_draw", "workspace_task",
+    "POLICIES", "BuildResult", "EvalConfig", "EvalResult", "Finding", "RewardSchedule", "SolutionError", "StaticReport",
+    "TimingPlan", "TimingStats", "beats", "build_cache_usage", "check_solution", "compile_solution", "evaluate",
+    "evaluate_workspace", "headline", "keep_warm", "prebuild", "prune_build_cache", "read_solution", "snapshot",
+    "task_baselines", "workspace_task",
 ]

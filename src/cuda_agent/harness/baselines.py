@@ -1,6 +1,6 @@
-"""Baselines: eager and torch.compile timings of a task's reference model, taken one way for every
-caller (the reference worker of an evaluation, bench's tables, synth's filters) and cached per
-task, device, torch version and timing plan."""
+"""The judge's baselines: eager and torch.compile timings of a task's reference model (timed by
+`measure.time_baselines`), cached per task, device, torch version, timing plan and timing method,
+read by every evaluation of the task and written by the reference worker or `task_baselines`."""
 
 from __future__ import annotations
 
@@ -8,26 +8,23 @@ import hashlib
 import json
 import os
 import random
-from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-from cuda_agent.devices import device_name, lock_name
-from cuda_agent.harness.config import EvalConfig, TimingPlan
-from cuda_agent.harness.result import TimingStats
-from cuda_agent.harness.lock import beside_timing, device_lock
-from cuda_agent.harness.timing import as_timer, compile_for_timing, time_callable
+from cuda_agent.devices import device_name, lock_name, resolve_backend
+from cuda_agent.harness.config import EvalConfig
 from cuda_agent.home import subdir
+from cuda_agent.measure import (TimingPlan, TimingStats, beside_timing, compile_for_timing, make_model, module_from_source,
+                                release, time_baselines, timing_draw)
 
-# Bumped whenever timing.py measures differently, so that no figure taken the old way is reused:
+# Bumped whenever the figures are measured differently (measure/, the session's loop), so that no figure taken the old way is reused:
 # 2 = inputs drawn for every call, L2 emptied by reading, side-stream work charged above noise;
 # 3 = and that noise bound is 5% of the call as well as 5 us; 4 = the key holds the whole plan;
 # 5 = the CPU backend's processes time with one thread; 6 = no compile or build runs on the host
-# while baselines are timed (lock.beside_timing); 7 = baselines timed on the timing cores where the
-# machine sets some aside (timing.as_timer), and Inductor's autotuning benchmarks with the device alone.
+# while baselines are timed (measure.beside_timing); 7 = baselines timed on the timing cores where the
+# machine sets some aside (measure.as_timer), and Inductor's autotuning benchmarks with the device alone.
 # 8 = the harness drives the loop call by call: inputs drawn after each call is asked for, the count
 # planned from the warm-up's median wall time.
 TIMING_METHOD = 8
@@ -35,22 +32,6 @@ TIMING_METHOD = 8
 # by more than this factor: a figure poisoned when it was taken (slowed by a solution's threads, or
 # taken on a machine that has since changed) is replaced.
 CACHE_AGREEMENT = 1.5
-
-
-
-def time_baselines(model: torch.nn.Module, draw: Callable[[int], list], device: torch.device, plan: TimingPlan,
-                   *, compiled: Callable[..., object] | None = None,
-                   lock: bool = True) -> tuple[TimingStats, TimingStats]:
-    """Eager and torch.compile timings of trusted `model`, each call on inputs `draw` gives it.
-    torch.compile runs first (CPU work, seconds; the device's lock held shared, so that no timer
-    runs beside it; its autotuning with the device alone) unless `compiled` is given; then both are
-    timed holding the device alone (`lock=False` where the caller holds it already), as a timer
-    (timing.as_timer: normal priority, the timing cores)."""
-    if compiled is None:
-        with beside_timing(device.type, quiet=lock):
-            compiled = compile_for_timing(model, draw(0), alone=lock_name(device.type) if lock else None)
-    with device_lock(lock_name(device.type)) if lock else nullcontext(), as_timer():
-        return time_callable(model, draw, device, plan).stats, time_callable(compiled, draw, device, plan).stats
 
 
 def cache_key(task_code: str, device: str, plan: TimingPlan) -> str:
@@ -83,9 +64,6 @@ def store(key: str, eager: TimingStats, compiled: TimingStats, meta: dict) -> No
 def task_baselines(task_code: str, task_name: str, config: EvalConfig) -> tuple[TimingStats, TimingStats]:
     """Eager and torch.compile timings of a task, in this process (the reference is trusted code),
     read from and written to the cache that evaluations read, so they reuse these figures."""
-    from cuda_agent.harness.backend import resolve_backend
-    from cuda_agent.harness.modules import make_model, module_from_source, release, timing_draw
-
     device = resolve_backend(config.device).device
     key = cache_key(task_code, device, config.timing)
     cached = load(key) if config.use_baseline_cache else None

@@ -16,20 +16,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
-from cuda_agent.devices import lock_name, machine
+from cuda_agent.devices import Backend, lock_name, machine, resolve_backend
 from cuda_agent.harness.baselines import TIMING_METHOD
-from cuda_agent.harness.backend import Backend, resolve_backend
 from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.lock import device_lock
 from cuda_agent.harness.result import BuildResult, EvalResult, Measured
 from cuda_agent.harness.reward import milestone
 from cuda_agent.harness.session import Session, Stop, new_seed, timed
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
-from cuda_agent.harness.workers.process import Exchange
-from cuda_agent.harness.workers.sandbox import sandbox_user
 from cuda_agent.harness.workers.spares import take_pair
 from cuda_agent.harness.scratch import scratch_folder
 from cuda_agent.home import subdir
+from cuda_agent.measure import device_lock
+from cuda_agent.sandbox import Exchange, sandbox_user
 from cuda_agent.tasks import Task
 
 
@@ -211,7 +209,7 @@ def compile_solution(solution: str | Path, config: EvalConfig | None = None) -> 
 
 
 def read_solution(solution: str | Path, dest: Path) -> dict[str, str]:
-    """What `evaluate` would judge, read once (for an evaluation elsewhere, as the service does): a
+    """What `evaluate` would judge, read once (for an evaluation in another process): a
     workspace's protected files checked against its manifest, then the solution's files
     snapshotted into `dest` and returned (relative path -> text). Raises SolutionError with the
     one-line reason `evaluate` would give."""

@@ -7,15 +7,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from cuda_agent.measure import TimingStats
+
 if TYPE_CHECKING:
     from cuda_agent.harness.config import EvalConfig
 
 Stage = Literal["static", "build", "run", "correctness", "profile", "done"]
 # Whose failure a failed verdict is, where it is not the solution's (None: the solution's, or none):
 #   "reference": the task's reference failed, or its worker died (the task or the device is at
-#                fault; the evaluation service tries once more on a fresh evaluator);
-#   "harness":   no verdict could be made (an evaluator died twice, the service was closed, the
-#                bench's own failure): never a reward, never kept as a verdict, redone on resume.
+#                fault; whoever asked may try once more in fresh processes);
+#   "harness":   no verdict could be made (the process judging died, or whoever asked failed to
+#                get one): never a reward, never kept as a verdict, redone on resume.
 Fault = Literal["reference", "harness"]
 # What verdicts written before `fault` existed carried in `flags` for a harness error (read only).
 _OLD_HARNESS_FLAG = "harness_error"
@@ -71,30 +73,6 @@ class BuildResult:
     @property
     def reason(self) -> str:
         return "build succeeded" if self.ok else f"build failed: {self.errors.strip().splitlines()[0] if self.errors.strip() else 'see log'}"
-
-
-@dataclass
-class TimingStats:
-    """Milliseconds per call over `runs` timed iterations (warm-up excluded, L2 flushed between)."""
-
-    median_ms: float
-    mean_ms: float
-    min_ms: float
-    max_ms: float
-    std_ms: float
-    iqr_ms: float
-    runs: int
-    offstream_ms: float = 0.0   # work left on other streams per call, charged to every sample (CUDA)
-
-    @classmethod
-    def from_samples(cls, samples_ms: list[float], offstream_ms: float = 0.0) -> "TimingStats":
-        import statistics
-
-        s = sorted(samples_ms)
-        n = len(s)
-        q1, q3 = s[n // 4], s[(3 * n) // 4] if n > 1 else s[0]
-        return cls(median_ms=statistics.median(s), mean_ms=statistics.fmean(s), min_ms=s[0], max_ms=s[-1],
-                   std_ms=statistics.pstdev(s) if n > 1 else 0.0, iqr_ms=q3 - q1, runs=n, offstream_ms=offstream_ms)
 
 
 @dataclass(frozen=True)

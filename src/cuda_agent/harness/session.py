@@ -14,18 +14,15 @@ from contextlib import contextmanager
 from dataclasses import asdict, replace
 from typing import Callable
 
-from cuda_agent.devices import lock_name
+from cuda_agent.devices import Backend, lock_name
 from cuda_agent.harness import baselines
-from cuda_agent.harness.backend import Backend
-from cuda_agent.harness.config import EvalConfig, TimingPlan
-from cuda_agent.harness.lock import device_lock
-from cuda_agent.harness.modules import NEAR, SHIFTED
-from cuda_agent.harness.result import EvalResult, Fault, TimingStats
-from cuda_agent.harness.timing import CallTimes, Run, Watch, drive, stats_of, watch
+from cuda_agent.harness.config import EvalConfig
+from cuda_agent.harness.result import EvalResult, Fault
 from cuda_agent.harness.workers.calls import read_times
-from cuda_agent.harness.workers.process import ChildFailed, Process
-from cuda_agent.harness.workers.sandbox import eval_uids, frozen
 from cuda_agent.home import subdir
+from cuda_agent.measure import (NEAR, SHIFTED, CallTimes, Run, TimingPlan, TimingStats, Watch, device_lock, drive,
+                                stats_of, watch)
+from cuda_agent.sandbox import ChildFailed, Process, eval_uids, frozen
 from cuda_agent.tasks import Task
 
 

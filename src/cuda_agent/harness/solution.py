@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from cuda_agent.harness.backend import Backend
+from cuda_agent.devices import Backend
 from cuda_agent.harness.build.sources import HEADER_SUFFIXES, SOURCE_SUFFIXES
 from cuda_agent.harness.result import BuildResult, Finding
 

@@ -64,7 +64,8 @@ from cuda_agent.agent.run import Run, open_run
 from cuda_agent.agent.solution import SolutionKeeper
 from cuda_agent.agent.tools import ToolError, Tools
 from cuda_agent.agent.trajectory import read_messages, read_records
-from cuda_agent.harness import EvalResult, RewardSchedule, TimingPlan, resolve_backend
+from cuda_agent.devices import resolve_backend
+from cuda_agent.harness import EvalResult, RewardSchedule, TimingPlan
 from cuda_agent.home import subdir
 from cuda_agent.rl.evaluation import EVALUATORS, RL_TIMING, make_evaluator_factory
 from cuda_agent.rl.rft import first_pass

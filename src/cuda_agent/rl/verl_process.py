@@ -5,12 +5,12 @@ and stopped by the next run after a SIGKILL (its group's id in `verl.pid`)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Callable
+
+from cuda_agent.sandbox import group_alive, stop_group
 
 
 class Terminated(Exception):
@@ -46,10 +46,10 @@ def run_logged(cmd: list[str], env: dict[str, str], cwd: Path, log: Path, on_lin
                 on_line(line)
             return proc.wait()
         except BaseException:
-            _stop_group(proc.pid, proc)
+            stop_group(proc.pid, proc)
             raise
         finally:
-            _stop_group(proc.pid, proc, signals=((signal.SIGKILL, 5),))   # what verl left behind in its group
+            stop_group(proc.pid, proc, signals=((signal.SIGKILL, 5),))   # what verl left behind in its group
             pid_file.unlink(missing_ok=True)
 
 
@@ -62,10 +62,10 @@ def stop_leftover(folder: Path, log: Path) -> None:
         pgid = int(pgid)
     except (OSError, ValueError):
         return
-    if _group_alive(pgid) and _leader_is(pgid, names):
+    if group_alive(pgid) and _leader_is(pgid, names):
         with log.open("a") as f:
             f.write(f"\n# an earlier run's verl (process group {pgid}) was still running: stopping it\n")
-        _stop_group(pgid, None)
+        stop_group(pgid, None)
     pid_file.unlink(missing_ok=True)
 
 
@@ -86,16 +86,6 @@ def _leader_is(pgid: int, names: list[str]) -> bool:
     return not names or any(name in cmdline for name in names)
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # someone else's group now: not ours to stop
-        return False
-
-
 @contextlib.contextmanager
 def _signals_raise():
     """SIGTERM and SIGHUP raise `Terminated` in the main thread (they would end the process at once)."""
@@ -114,18 +104,3 @@ def _signals_raise():
     finally:
         for sig, previous in old.items():
             signal.signal(sig, previous)
-
-
-def _stop_group(pgid: int, proc: subprocess.Popen | None,
-                signals=((signal.SIGINT, 30), (signal.SIGTERM, 10), (signal.SIGKILL, 5))) -> None:
-    """Stop process group `pgid`, gently first (verl's driver shuts its Ray down on SIGINT)."""
-    for sig, wait in signals:
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):   # gone, or someone else's group now
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if (proc is None or proc.poll() is not None) and not _group_alive(pgid):
-                return
-            time.sleep(0.1)

@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from cuda_agent.devices import TIMING_CORES_ENV
-from cuda_agent.harness import Backend, EvalConfig, EvalResult, keep_warm, prebuild
+from cuda_agent.devices import TIMING_CORES_ENV, Backend
+from cuda_agent.harness import EvalConfig, EvalResult, keep_warm, prebuild
 from cuda_agent.tasks import Task
 
 

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cuda_agent.harness import Backend
+from cuda_agent.devices import Backend
 from cuda_agent.service.actors import Builder, Evaluator
 from cuda_agent.service.settings import ServiceError, ServiceSettings
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cuda_agent.harness import ChildFailed, Process
+from cuda_agent.sandbox import ChildFailed, Process
 from cuda_agent.synth.compose import Candidate
 from cuda_agent.synth.filters import ACCEPTED, Outcome, scaled_batch
 

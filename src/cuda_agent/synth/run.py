@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from cuda_agent.harness import TimingPlan
+from cuda_agent.measure import TimingPlan
 from cuda_agent.service import PRIORITY_SYNTH, EvalService, JobContext, ServiceSettings, in_flight, using
 from cuda_agent.journal import Journal, read_rows
 from cuda_agent.synth.categories import task_class

@@ -1,20 +1,20 @@
 """The synth worker: the child process where a candidate's code runs (a hang or a crash there only
-rejects the candidate). It speaks JSON lines through the harness's
-`ChildChannel` (harness/workers/process.py), started by synth/execute.py as a `Process`:
+rejects the candidate). It speaks JSON lines through a sandbox `ChildChannel`
+(sandbox/process.py), started by synth/execute.py as a `Process`:
 
   {"op": "probe", "code", "device"}            -> build and run once (seed checks): output shapes
   {"op": "eager", "code", "device", "plan",     -> eager, deterministic, stochastic, degenerate, time
    "alone"}                                        eager (for the size search)
   {"op": "compile", "plan", "atol", "rtol",     -> torch.compile the last eager model, compare, and
    "alone"}                                        time eager and torch.compile as the harness does
-                                                   (harness.time_baselines)
+                                                   (measure.time_baselines)
   {"op": "quit"}
 
 Every reply carries `seconds` per stage, so the benchmark can say where the time goes, and on a GPU
 `peak_mb`, the most memory the request allocated (to measure the size search's estimate against).
 
 Several workers share a GPU. Their runs hold the device lock shared and timing holds it alone
-(harness.device_lock); a request with `alone` runs alone as well (the retry after an out-of-memory
+(measure.device_lock); a request with `alone` runs alone as well (the retry after an out-of-memory
 error, which another worker's memory may have caused). Each worker keeps on the GPU only what its
 current candidate needs: the previous candidate is dropped before the next is built, and the
 allocator's cache is handed back to the device when a section ends, for the others to use.
@@ -48,7 +48,7 @@ class Worker:
             self.torch.cuda.synchronize(device)
 
     def _build(self, code: str, device):
-        from cuda_agent.harness import make_inputs, make_model, module_from_source
+        from cuda_agent.measure import make_inputs, make_model, module_from_source
 
         module = module_from_source(code, "candidate", "candidate.py")
         model = make_model(module.Model, module, MODEL_SEED, device)
@@ -88,7 +88,7 @@ class Worker:
             return self._with_peak(failed, device)
         module, model, inputs, first = checked
         t = time.perf_counter()
-        from cuda_agent.harness import TimingPlan, time_callable, timing_draw
+        from cuda_agent.measure import TimingPlan, time_callable, timing_draw
 
         draw = timing_draw(module, INPUT_SEED, device)
         with _section(device):
@@ -155,7 +155,7 @@ class Worker:
         seconds: dict[str, float] = {}
         t = time.perf_counter()
         from cuda_agent.devices import lock_name
-        from cuda_agent.harness import autotune_alone
+        from cuda_agent.measure import autotune_alone
 
         with _section(st["device"], shared=not msg.get("alone")):
             try:
@@ -174,7 +174,7 @@ class Worker:
                             "reason": f"output {i} differs from eager under torch.compile (max abs error {err:.3g})"}
             del got
         t = time.perf_counter()
-        from cuda_agent.harness import TimingPlan, time_baselines
+        from cuda_agent.measure import TimingPlan, time_baselines
 
         # time_baselines takes the device's lock alone itself: outside the section above
         eager, compiled_stats = time_baselines(st["model"], st["draw"], st["device"], TimingPlan.from_dict(msg["plan"]),
@@ -185,13 +185,13 @@ class Worker:
 
 @contextmanager
 def _section(device, shared: bool = False):
-    """A stretch of GPU work under the device's lock, as the harness takes it (several workers
+    """A stretch of GPU work under the device's lock, as every user of the device takes it (several workers
     share a GPU for the CPU-bound work: their runs hold it shared, timing and retries alone). On
     the way out, before the lock is released, the memory this worker freed leaves PyTorch's cache
     for the device, where the workers sharing it can allocate it; without that, each worker's cache
     keeps the peak of every candidate it ran, and the others run out of memory."""
     from cuda_agent.devices import lock_name
-    from cuda_agent.harness import device_lock
+    from cuda_agent.measure import device_lock
 
     with device_lock(lock_name(device.type), shared=shared):
         try:
@@ -222,7 +222,7 @@ def _stats(t) -> dict:
 
 
 def main(fd_in: int, fd_out: int) -> None:
-    from cuda_agent.harness import ChildChannel
+    from cuda_agent.sandbox import ChildChannel
 
     channel = ChildChannel(fd_in, fd_out)
     t = time.perf_counter()

@@ -17,14 +17,13 @@ from typing import Iterator
 import pytest
 import torch
 
-from cuda_agent.devices import lock_name
-from cuda_agent.harness.backend import Backend, resolve_backend
+from cuda_agent.devices import Backend, lock_name, resolve_backend
 from cuda_agent.harness.build.extension import build, choose_pch, job_count, load_module, make_plan, start_pch_builds
 from cuda_agent.harness.build.sources import SourceBundle, inline_sources, workspace_sources
 from cuda_agent.harness.build.errors import summarize_errors
 from cuda_agent.harness.build.toolchain import (FlagError, arch_flags, check_cuda_cflags, cuda_home, make_toolchain,
                                           split_flags)
-from cuda_agent.harness.lock import device_lock
+from cuda_agent.measure import device_lock
 from cuda_agent.workspace import TEMPLATES
 
 CPU = Backend("cpu")

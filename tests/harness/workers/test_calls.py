@@ -3,8 +3,7 @@ process tells the next call's inputs, and a worker's figures are read strictly."
 
 import torch
 
-from cuda_agent.harness.config import TimingPlan
-from cuda_agent.harness.modules import make_inputs, module_from_source
+from cuda_agent.measure import TimingPlan, make_inputs, module_from_source
 from cuda_agent.harness.workers.calls import CallServer, read_times
 
 TASK = '''

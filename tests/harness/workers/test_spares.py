@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.harness.backend import Backend
+from cuda_agent.devices import Backend
 from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.workers.sandbox import ensure_user
+from cuda_agent.sandbox.isolation import ensure_user
 from cuda_agent.harness.workers.spares import keep_warm, take_pair
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users need root")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cuda_agent.harness.config import TimingPlan
+from cuda_agent.measure import TimingPlan
 from cuda_agent.harness.workers.transfer import open_outputs, read_outputs, remove_outputs, write_outputs
 
 REPO = Path(__file__).resolve().parents[3]

@@ -24,7 +24,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -33,15 +32,16 @@ from pathlib import Path
 from types import ModuleType
 
 from cuda_agent import home
-from cuda_agent.harness.backend import Backend
+from cuda_agent.devices import Backend
 from cuda_agent.harness.build.cache import touch
 from cuda_agent.harness.build.errors import summarize_errors
 from cuda_agent.harness.build.pch import PCH_FAILURE, Pch, finish_pch_builds, pch_headers, start_pch_builds
 from cuda_agent.harness.build.sources import SourceBundle
 from cuda_agent.harness.result import BuildResult
 from cuda_agent.harness.build.toolchain import FlagError, Toolchain, find_ninja, make_toolchain
-from cuda_agent.harness.lock import beside_timing
 from cuda_agent.harness.scratch import scratch_folder
+from cuda_agent.measure import beside_timing
+from cuda_agent.sandbox import kill_group
 from cuda_agent.workspace import TEMPLATES
 
 SAFE_PATH = re.compile(r"[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*(/[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*)*")
@@ -290,12 +290,12 @@ def run_ninja(folder: Path, jobs: int, timeout_s: float) -> tuple[int | None, st
         out, _ = proc.communicate(timeout=timeout_s)
         return proc.returncode, out.decode(errors="replace")
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_group(proc.pid)
         out, _ = proc.communicate()
         return None, out.decode(errors="replace")
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid)
             proc.wait()
 
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from cuda_agent.harness.build.toolchain import Toolchain, compiler_include_dirs
+from cuda_agent.sandbox import kill_group
 
 # How g++ fails on a precompiled header that passed its checks but cannot be read whole.
 PCH_FAILURE = re.compile(r"^(<command-line>|cc1plus): (fatal )?error: .*(PCH|\.gch|precompiled header)"
@@ -176,7 +176,7 @@ def finish_pch_builds(builds: list[PchBuild], deadline: float) -> list[str]:
             notes.append(f"{name}: not kept ({e})")
         finally:
             if b.proc.poll() is None:
-                os.killpg(b.proc.pid, signal.SIGKILL)
+                kill_group(b.proc.pid)
                 b.proc.wait()
             os.close(b.lock)
     return notes

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_agent.harness.backend import Backend
+from cuda_agent.devices import Backend
 from cuda_agent.workspace import HARNESS_FILES, TEMPLATES
 
 SOURCE_SUFFIXES = (".cpp", ".cu")

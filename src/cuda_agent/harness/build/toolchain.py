@@ -18,7 +18,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_agent.harness.backend import Backend
+from cuda_agent.devices import Backend
 
 BASE_CFLAGS = ("-O3", "-std=c++17", "-fPIC")            # the reference layout's extra_cflags, plus -fPIC
 BASE_CUDA_CFLAGS = ("-O3", "--use_fast_math", "-std=c++17")

@@ -99,7 +99,7 @@ RELAXED_IMPORTABLE = {"itertools", "warnings", "collections", "collections.abc"}
 # candidate implementations to pick one): reading clocks and sleeping. A solution that reads the clock
 # can tell timed calls from checked ones no better than one that counts its calls, which relaxed allows
 # anyway: every timed call gets inputs of its own and timed calls chosen at random are checked. The
-# harness binds its own clocks at import (timing.py), and assigning time.<name> stays monkey-patching.
+# harness binds its own clocks at import (measure/timing.py), and assigning time.<name> stays monkey-patching.
 # Modules relaxed code may import whole, whose names are then judged one by one (check_os, and time above).
 RELAXED_BY_NAME = {"os", "os.path", "time"}
 RELAXED_TIME_ALLOWED = {"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",

@@ -12,9 +12,7 @@ from typing import Callable
 
 import torch
 
-from cuda_agent.harness.config import TimingPlan
-from cuda_agent.harness.modules import make_inputs, release
-from cuda_agent.harness.timing import CallTimer, as_timer
+from cuda_agent.measure import CallTimer, TimingPlan, as_timer, make_inputs, release
 
 # Bound at import, before a solution's code runs in the child.
 _manual_seed, _urandom, _no_grad = torch.manual_seed, os.urandom, torch.no_grad

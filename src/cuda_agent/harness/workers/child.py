@@ -14,14 +14,13 @@ from dataclasses import dataclass
 import torch
 import torch.utils.cpp_extension
 
-from cuda_agent.harness.modules import Steps, make_inputs, make_model, module_from_source, release
 from cuda_agent.harness.workers.runtime import (HOST_ELEMENTS, HostState, OperatorGuard, changed_since,
                                                 flatten_outputs, inputs_unchanged, poison_free_memory, snapshot)
-from cuda_agent.harness.workers.process import ChildChannel
 from cuda_agent.harness.workers.spares import WARM_ENV
-from cuda_agent.harness.config import TimingPlan
 from cuda_agent.harness.workers.calls import CallServer
 from cuda_agent.harness.workers.transfer import share_outputs, write_outputs
+from cuda_agent.measure import Steps, TimingPlan, make_inputs, make_model, module_from_source, release
+from cuda_agent.sandbox import ChildChannel
 
 _load, _full, _equal = torch.load, torch.full, torch.equal
 

@@ -9,7 +9,7 @@ import traceback
 
 
 def main(fd_in: int, fd_out: int) -> None:
-    from cuda_agent.harness.workers.process import ChildChannel
+    from cuda_agent.sandbox import ChildChannel
 
     channel = ChildChannel(fd_in, fd_out)
     try:
@@ -26,8 +26,7 @@ def serve(channel) -> None:
 
     from cuda_agent.harness.workers.spares import WARM_ENV
 
-    from cuda_agent.harness.modules import NEAR, SHIFTED, make_inputs, make_model, module_from_source
-    from cuda_agent.harness.config import TimingPlan
+    from cuda_agent.measure import NEAR, SHIFTED, TimingPlan, make_inputs, make_model, module_from_source
     from cuda_agent.harness.workers.calls import CallServer
     from cuda_agent.harness.workers.fingerprints import Fingerprints
     from cuda_agent.harness.workers.transfer import open_outputs
@@ -99,8 +98,7 @@ def _compile(model, inputs: list, msg: dict):
     from contextlib import nullcontext
     from pathlib import Path
 
-    from cuda_agent.harness.lock import device_lock
-    from cuda_agent.harness.timing import compile_for_timing
+    from cuda_agent.measure import compile_for_timing, device_lock
 
     key = msg.get("lock") if msg.get("quiet") else None
     lock_dir = Path(msg["lock_dir"]) if msg.get("lock_dir") else None
@@ -113,7 +111,7 @@ def shifted_usable(model, task, seed: tuple[int, int, str], device) -> str:
     the inputs in the task's domain), else why not (then an ordinary set takes its place)."""
     import torch
 
-    from cuda_agent.harness.modules import release, varied_inputs
+    from cuda_agent.measure import release, varied_inputs
     from cuda_agent.harness.workers.runtime import flatten_outputs
 
     inputs, moved = varied_inputs(task, seed[0], device, seed[1], seed[2])
@@ -140,7 +138,7 @@ def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None, str], d
     is how many places or tensors a near-duplicate or shifted set changed."""
     import torch
 
-    from cuda_agent.harness.modules import Steps, release, varied_inputs
+    from cuda_agent.measure import Steps, release, varied_inputs
     from cuda_agent.harness.workers.runtime import compare, flatten_outputs
     from cuda_agent.harness.workers.transfer import MAX_OUTPUTS, open_outputs, read_outputs, remove_outputs
 

@@ -2,7 +2,7 @@
 
 Each evaluation needs a fresh reference worker and a fresh solution child (no solution may run
 where another ran). Starting them is seconds of importing torch and creating a CUDA context; inside
-`keep_warm(depth)` (an evaluator of the service, a bench, an agent's run) `depth` pairs start while
+`keep_warm(depth)` (a process that judges one solution after another) `depth` pairs start while
 the current evaluation runs, so the next evaluations find them waiting for their jobs. Where cores
 are given, spares start on the `background` cores and the solution child of a pair taken for an
 evaluation (the process that times) moves to the `foreground` ones, so nothing starting up or
@@ -18,10 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from cuda_agent.harness.backend import Backend
+from cuda_agent.devices import Backend
 from cuda_agent.harness.config import EvalConfig
-from cuda_agent.harness.workers.process import Exchange, Process
-from cuda_agent.harness.workers.sandbox import SandboxUser, UserSlot, claim_user
+from cuda_agent.sandbox import Exchange, Process, SandboxUser, UserSlot, claim_user
 
 WARM_ENV = "CUDA_AGENT_WARM_DEVICE"  # set for a spare: create the CUDA context before the job comes
 

@@ -8,8 +8,8 @@ import types
 
 import torch
 
-from cuda_agent.harness.modules import SHIFTED, make_inputs, varied_inputs
-from cuda_agent.harness.variants import MOVED
+from cuda_agent.measure import SHIFTED, make_inputs, varied_inputs
+from cuda_agent.measure.variants import MOVED
 
 CPU = torch.device("cpu")
 

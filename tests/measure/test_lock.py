@@ -1,4 +1,4 @@
-"""The device lock (harness/lock.py), with real processes: a timer waits for the compiles and builds
+"""The device lock (measure/lock.py), with real processes: a timer waits for the compiles and builds
 holding it shared and they wait while it times; a waiting timer is not starved; nested holds in one
 thread do not deadlock behind a waiting timer; a holder killed mid-way releases it."""
 
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cuda_agent.harness.lock import LockOrderError, alone_within, device_lock
+from cuda_agent.measure.lock import LockOrderError, alone_within, device_lock
 
 CTX = mp.get_context("fork")  # the children start at once, with this process's imports
 KEY = "cpu0"

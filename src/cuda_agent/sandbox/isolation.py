@@ -1,6 +1,6 @@
 """Isolation, the one module: who a sandboxed process runs as, what it may use, and how everything
-it started is ended. The harness's solution children and the agent's shell commands both run
-confined by it (the paper's "system-level permission isolation").
+it started is ended. Every process that runs code we do not trust (a solution's child, a shell
+command of the agent) runs confined by it (the paper's "system-level permission isolation").
 
 - Users: as root, a sandboxed process runs as a user of its own, a slot no other live process holds
   (`cuda-agent-eval-N` for solution children, `cuda-agent-tool-N` for an agent run's commands), so
@@ -391,12 +391,3 @@ def _die_with_parent() -> None:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
-
-
-def kill_group(pgid: int) -> None:
-    """SIGKILL a process group (a sandboxed process and whatever stayed in its group)."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-

@@ -1,4 +1,4 @@
-"""Isolation (harness/workers/sandbox.py, commands.py): what a shell command of the agent can reach,
+"""Isolation (sandbox/isolation.py, shell.py): what a shell command of the agent can reach,
 and that nothing it starts outlives it, a `setsid` daemon included."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Iterator
 
 import pytest
 
-from cuda_agent.harness import CommandRunner, claim_tool_user, prepare_workspace
-from cuda_agent.harness.workers.sandbox import UserSlot, claim_user, eval_uids, frozen, kill_user_processes
 from cuda_agent.home import home
+from cuda_agent.sandbox import CommandRunner, claim_tool_user, prepare_workspace
+from cuda_agent.sandbox.isolation import UserSlot, claim_user, eval_uids, frozen, kill_user_processes
 from cuda_agent.tasks import EXAMPLES_DIR, load_task
 from cuda_agent.workspace import create_workspace, read_manifest
 
@@ -380,12 +380,12 @@ def test_frozen_processes_run_again_when_the_timed_block_raises():
 
 def test_a_harness_child_runs_at_normal_priority_whatever_its_parents(tmp_path):
     """Ray runs its workers at nice 15; the solution child they start times, so it must not."""
-    from cuda_agent.harness.workers.process import Process
+    from cuda_agent.sandbox import Process
 
     probe = tmp_path / "probe.py"
     probe.write_text("import json, os, sys\n"
                      "os.write(int(sys.argv[2]), (json.dumps({'nice': os.getpriority(os.PRIO_PROCESS, 0)}) + '\\n').encode())\n")
-    script = (f"import os; os.nice(5); from pathlib import Path; from cuda_agent.harness.workers.process import Process\n"
+    script = (f"import os; os.nice(5); from pathlib import Path; from cuda_agent.sandbox import Process\n"
               f"p = Process('probe', cwd=Path({str(tmp_path)!r}), log=Path({str(tmp_path / 'log')!r}), "
               f"env={{'PYTHONPATH': {str(tmp_path)!r}}})\nprint(p.recv(30)['nice']); p.close()\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)

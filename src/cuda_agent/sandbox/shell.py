@@ -1,9 +1,10 @@
-"""The agent's shell commands, run confined (sandbox.py): as the run's own tool user when the agent
-is root, without network, with a clean environment (no API keys) and HOME set to the workspace, in a
-PID namespace of its own where the kernel allows one. Everything a command starts is gone when it
-returns: the namespace dies with its first process, and as root every process of the run's tool
-user is killed besides, so a `setsid` daemon cannot outlive the command and change the workspace
-after the harness has taken its snapshot.
+"""The agent's shell: `Environment`, the protocol the agent's tools run commands through, and
+`CommandRunner`, its implementation, which runs each command confined (isolation.py): as the run's
+own tool user when the agent is root, without network, with a clean environment (no API keys) and
+HOME set to the workspace, in a PID namespace of its own where the kernel allows one. Everything a
+command starts is gone when it returns: the namespace dies with its first process, and as root
+every process of the run's tool user is killed besides, so a `setsid` daemon cannot outlive the
+command and change the workspace after the harness has taken its snapshot.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from cuda_agent.home import home
-from cuda_agent.harness.workers.sandbox import (TOOL_USER, Confinement, SandboxUser, UserSlot, claim_user,
-                                                kill_group, reachable_by_others)
+from cuda_agent.sandbox.groups import kill_group
+from cuda_agent.sandbox.isolation import (TOOL_USER, Confinement, SandboxUser, UserSlot, claim_user,
+                                          reachable_by_others)
 
 _SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.I)
 TOOL_NICE = 10  # a model's commands yield the CPU to the harness's timing
@@ -38,6 +41,26 @@ class CommandResult:
 
     def text(self, marker: str = "\n[... {omitted} bytes omitted ...]\n") -> str:
         return self.head + (marker.format(omitted=self.omitted) if self.omitted else "") + self.tail
+
+
+class Environment(Protocol):
+    """Where a run's shell commands run: each one in the workspace, ended with everything it started."""
+
+    def run(self, command: str, timeout: float, max_chars: int = 12_000) -> CommandResult:
+        """Run `command` (bash -c) for at most `timeout` seconds; its output kept to `max_chars`."""
+        ...
+
+    def adopt(self, path: Path) -> None:
+        """Make a file written for the run (by the agent's own tools) the commands' own."""
+        ...
+
+    def describe(self) -> str:
+        """How commands are isolated, for the run's record."""
+        ...
+
+    def close(self) -> None:
+        """End the environment (and whatever still runs in it)."""
+        ...
 
 
 def claim_tool_user() -> UserSlot | None:
@@ -72,7 +95,7 @@ def shared_workspace_dir(name: str) -> Path:
 
 
 class CommandRunner:
-    """Runs shell commands in the workspace, confined, and ends everything each one started.
+    """An `Environment`: runs shell commands in the workspace, confined, and ends everything each one started.
     `slot`: the run's tool user (root), released by `close()`."""
 
     def __init__(self, workspace: Path, slot: UserSlot | None, network: bool = False):

@@ -1,7 +1,7 @@
-"""A sandboxed child speaking JSON lines: the harness's solution child and reference worker, and
-synth's candidate worker. Messages go over two pipes that are not its stdin/stdout, so nothing it
-prints can be taken for a message; it gets a wall-clock limit per request, a host-memory limit and
-the confinement of sandbox.py."""
+"""A sandboxed child process speaking JSON lines (`Process` on the parent's side, `ChildChannel` in
+the child), and `Exchange`, the pair of scratch folders it and its parent share. Messages go over
+two pipes that are not its stdin/stdout, so nothing it prints can be taken for a message; it gets a
+wall-clock limit per request, a host-memory limit and the confinement of isolation.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from cuda_agent.devices import TIMING_CORES_ENV
-from cuda_agent.harness.workers.sandbox import PACKAGE_ROOT, Confinement, SandboxUser, kill_group
+from cuda_agent.sandbox.groups import kill_group
+from cuda_agent.sandbox.isolation import PACKAGE_ROOT, Confinement, SandboxUser
 
 MAX_MESSAGE = 1 << 20
 
@@ -27,8 +28,8 @@ class ChildFailed(RuntimeError):
 
 
 class Exchange:
-    """Two scratch folders for one evaluation: `public` (the child's, where it writes outputs) and
-    `private` (the harness's: logs and anything the child must not see), on tmpfs where available."""
+    """Two scratch folders for one sandboxed run: `public` (the child's, where it writes outputs) and
+    `private` (the parent's: logs and anything the child must not see), on tmpfs where available."""
 
     def __init__(self, user: SandboxUser | None):
         base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
@@ -181,7 +182,7 @@ class Process:
 
 
 class ChildChannel:
-    """The child's end: read commands, write replies (used inside worker processes)."""
+    """The child's end: read commands, write replies (inside the child process)."""
 
     def __init__(self, fd_in: int, fd_out: int):
         self._in = os.fdopen(fd_in, "rb")

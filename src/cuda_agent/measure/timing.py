@@ -15,12 +15,12 @@ L2 emptied before each call; warm-up excluded. CPU: the same with a monotonic cl
 cache-sized flush.
 
 Two halves: `CallTimer` times one call where the callable runs; `drive` makes the loop's decisions
-where the clock is trusted. In an evaluation the harness drives the solution's child call by call
-(session.Session._driven): each call's input seed is drawn by the harness and sent with the
-request for that call, so nothing is known of a call's inputs before it is asked for; the harness
-stamps each call with its own clock, plans the count from its warm-up, picks after a call returned
-whether its output is checked, and holds the figures the child reports against its own clock
-(`watch`). In trusted processes (baselines, bench, synth) `time_callable` runs both halves in one.
+where the clock is trusted. In an evaluation the harness drives the solution's child call by call:
+each call's input seed is drawn by the harness and sent with the request for that call, so nothing
+is known of a call's inputs before it is asked for; the harness stamps each call with its own
+clock, plans the count from its warm-up, picks after a call returned whether its output is
+checked, and holds the figures the child reports against its own clock (`watch`). Where the code
+timed is trusted (the baselines), `time_callable` runs both halves in one process.
 """
 
 from __future__ import annotations
@@ -28,19 +28,15 @@ from __future__ import annotations
 import math
 import os
 import secrets
-import threading
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 import torch
 
 from cuda_agent.devices import timing_cores
-from cuda_agent.harness.config import TimingPlan
-from cuda_agent.harness.lock import alone_within
-from cuda_agent.harness.result import TimingStats
+from cuda_agent.measure.plan import TimingPlan, TimingStats
 
 _CPU_FLUSH_BYTES = 64 << 20
 # Bound at import, before any solution code runs in the child: replacing time.perf_counter_ns or
@@ -263,8 +259,8 @@ def stats_of(calls: Sequence[CallTimes], cuda: bool) -> TimingStats:
 
 def time_callable(fn: Callable[..., object], draw: Callable[[int], list], device: torch.device,
                   plan: TimingPlan = TimingPlan()) -> Timed:
-    """Time `fn(*draw(i))` for i = 0, 1, ... in this process (trusted code: baselines, bench,
-    synth): the loop of `drive` around a `CallTimer`, `draw` run before each call (untimed by
+    """Time `fn(*draw(i))` for i = 0, 1, ... in this process (trusted code, such as the baselines):
+    the loop of `drive` around a `CallTimer`, `draw` run before each call (untimed by
     the timer, inside the call's wall time), the stats, and the last output and its index."""
     timer = CallTimer(device, plan)
     last: dict = {}
@@ -282,81 +278,18 @@ def time_callable(fn: Callable[..., object], draw: Callable[[int], list], device
     return Timed(stats_of(run.calls, device.type == "cuda"), last.get("out"), last.get("index", -1), run)
 
 
-def compile_for_timing(model: torch.nn.Module, inputs: list, alone: str | None = None,
-                       lock_dir: Path | None = None) -> Callable[..., object]:
-    """`torch.compile(model)`, compiled now by one call (under no_grad, as it will be timed), so
-    that the compilation (CPU work, seconds) happens before the device is taken for timing. The
-    caller holds the device's lock shared meanwhile (lock.beside_timing), so no timer runs beside it.
-    `alone`: that lock's key; Inductor's autotuner then benchmarks its kernels' configurations (on
-    the first call) holding the device alone, as a timer does, since timed beside other processes'
-    GPU work a slower configuration can win and stay. (It did not cure the one case measured: in a
-    6-worker bench on the H100, 30_SwinTransformerV2 compiles to 4.7 or 7.0 ms, alone always 4.7:
-    benchmarks/RESULTS.md, 2026-11-26.)"""
-    compiled = torch.compile(model)
-    with torch.no_grad(), autotune_alone(alone, lock_dir):
-        compiled(*inputs)
-    return compiled
-
-
-_autotune = threading.local()
-
-
-def _guard_autotuner(cls: type) -> None:
-    """Wrap `cls.benchmark_all_configs` (Inductor's CachingAutotuner: it times each candidate
-    configuration of a kernel, at the kernel's first launch) so that, inside autotune_alone(), the
-    first benchmark takes the device alone and keeps it to the end of the block."""
-    original = cls.__dict__.get("benchmark_all_configs")
-    if original is None or getattr(original, "_cuda_agent_guard", False):
-        return
-
-    def benchmark_all_configs(self, *args, **kwargs):
-        stack = getattr(_autotune, "stack", None)
-        if stack is not None and not _autotune.alone:
-            stack.enter_context(alone_within(_autotune.key, _autotune.lock_dir))
-            _autotune.alone = True
-        return original(self, *args, **kwargs)
-
-    benchmark_all_configs._cuda_agent_guard = True  # type: ignore[attr-defined]
-    cls.benchmark_all_configs = benchmark_all_configs
-
-
-@contextmanager
-def autotune_alone(key: str | None, lock_dir: Path | None = None) -> Iterator[None]:
-    """Inside the block (a compiled model's first call), Inductor's autotuning benchmarks hold lock
-    `key` alone: from the first one to the end of the block, since the kernels of a compiled graph
-    are benchmarked one after the other as it runs, and taking the device alone for each would wait
-    for every other compile each time (None: as Inductor does them). Where Inductor has no such
-    autotuner (another torch), nothing changes."""
-    if key is None:
-        yield
-        return
-    try:
-        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-    except ImportError:
-        CachingAutotuner = None
-    if CachingAutotuner is not None:
-        _guard_autotuner(CachingAutotuner)
-    before = tuple(getattr(_autotune, k, None) for k in ("key", "lock_dir", "stack", "alone"))
-    with ExitStack() as stack:
-        _autotune.key, _autotune.lock_dir, _autotune.stack, _autotune.alone = key, lock_dir, stack, False
-        try:
-            yield
-        finally:
-            _autotune.key, _autotune.lock_dir, _autotune.stack, _autotune.alone = before
-
-
 @contextmanager
 def as_timer() -> Iterator[None]:
     """The calling thread, for the block, at nice 0 where it may raise its priority (root) and on
     the timing cores where some are set aside, then back as it was.
 
-    Ray runs its workers at nice 15, and a baseline timed in one (bench's tables, as a job of the
-    service) would otherwise give the CPU to any process of normal priority: a host-bound model's
-    time would grow with the machine's load, as the harness's children's did before they were
-    started at nice 0 (sandbox.py). And the processes that time baselines (the service's
-    evaluators, the reference workers) live on the cores where everything else starts, builds and
-    compiles, while a solution is timed on cores of its own: on the H100 (2026-11-26) level-3
-    eager medians taken that way were up to 1.6x those of a process alone on the machine."""
+    Ray runs its workers at nice 15, and a baseline timed in one would otherwise give the CPU to
+    any process of normal priority: a host-bound model's time would grow with the machine's load,
+    as the harness's children's did before they were started at nice 0 (sandbox/isolation.py).
+    And the processes that time baselines (the evaluation service's evaluators, the reference
+    workers) live on the cores where everything else starts, builds and compiles, while a solution
+    is timed on cores of its own: on the H100 (2026-11-26) level-3 eager medians taken that way
+    were up to 1.6x those of a process alone on the machine."""
     before = os.getpriority(os.PRIO_PROCESS, 0)  # on Linux, of this thread
     raised = False
     if before > 0:

@@ -1,4 +1,4 @@
-"""Timing (harness/timing.py): fresh inputs for every timed call, kept outputs, the loop's limits,
+"""Timing (measure/timing.py): fresh inputs for every timed call, kept outputs, the loop's limits,
 side-stream work, tiny kernels, repeatability and CPU work under the spin (the device lock: test_lock.py)."""
 
 import os
@@ -7,13 +7,10 @@ from typing import Callable
 import pytest
 import torch
 
-from cuda_agent.devices import lock_name
-from cuda_agent.harness.config import TimingPlan
-from cuda_agent.harness.result import TimingStats
-from cuda_agent.harness.lock import device_lock
-from cuda_agent.devices import TIMING_CORES_ENV
-from cuda_agent.harness.timing import (CallTimes, as_timer, autotune_alone, call_seed, cycle, drive, stats_of,
-                                       time_callable, watch)
+from cuda_agent.devices import TIMING_CORES_ENV, lock_name
+from cuda_agent.measure import TimingPlan, TimingStats, autotune_alone, device_lock
+from cuda_agent.measure.timing import (CallTimes, as_timer, call_seed, cycle, drive, stats_of, time_callable,
+                                       watch)
 
 
 @pytest.fixture
@@ -275,7 +272,7 @@ def test_autotuning_inside_autotune_alone_holds_the_device_alone(tmp_path, monke
     """A compile holds the lock shared; the configurations its first call benchmarks on the GPU are
     timed holding it alone (another process could not take it even shared), and as before outside
     the block."""
-    from cuda_agent.harness import timing
+    from cuda_agent.measure import baselines as timing
 
     from .lockprobe import would_wait
 

@@ -1,4 +1,6 @@
-"""Turning source text into modules and inputs inside worker processes (never in the caller)."""
+"""A task's module and its inputs: source text made a module, the model built and seeded as
+KernelBench does, inputs drawn from a seed (and the sets made from them, variants.py), inside the
+processes that run them (never in the caller)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ from typing import Callable
 
 import torch
 
-from cuda_agent.harness.timing import call_seed
-from cuda_agent.harness.variants import near_duplicate, shifted
+from cuda_agent.measure.timing import call_seed
+from cuda_agent.measure.variants import near_duplicate, shifted
 
 # Bound at import, before a solution's code runs in the child (which could replace them).
 _empty_cache, _manual_seed, _perf_counter = torch.cuda.empty_cache, torch.manual_seed, time.perf_counter

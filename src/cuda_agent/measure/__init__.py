@@ -1,0 +1,30 @@
+"""Running a task's model and timing it. This module is its one door; code outside imports only
+from here.
+
+- `modules.py`: a task's source made a module, its model built and seeded, its inputs drawn from
+  a seed; `variants.py`: the input sets made from a drawn one (near duplicates, shifted sets).
+- `plan.py`: `TimingPlan`, how a model is timed, and `TimingStats`, what timing gives back.
+- `timing.py`: the timing loop, in two halves (`CallTimer` where the callable runs, `drive` where
+  the clock is trusted) and both in one (`time_callable`); `watch`, a reported figure held
+  against the driver's clock.
+- `baselines.py`: eager and torch.compile timed one way (`time_baselines`).
+- `lock.py`: the device lock, which keeps the device and the host quiet while a figure is taken.
+
+Used by the harness (its two worker processes, its baseline cache, its session's timing loop) and
+by synth (its worker builds, runs and times candidates with these, without the judge).
+"""
+
+from cuda_agent.measure.baselines import autotune_alone, compile_for_timing, time_baselines
+from cuda_agent.measure.lock import LockOrderError, alone_within, beside_timing, device_lock
+from cuda_agent.measure.modules import (NEAR, SHIFTED, Steps, make_inputs, make_model, module_from_source, release,
+                                        timing_draw, varied_inputs)
+from cuda_agent.measure.plan import TimingPlan, TimingStats
+from cuda_agent.measure.timing import (CallTimer, CallTimes, Run, Timed, Watch, as_timer, call_seed, drive, stats_of,
+                                       time_callable, watch)
+
+__all__ = [
+    "NEAR", "SHIFTED", "CallTimer", "CallTimes", "LockOrderError", "Run", "Steps", "Timed", "TimingPlan", "TimingStats",
+    "Watch", "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "compile_for_timing",
+    "device_lock", "drive", "make_inputs", "make_model", "module_from_source", "release", "stats_of", "time_baselines",
+    "time_callable", "timing_draw", "varied_inputs", "watch",
+]

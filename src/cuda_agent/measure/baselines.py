@@ -1,0 +1,95 @@
+"""The baselines' timing: eager and torch.compile of a trusted model, taken one way wherever they
+are taken: torch.compile compiled first beside timing (its autotuning with the device alone), then
+both timed holding the device alone, as a timer."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import ExitStack, contextmanager, nullcontext
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from cuda_agent.devices import lock_name
+from cuda_agent.measure.lock import alone_within, beside_timing, device_lock
+from cuda_agent.measure.plan import TimingPlan, TimingStats
+from cuda_agent.measure.timing import as_timer, time_callable
+
+
+def time_baselines(model: torch.nn.Module, draw: Callable[[int], list], device: torch.device, plan: TimingPlan,
+                   *, compiled: Callable[..., object] | None = None,
+                   lock: bool = True) -> tuple[TimingStats, TimingStats]:
+    """Eager and torch.compile timings of trusted `model`, each call on inputs `draw` gives it.
+    torch.compile runs first (CPU work, seconds; the device's lock held shared, so that no timer
+    runs beside it; its autotuning with the device alone) unless `compiled` is given; then both are
+    timed holding the device alone (`lock=False` where the caller holds it already), as a timer
+    (timing.as_timer: normal priority, the timing cores)."""
+    if compiled is None:
+        with beside_timing(device.type, quiet=lock):
+            compiled = compile_for_timing(model, draw(0), alone=lock_name(device.type) if lock else None)
+    with device_lock(lock_name(device.type)) if lock else nullcontext(), as_timer():
+        return time_callable(model, draw, device, plan).stats, time_callable(compiled, draw, device, plan).stats
+
+
+def compile_for_timing(model: torch.nn.Module, inputs: list, alone: str | None = None,
+                       lock_dir: Path | None = None) -> Callable[..., object]:
+    """`torch.compile(model)`, compiled now by one call (under no_grad, as it will be timed), so
+    that the compilation (CPU work, seconds) happens before the device is taken for timing. The
+    caller holds the device's lock shared meanwhile (lock.beside_timing), so no timer runs beside it.
+    `alone`: that lock's key; Inductor's autotuner then benchmarks its kernels' configurations (on
+    the first call) holding the device alone, as a timer does, since timed beside other processes'
+    GPU work a slower configuration can win and stay. (It did not cure the one case measured: in a
+    6-worker bench on the H100, 30_SwinTransformerV2 compiles to 4.7 or 7.0 ms, alone always 4.7:
+    benchmarks/RESULTS.md, 2026-11-26.)"""
+    compiled = torch.compile(model)
+    with torch.no_grad(), autotune_alone(alone, lock_dir):
+        compiled(*inputs)
+    return compiled
+
+
+_autotune = threading.local()
+
+
+def _guard_autotuner(cls: type) -> None:
+    """Wrap `cls.benchmark_all_configs` (Inductor's CachingAutotuner: it times each candidate
+    configuration of a kernel, at the kernel's first launch) so that, inside autotune_alone(), the
+    first benchmark takes the device alone and keeps it to the end of the block."""
+    original = cls.__dict__.get("benchmark_all_configs")
+    if original is None or getattr(original, "_cuda_agent_guard", False):
+        return
+
+    def benchmark_all_configs(self, *args, **kwargs):
+        stack = getattr(_autotune, "stack", None)
+        if stack is not None and not _autotune.alone:
+            stack.enter_context(alone_within(_autotune.key, _autotune.lock_dir))
+            _autotune.alone = True
+        return original(self, *args, **kwargs)
+
+    benchmark_all_configs._cuda_agent_guard = True  # type: ignore[attr-defined]
+    cls.benchmark_all_configs = benchmark_all_configs
+
+
+@contextmanager
+def autotune_alone(key: str | None, lock_dir: Path | None = None) -> Iterator[None]:
+    """Inside the block (a compiled model's first call), Inductor's autotuning benchmarks hold lock
+    `key` alone: from the first one to the end of the block, since the kernels of a compiled graph
+    are benchmarked one after the other as it runs, and taking the device alone for each would wait
+    for every other compile each time (None: as Inductor does them). Where Inductor has no such
+    autotuner (another torch), nothing changes."""
+    if key is None:
+        yield
+        return
+    try:
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    except ImportError:
+        CachingAutotuner = None
+    if CachingAutotuner is not None:
+        _guard_autotuner(CachingAutotuner)
+    before = tuple(getattr(_autotune, k, None) for k in ("key", "lock_dir", "stack", "alone"))
+    with ExitStack() as stack:
+        _autotune.key, _autotune.lock_dir, _autotune.stack, _autotune.alone = key, lock_dir, stack, False
+        try:
+            yield
+        finally:
+            _autotune.key, _autotune.lock_dir, _autotune.stack, _autotune.alone = before

@@ -1,0 +1,69 @@
+"""TimingPlan: how a model is timed, the one description passed to every timing loop; TimingStats:
+what a timing loop gives back."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+FLUSHES = ("read", "write")
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """How many timed calls, for how long, after what warm-up. Two callers with the same plan time
+    alike (and the judge's cached eager and torch.compile figures are keyed by the whole plan)."""
+
+    min_runs: int = 30
+    max_runs: int = 1000
+    budget_s: float = 2.0        # seconds of timed calls per model, after warm-up
+    warmup_s: float = 0.1
+    min_warmup: int = 3
+    # How the cache is emptied before each call: "read" reads a buffer twice the L2's size (the L2
+    # then holds clean lines, dropped for free); "write" zeroes it, as triton's do_bench does, which
+    # leaves dirty lines that the timed call pays to write back.
+    flush: str = "read"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_runs <= self.max_runs:
+            raise ValueError(f"timing plan: need 1 <= min_runs ({self.min_runs}) <= max_runs ({self.max_runs})")
+        if not self.budget_s > 0:
+            raise ValueError(f"timing plan: the budget must be positive seconds, not {self.budget_s}")
+        if self.warmup_s < 0 or self.min_warmup < 1:
+            raise ValueError("timing plan: warmup_s must be >= 0 and min_warmup >= 1")
+        if self.flush not in FLUSHES:
+            raise ValueError(f"timing plan: flush is one of {', '.join(FLUSHES)}, not {self.flush!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TimingPlan":
+        return cls(**d)
+
+    def with_budget(self, budget_s: float | None) -> "TimingPlan":
+        """This plan with another budget (None keeps it): what `--timing-budget` sets."""
+        return self if budget_s is None else replace(self, budget_s=budget_s)
+
+
+@dataclass
+class TimingStats:
+    """Milliseconds per call over `runs` timed iterations (warm-up excluded, L2 flushed between)."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    std_ms: float
+    iqr_ms: float
+    runs: int
+    offstream_ms: float = 0.0   # work left on other streams per call, charged to every sample (CUDA)
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float], offstream_ms: float = 0.0) -> "TimingStats":
+        s = sorted(samples_ms)
+        n = len(s)
+        q1, q3 = s[n // 4], s[(3 * n) // 4] if n > 1 else s[0]
+        return cls(median_ms=statistics.median(s), mean_ms=statistics.fmean(s), min_ms=s[0], max_ms=s[-1],
+                   std_ms=statistics.pstdev(s) if n > 1 else 0.0, iqr_ms=q3 - q1, runs=n, offstream_ms=offstream_ms)

@@ -1,0 +1,25 @@
+"""Running code we do not trust. This module is its one door; code outside imports only from here.
+
+- `isolation.py`: who a sandboxed process runs as (a user slot of its own when we are root), what
+  it may use (no network, memory, a PID namespace), stopping a user's processes while something
+  is timed, and killing them on release.
+- `groups.py`: ending a process group (a sandboxed child, a build's compilers, verl's trainer).
+- `process.py`: a confined child process speaking JSON lines, and its scratch folders.
+- `shell.py`: the agent's shell, `Environment` and its `CommandRunner`.
+
+Used by the harness (the solution's child and the reference worker, its builds), by synth (the
+worker where candidates run), by the agent (its shell commands) and by rl (verl's process).
+"""
+
+from cuda_agent.sandbox.groups import group_alive, kill_group, stop_group
+from cuda_agent.sandbox.isolation import (SandboxUser, UserSlot, claim_user, eval_uids, frozen, reachable_by_others,
+                                          sandbox_user)
+from cuda_agent.sandbox.process import ChildChannel, ChildFailed, Exchange, Process
+from cuda_agent.sandbox.shell import (CommandResult, CommandRunner, Environment, claim_tool_user, prepare_workspace,
+                                      shared_workspace_dir)
+
+__all__ = [
+    "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner", "Environment", "Exchange", "Process",
+    "SandboxUser", "UserSlot", "claim_tool_user", "claim_user", "eval_uids", "frozen", "group_alive", "kill_group",
+    "prepare_workspace", "reachable_by_others", "sandbox_user", "shared_workspace_dir", "stop_group",
+]
