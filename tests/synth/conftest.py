@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.harness import TimingPlan
+from cuda_agent.measure import TimingPlan
 from cuda_agent.synth.filters import Window
 from cuda_agent.synth.run import SynthConfig
 
