@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -20,7 +22,16 @@ def invoke(*args: str, env: dict[str, str] | None = None):
     return CliRunner().invoke(app, list(args), env=env)
 
 
-def test_optimize_against_an_endpoint_prints_the_report_as_json(tmp_path, monkeypatch):
+@pytest.fixture
+def one_service(service, monkeypatch):
+    """The module's evaluation service stands in for the one each command would start: a Ray start
+    is seconds, and here the model changes nothing, so nothing is evaluated."""
+    import cuda_agent.cli.agent as cli_agent
+
+    monkeypatch.setattr(cli_agent, "EvalService", lambda settings: nullcontext(service))
+
+
+def test_optimize_against_an_endpoint_prints_the_report_as_json(tmp_path, monkeypatch, one_service):
     monkeypatch.setenv("CUDA_AGENT_MODEL", "test-model")
     # nothing verified: a reply without a tool call gets three format reminders before the run ends
     with ChatServer([reply("", ("bash", {"command": "ls"}))] + [reply("nothing to do")] * 4) as server:
@@ -33,7 +44,7 @@ def test_optimize_against_an_endpoint_prints_the_report_as_json(tmp_path, monkey
     assert server.requests[0]["model"] == "test-model"
 
 
-def test_many_tasks_get_a_folder_each_and_a_summary(tmp_path):
+def test_many_tasks_get_a_folder_each_and_a_summary(tmp_path, one_service):
     with ChatServer([reply("nothing to do")] * 4) as server:   # the first reply and three format reminders
         r = invoke("optimize", "--tasks", "examples", "--limit", "1", "--model", "m", "--base-url", server.url,
                    "--device", "cpu", "--out", str(tmp_path / "many"), "--quiet")
@@ -51,7 +62,7 @@ def test_a_missing_endpoint_is_a_clear_error(tmp_path, monkeypatch):
     assert not (tmp_path / "o").exists(), "nothing is created before the model is known to be reachable"
 
 
-def test_an_occupied_output_folder_needs_resume_or_force(tmp_path):
+def test_an_occupied_output_folder_needs_resume_or_force(tmp_path, one_service):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "x").write_text("")
     with ChatServer([]) as server:   # an endpoint that is up: a dead one is said first
@@ -78,7 +89,7 @@ def test_a_refused_endpoint_is_one_line_before_anything_starts(tmp_path, monkeyp
     assert "Traceback" not in r.output
 
 
-def test_the_live_view_of_one_task_given_by_its_path_has_one_row_and_fits_80_columns(tmp_path):
+def test_the_live_view_of_one_task_given_by_its_path_has_one_row_and_fits_80_columns(tmp_path, one_service):
     """The README's `optimize TASK.py`: no second row keyed by the path stuck at "waiting"."""
     from cuda_agent.tasks import EXAMPLES_DIR
 
