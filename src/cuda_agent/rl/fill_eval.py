@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections import Counter
 import json
 import os
 import time
@@ -107,12 +108,8 @@ def evaluate_model(folder: str, device: str, sampled: int = 0, reward_kwargs: di
 
 def choices(replies: list[str]) -> dict[str, int]:
     """How often each EPT was chosen by tier-2 replies that passed the guard (`none`: refused)."""
-    counts: dict[str, int] = {}
-    for reply in replies:
-        parsed, _ = fill.tier2_reply(reply)
-        key = str(parsed[1]) if parsed else "none"
-        counts[key] = counts.get(key, 0) + 1
-    return dict(sorted(counts.items()))
+    parsed = (fill.tier2_reply(reply)[0] for reply in replies)
+    return dict(sorted(Counter(str(p[1]) if p else "none" for p in parsed).items()))
 
 
 def main(argv: list[str] | None = None) -> int:
