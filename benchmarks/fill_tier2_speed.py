@@ -1,7 +1,7 @@
 """Does tier 2's choice change the reward? For a few held-out tasks of the fill family's tier 2
-(cuda_agent/rl/fill.py: y = f(x * scale + bias) at TIER2_SIZES), the correct expression with every
+(cuda_agent/rl/data/fill.py: y = f(x * scale + bias) at TIER2_SIZES), the correct expression with every
 EPT, and tier 1's kernel on the same task, judged by the reward route that trains on them
-(rl/reward.py, `profile: true`, RL's timing plan unless `--budget`): the harness's speed-ups vs
+(rl/workers/reward.py, `profile: true`, RL's timing plan unless `--budget`): the harness's speed-ups vs
 eager and torch.compile, the milestone, and each kernel's time against EPT=1's (the eager baseline
 is the same for all, timed once per task: time ratio = EPT=1's speed-up / this one's).
 
@@ -31,7 +31,7 @@ DEFAULT_OPS = ("affine", "sigmoid", "softplus", "elu")
 
 def cases(ops: list[str], device: str) -> list[tuple[Any, str, dict, str]]:
     """(item, label, row, reply): every EPT of each operator's first held-out task, and tier 1's kernel."""
-    from cuda_agent.rl import fill
+    from cuda_agent.rl.data import fill
 
     out = []
     for name in ops:
@@ -47,8 +47,8 @@ def cases(ops: list[str], device: str) -> list[tuple[Any, str, dict, str]]:
 
 
 async def judge_all(jobs: list[tuple[Any, str, dict, str]], kwargs: dict[str, Any]) -> list[dict[str, Any]]:
-    from cuda_agent.rl.data import FILL
-    from cuda_agent.rl.reward import compute_score
+    from cuda_agent.rl.data.rows import FILL
+    from cuda_agent.rl.workers.reward import compute_score
 
     return list(await asyncio.gather(*[
         compute_score(FILL, reply, row["reward_model"]["ground_truth"], row["extra_info"], **kwargs)
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="also write the rows and the machine here")
     args = ap.parse_args(argv)
     from cuda_agent.devices import machine
-    from cuda_agent.rl.evaluation import close_shared_services
+    from cuda_agent.rl.rollout.evaluation import close_shared_services
 
     kwargs: dict[str, Any] = {"device": args.device, "profile": True, "build_workers": args.build_workers,
                               "timeout_s": 1800}

@@ -15,7 +15,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   && export PYTHONPATH=/tmp/site:$PWD/src
 bash scripts/sandbox_access.sh python3 >/dev/null
 W=/tmp/rl; mkdir -p $W
-[ -d $W/tiny ] || python3 -m cuda_agent.rl.tiny_model $W/tiny >/dev/null
+[ -d $W/tiny ] || python3 -m cuda_agent.rl.tools.tiny_model $W/tiny >/dev/null
 printf '[run]\nisolation = false\n\n[limits]\nbash_timeout_s = 60\n' > $W/agent.toml
 REPO=$PWD
 for arg in "$@"; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does RL make SmolLM2-135M-Instruct better at writing kernel code? The fill-the-kernel family
-# (cuda_agent/rl/fill.py) on the lent GPU, one step per argument, each resumable (a warm machine keeps
+# (cuda_agent/rl/data/fill.py) on the lent GPU, one step per argument, each resumable (a warm machine keeps
 # /tmp/rl between calls; the GGUF travels in parts made by scripts/carry_smollm2.sh, .cm1/part1 .. .cm3/part3, one
 # carry each, copied to /tmp/parts); results into $OUT/learning.tgz, brought into benchmarks/rl/learning/ by hand.
 #   prep          install the carried wheels (.whl), join the GGUF parts (.cm1/ .cm2/ ...), convert it
@@ -13,7 +13,7 @@
 #   table         those in-run held-out figures of every PPO run here, by operator (benchmarks/rl/ops_by_step.py)
 #   control       the same from the RFT actor, rewards shuffled across replies
 #   ablation      PPO from the pretrained model: no RFT, no critic warm-up
-#   turns:NAME    the multi-turn form (rl/fill_agent.py): NAME's actor (rft, ppo) runs the agent loop on the held-out
+#   turns:NAME    the multi-turn form (rl/data/fill_agent.py): NAME's actor (rft, ppo) runs the agent loop on the held-out
 #                 tasks (cuda-agent train fill_collect; TURNS="fill_collect:..." overrides, e.g. val_kwargs.n=1), then
 #                 pass after turn k vs turn 1 from its runs (fill_eval --runs) into learning/turns_NAME.json
 #   speed         no model: what each tier-2 choice (EPT) earns on this GPU, the correct expression of a few operators
@@ -57,7 +57,7 @@ run_file() {  # out-folder, extra yaml lines
 KW=reward.custom_reward_function.reward_kwargs
 REWARD="fill:$KW.evaluators=${EVALUATORS:-6} fill:$KW.build_workers=${BUILDERS:-3}"  # the reward route per run
 actor_of() {  # stage folder -> its actor (the run's journal, rl/launch.StageJournal)
-  python3 -c 'import sys; from pathlib import Path; from cuda_agent.rl.launch import StageJournal
+  python3 -c 'import sys; from pathlib import Path; from cuda_agent.rl.driver.launch import StageJournal
 p = Path(sys.argv[1]); done = StageJournal(p.parent).finished(p.name)
 print((done or {}).get("outputs", {}).get("actor", ""))' "$1"
 }
@@ -84,7 +84,7 @@ for arg in "$@"; do
         mkdir -p /tmp/parts && cp .cm*/* /tmp/parts/ 2>/dev/null
         cat /tmp/parts/part* > $W/smollm2.gguf && ls -la $W/smollm2.gguf && sha256sum $W/smollm2.gguf
         python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/parts/gguf-*.whl
-        timeout "$limit" python3 -m cuda_agent.rl.pretrained $W/smollm2 --gguf $W/smollm2.gguf
+        timeout "$limit" python3 -m cuda_agent.rl.tools.pretrained $W/smollm2 --gguf $W/smollm2.gguf
       fi
       nvidia-smi --query-gpu=name,driver_version --format=csv,noheader ;;
     eval)
@@ -96,7 +96,7 @@ for arg in "$@"; do
         control) model=$(latest $R/fill_control${TAG:+_$TAG}/fill) ;;
         ablation) model=$(latest $R/fill_ablation/fill) ;;
       esac
-      timeout -k 30 "$limit" python3 -m cuda_agent.rl.fill_eval --model "$model" --device "$JUDGE" --sampled ${SAMPLED:-2} \
+      timeout -k 30 "$limit" python3 -m cuda_agent.rl.tools.fill_eval --model "$model" --device "$JUDGE" --sampled ${SAMPLED:-2} \
         --tier "$TIER" --build-workers 8 --out $W/learning/$name${TAG:+_$TAG}$T.$JUDGE.json 2>&1 \
         | grep -v "Warning\|WARN\|Loading weights" | tail -3 ;;
     rft)
@@ -131,7 +131,7 @@ for arg in "$@"; do
       harness="harness: {cpu_evaluators: ${EVALUATORS:-6}, build_workers: ${BUILDERS:-3}}"  # the agent loop's service
       timeout -k 60 "$limit" python3 -m cuda_agent train fill_collect --config "$(run_file $R/turns_$name "$FILL
 $harness")" --quiet ${TURNS:-} fill_collect:actor_rollout_ref.model.path=$model 2>&1 | tail -15
-      python3 -m cuda_agent.rl.fill_eval --runs $R/turns_$name/fill_collect/runs \
+      python3 -m cuda_agent.rl.tools.fill_eval --runs $R/turns_$name/fill_collect/runs \
         --out $W/learning/turns_$name${TAG:+_$TAG}$T.json | tail -1 ;;
     speed)
       timeout -k 30 "$limit" python3 benchmarks/fill_tier2_speed.py --build-workers 8 ${SPEED:-} \

@@ -13,7 +13,7 @@
 #
 # cuda_agent itself needs nothing the image lacks: it travels as the working tree. On the GPU machine:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-#   export PYTHONPATH=/tmp/site:$PWD/src VERL_USE_EXTERNAL_MODULES=cuda_agent.rl.verl_plugin
+#   export PYTHONPATH=/tmp/site:$PWD/src VERL_USE_EXTERNAL_MODULES=cuda_agent.rl.workers.plugin
 # (Ray workers inherit both variables from the driver.) Do not carry transformers with the default set:
 # --no-deps skips verl's transformers<5.11 pin, and the image's 5.17 ran verl's trainers (rl-verl notes §14).
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""Per-step, per-operator pass of a fill PPO run (cuda_agent/rl/fill.py), read from what verl wrote:
+"""Per-step, per-operator pass of a fill PPO run (cuda_agent/rl/data/fill.py), read from what verl wrote:
 
     python3 benchmarks/rl/ops_by_step.py RUN/fill/validation --rft-ops affine clamp leaky_relu abs sigmoid silu
     python3 benchmarks/rl/ops_by_step.py RUN/fill/rollouts   --rft-ops ...
@@ -19,7 +19,7 @@ from pathlib import Path
 
 def op_names() -> dict[str, tuple[str, bool]]:
     """The user prompt's reference part -> (operator, whether the operator is trained on at all)."""
-    from cuda_agent.rl import fill
+    from cuda_agent.rl.data import fill
     names = {}
     for split in ("train", "val"):
         for device in ("cpu", "cuda"):

@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     pytest.importorskip("transformers", reason="the tiny model needs transformers (install cuda-agent[rl])")
-    from cuda_agent.rl.tiny_model import build_tiny_model
+    from cuda_agent.rl.tools.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 

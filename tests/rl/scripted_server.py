@@ -23,7 +23,7 @@ _PREFIX = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
 def template_reply(tokenizer: Any, message: dict[str, Any], tools: list[dict[str, Any]]) -> str:
     """The text a model following the chat template writes for the assistant `message`, up to and
     including `<|im_end|>`."""
-    from cuda_agent.rl.token_trajectory import for_template
+    from cuda_agent.rl.rollout.token_trajectory import for_template
 
     head = tokenizer.apply_chat_template(_PREFIX, tools=tools, add_generation_prompt=True, tokenize=False)
     turn = tokenizer.apply_chat_template(_PREFIX + [for_template(message)], tools=tools, tokenize=False)

@@ -22,11 +22,11 @@ from cuda_agent.agent.config import load_config  # noqa: E402
 from cuda_agent.agent.trajectory import read_messages  # noqa: E402
 from cuda_agent.harness import EvalResult, TimingPlan  # noqa: E402
 from cuda_agent.harness.reward import milestone  # noqa: E402
-from cuda_agent.rl import agent_loop as al  # noqa: E402
+from cuda_agent.rl.rollout import agent_loop as al  # noqa: E402
 from cuda_agent.agent.evaluator import WorkspaceEvaluator  # noqa: E402
-from cuda_agent.rl.evaluation import close_shared_services, make_evaluator_factory, shared_service  # noqa: E402
-from cuda_agent.rl.token_model import parse_reply  # noqa: E402
-from cuda_agent.rl.token_trajectory import HistoryRewritten, TokenTrajectory  # noqa: E402
+from cuda_agent.rl.rollout.evaluation import close_shared_services, make_evaluator_factory, shared_service  # noqa: E402
+from cuda_agent.rl.rollout.token_model import parse_reply  # noqa: E402
+from cuda_agent.rl.rollout.token_trajectory import HistoryRewritten, TokenTrajectory  # noqa: E402
 from cuda_agent.service import PRIORITY_REWARD, ServiceError, ServiceSettings  # noqa: E402
 from cuda_agent.tasks import EXAMPLES_DIR  # noqa: E402
 from scripted_server import LOG_PROB, ScriptedServer, template_reply  # noqa: E402
@@ -136,7 +136,7 @@ def test_a_reply_longer_than_the_room_left_is_cut_at_the_response_length(tiny_mo
 def test_the_hf_servers_tokens_and_log_probs_reach_the_trainer_as_sampled(tiny_model, tok, tmp_path, agent_toml):
     from verl.workers.config import HFModelConfig, RolloutConfig
 
-    from cuda_agent.rl.hf_server import HFTokenServer
+    from cuda_agent.rl.rollout.hf_server import HFTokenServer
 
     config = RolloutConfig(name="hf", prompt_length=4096, response_length=48, dtype="float32",
                            tensor_model_parallel_size=1)
@@ -197,9 +197,9 @@ def test_the_loops_are_registered_by_name_and_in_the_shipped_yaml():
 
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
 
-    assert _agent_loop_registry["cuda_agent"]["_target_"] == "cuda_agent.rl.agent_loop.CudaAgentLoop"
-    assert _agent_loop_registry["cuda_agent_replay"]["_target_"] == "cuda_agent.rl.agent_loop.ReplayAgentLoop"
-    shipped = OmegaConf.load(files("cuda_agent.rl") / "agent_loops.yaml")
+    assert _agent_loop_registry["cuda_agent"]["_target_"] == "cuda_agent.rl.rollout.agent_loop.CudaAgentLoop"
+    assert _agent_loop_registry["cuda_agent_replay"]["_target_"] == "cuda_agent.rl.rollout.agent_loop.ReplayAgentLoop"
+    shipped = OmegaConf.load(files("cuda_agent.rl.rollout") / "agent_loops.yaml")
     assert {e.name: e._target_ for e in shipped} == {k: _agent_loop_registry[k]["_target_"]
                                                      for k in ("cuda_agent", "cuda_agent_replay")}
     for entry in shipped:  # every option the shipped file sets is one the loops know
@@ -211,7 +211,7 @@ def test_importing_the_loops_keeps_the_options_a_yaml_registered(monkeypatch):
     # first loop. A re-registration there must not drop the YAML's options for the next trajectories.
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
 
-    yaml_entry = OmegaConf.create({"name": "cuda_agent", "_target_": "cuda_agent.rl.agent_loop.CudaAgentLoop",
+    yaml_entry = OmegaConf.create({"name": "cuda_agent", "_target_": "cuda_agent.rl.rollout.agent_loop.CudaAgentLoop",
                                    "runs_dir": "/somewhere"})
     monkeypatch.setitem(_agent_loop_registry, "cuda_agent", yaml_entry)
     al.register_default("cuda_agent", al.CudaAgentLoop)
@@ -255,8 +255,8 @@ def test_both_reward_routes_time_by_one_plan(tok, monkeypatch, tmp_path):
     once timed by TimingPlan()'s 2 s against the reward's 0.5 s, and cached their baselines apart)."""
     from contextlib import contextmanager
 
-    from cuda_agent.rl import reward
-    from cuda_agent.rl.evaluation import RL_TIMING
+    from cuda_agent.rl.rollout.evaluation import RL_TIMING
+    from cuda_agent.rl.workers import reward
 
     class Opened(Exception):
         pass

@@ -29,8 +29,8 @@ import torch  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 from cuda_agent.agent.trajectory import read_messages  # noqa: E402
-from cuda_agent.rl import agent_loop as al  # noqa: E402
-from cuda_agent.rl.token_trajectory import for_template  # noqa: E402
+from cuda_agent.rl.rollout import agent_loop as al  # noqa: E402
+from cuda_agent.rl.rollout.token_trajectory import for_template  # noqa: E402
 from cuda_agent.tasks import EXAMPLES_DIR  # noqa: E402
 from scripted_server import GLOBAL_STEPS, LOG_PROB, ScriptedServer, template_reply  # noqa: E402
 from test_agent_loop import make_loop  # noqa: E402
@@ -89,7 +89,7 @@ def rollout(tiny_model, agent_toml, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("worker")
     loops_yaml = tmp / "agent_loops.yaml"
     loops_yaml.write_text(f"""- name: cuda_agent
-  _target_: cuda_agent.rl.agent_loop.CudaAgentLoop
+  _target_: cuda_agent.rl.rollout.agent_loop.CudaAgentLoop
   evaluator: service
   service: {{journal: {tmp / 'service.jsonl'}}}
   device: cpu

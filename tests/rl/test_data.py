@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pip install -e '.[rl]'` (verl 0.9.1)")
 
 from cuda_agent.harness import check_solution  # noqa: E402
-from cuda_agent.rl.data import (AGENTIC, SINGLE_TURN, KernelBenchGuard, agent_messages, held_out,  # noqa: E402
-                                read_parquet, rl_rows, sft_row, single_turn_messages, split_tasks, write_parquet)
-from cuda_agent.rl.reward import extract_solution  # noqa: E402
+from cuda_agent.rl.data.rows import (AGENTIC, SINGLE_TURN, KernelBenchGuard, agent_messages, held_out,  # noqa: E402
+                                     read_parquet, rl_rows, sft_row, single_turn_messages, split_tasks, write_parquet)
+from cuda_agent.rl.workers.reward import extract_solution  # noqa: E402
 from cuda_agent.tasks import Task, load_task  # noqa: E402
 
 SBR = load_task("scale_bias_relu")
@@ -125,7 +125,7 @@ def test_sft_parquet_keeps_empty_tool_arguments_and_each_tools_own_schema(tmp_pa
     from transformers import AutoTokenizer
 
     from cuda_agent.agent.tools import SCHEMAS
-    from cuda_agent.rl.sft_dataset import ToolSchemaSFTDataset
+    from cuda_agent.rl.workers.sft_dataset import ToolSchemaSFTDataset
 
     messages = [{"role": "system", "content": "You write kernels."}, {"role": "user", "content": "Make it fast."},
                 {"role": "assistant", "content": "Building.", "tool_calls": [

@@ -8,9 +8,10 @@ import pytest
 
 pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pip install -e '.[rl]'` (verl 0.9.1)")
 
-from cuda_agent.rl import fill, reward  # noqa: E402
-from cuda_agent.rl.data import FILL, read_parquet  # noqa: E402
-from cuda_agent.rl.evaluation import close_shared_services  # noqa: E402
+from cuda_agent.rl.data import fill  # noqa: E402
+from cuda_agent.rl.data.rows import FILL, read_parquet  # noqa: E402
+from cuda_agent.rl.rollout.evaluation import close_shared_services  # noqa: E402
+from cuda_agent.rl.workers import reward  # noqa: E402
 
 FAST = {"timing_budget_s": 0.1, "min_runs": 5, "build_workers": 0, "correctness_trials": 3}
 
@@ -101,7 +102,7 @@ def test_the_harness_judges_the_reply():
 
 
 def test_rft_may_show_only_some_operators(tmp_path):
-    from cuda_agent.rl.stages import TrainError, load_run_config
+    from cuda_agent.rl.driver.stages import TrainError, load_run_config
 
     sft = read_parquet(fill.write_fill_sft(tmp_path / "sft.parquet", "cpu", ops=["affine", "tanh"], copies=2))
     assert len(sft) == 2 * 2 * 16 and {r["op"] for r in sft} == {"affine", "tanh"}
@@ -190,7 +191,7 @@ def test_every_tier2_choice_builds_and_is_correct():
 
 
 def test_a_run_file_selects_the_tier(tmp_path):
-    from cuda_agent.rl.stages import TrainError, load_run_config
+    from cuda_agent.rl.driver.stages import TrainError, load_run_config
 
     run = tmp_path / "run.yaml"
     run.write_text("out: out\nmodel: m\nfill: {tier: 2}\n")
@@ -209,7 +210,7 @@ def test_tier2_times_every_reply_and_trains_on_tier2_rows(tmp_path, tiny_model, 
 
     from cuda_agent.cli import app
     from cuda_agent.journal import read_rows
-    from cuda_agent.rl import launch
+    from cuda_agent.rl.driver import launch
 
     monkeypatch.setattr(launch, "run_logged", lambda cmd, *a, **k: 0)   # verl itself is not run
     run = tmp_path / "run.yaml"
@@ -228,6 +229,6 @@ def test_tier2_times_every_reply_and_trains_on_tier2_rows(tmp_path, tiny_model, 
 
 
 def test_the_evaluation_counts_each_choice():
-    from cuda_agent.rl.fill_eval import choices
+    from cuda_agent.rl.tools.fill_eval import choices
 
     assert choices(["v\nept=4", "```\nv * v\nept=4\n```", "v\nept=8", "v", "x\nept=2"]) == {"4": 2, "8": 1, "none": 2}

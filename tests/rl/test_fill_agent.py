@@ -16,11 +16,11 @@ pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pi
 from transformers import AutoTokenizer  # noqa: E402
 
 from cuda_agent.agent.trajectory import read_records  # noqa: E402
-from cuda_agent.rl import agent_loop as al  # noqa: E402
-from cuda_agent.rl import fill, fill_agent  # noqa: E402
-from cuda_agent.rl.data import AGENTIC, FILL, read_parquet  # noqa: E402
-from cuda_agent.rl.evaluation import close_shared_services  # noqa: E402
-from cuda_agent.rl.rft import first_pass, pass_at_turns  # noqa: E402
+from cuda_agent.rl.data import fill, fill_agent  # noqa: E402
+from cuda_agent.rl.data.rft import first_pass, pass_at_turns  # noqa: E402
+from cuda_agent.rl.data.rows import AGENTIC, FILL, read_parquet  # noqa: E402
+from cuda_agent.rl.rollout import agent_loop as al  # noqa: E402
+from cuda_agent.rl.rollout.evaluation import close_shared_services  # noqa: E402
 from scripted_server import ScriptedServer, template_reply  # noqa: E402
 from test_agent_loop import make_loop  # noqa: E402
 
@@ -141,7 +141,7 @@ def test_fill_collect_measures_the_held_out_tasks_and_fill_agentic_trains_on_the
 
     from cuda_agent.cli import app
     from cuda_agent.journal import read_rows
-    from cuda_agent.rl import launch
+    from cuda_agent.rl.driver import launch
 
     def verl(cmd, env, stage_dir, *args, **kwargs):
         if stage_dir.name == "fill_collect":
@@ -163,7 +163,7 @@ def test_fill_collect_measures_the_held_out_tasks_and_fill_agentic_trains_on_the
     val = read_parquet(started["inputs"]["tasks"])
     assert len(val) == 73 and {r["extra_info"]["split"] for r in val} == {"val"}
     assert done["outputs"]["pass_at_turn"] == {"1": round(1 / 3, 4), "2": round(2 / 3, 4)}
-    from cuda_agent.rl.fill_eval import main
+    from cuda_agent.rl.tools.fill_eval import main
 
     assert main(["--runs", done["outputs"]["runs"], "--out", str(tmp_path / "turns.json")]) == 0
     turns = json.loads((tmp_path / "turns.json").read_text())

@@ -20,8 +20,8 @@ pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pi
 import torch  # noqa: E402
 from verl.workers.config import HFModelConfig, RolloutConfig  # noqa: E402
 
-from cuda_agent.rl.hf_server import HFTokenServer, device_for  # noqa: E402
-from cuda_agent.rl.null_rollout import NullServerAdapter, NullTokenServer  # noqa: E402
+from cuda_agent.rl.rollout.hf_server import HFTokenServer, device_for  # noqa: E402
+from cuda_agent.rl.rollout.null import NullServerAdapter, NullTokenServer  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SAMPLING = {"temperature": 0.7, "top_p": 0.9, "top_k": 50, "repetition_penalty": 1.0, "logprobs": True}
@@ -245,7 +245,7 @@ def logged_steps(log: str) -> dict[int, dict[str, str]]:
 @pytest.mark.slow
 @pytest.mark.long
 def test_main_ppo_trains_actor_and_critic_on_hf_rollouts(tiny_model, tmp_path):
-    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "cuda_agent.rl.verl_plugin", "VERL_PLATFORM": "cpu",
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "cuda_agent.rl.workers.plugin", "VERL_PLATFORM": "cpu",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONUNBUFFERED": "1"}

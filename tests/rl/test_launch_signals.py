@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.rl import launch
+from cuda_agent.rl.driver import launch
 
 # a stand-in for verl: a process that starts a grandchild in its group, writes its pid, and runs on
 VERL = textwrap.dedent("""
@@ -29,7 +29,7 @@ VERL = textwrap.dedent("""
 DRIVER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from cuda_agent.rl import launch
+    from cuda_agent.rl.driver import launch
     folder = Path(sys.argv[1])
     try:
         launch.run_logged([sys.executable, str(folder / "verl.py"), str(folder / "grandchild.pid")], dict(__import__("os").environ),

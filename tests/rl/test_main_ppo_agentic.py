@@ -71,13 +71,13 @@ def test_main_ppo_validates_and_trains_on_cuda_agent_trajectories(tiny_model, ag
     pd.DataFrame(rows).to_parquet(tmp_path / "rl.parquet")
     runs = tmp_path / "runs"
     (tmp_path / "loops.yaml").write_text(f"""- name: cuda_agent
-  _target_: cuda_agent.rl.agent_loop.CudaAgentLoop
+  _target_: cuda_agent.rl.rollout.agent_loop.CudaAgentLoop
   evaluator: service
   device: cpu
   agent_config: {agent_toml}
   runs_dir: {runs}
 """)
-    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "cuda_agent.rl.verl_plugin", "VERL_PLATFORM": "cpu",
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "cuda_agent.rl.workers.plugin", "VERL_PLATFORM": "cpu",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONUNBUFFERED": "1"}

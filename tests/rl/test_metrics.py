@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cuda_agent.journal import read_rows
-from cuda_agent.rl.metrics import collect, milestone_of, write_plots
+from cuda_agent.rl.driver.metrics import collect, milestone_of, write_plots
 
 
 def lines(path, rows):
@@ -41,7 +41,7 @@ def test_plots_cover_every_stage_with_metrics(tmp_path):
 
 
 def test_each_step_has_its_seconds_by_part_and_a_stage_its_summary(tmp_path):
-    from cuda_agent.rl.metrics import summary
+    from cuda_agent.rl.driver.metrics import summary
 
     stage = tmp_path / "warmup"
     timers = {"timing_s/gen": 20.0, "timing_s/old_log_prob": 1.0, "timing_s/values": 0.5, "timing_s/adv": 0.1,

@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pip install -e '.[rl]'` (verl 0.9.1)")
 
 from cuda_agent.harness import EvalResult  # noqa: E402
-from cuda_agent.rl import reward  # noqa: E402
-from cuda_agent.rl.evaluation import close_shared_services  # noqa: E402
-from cuda_agent.rl.data import rl_rows  # noqa: E402
+from cuda_agent.rl.data.rows import rl_rows  # noqa: E402
+from cuda_agent.rl.rollout.evaluation import close_shared_services  # noqa: E402
+from cuda_agent.rl.workers import reward  # noqa: E402
 from cuda_agent.tasks import load_file  # noqa: E402
 
 HACKS = Path(__file__).resolve().parents[1] / "hacks"

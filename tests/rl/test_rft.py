@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pip install -e '.[rl]'` (verl 0.9.1)")
 
 from cuda_agent.agent.tools import SCHEMAS  # noqa: E402
-from cuda_agent.rl import rft  # noqa: E402
-from cuda_agent.rl.data import KernelBenchGuard, read_parquet  # noqa: E402
+from cuda_agent.rl.data import rft  # noqa: E402
+from cuda_agent.rl.data.rows import KernelBenchGuard, read_parquet  # noqa: E402
 
 RUN = Path(__file__).resolve().parent / "fixtures" / "scale_bias_relu.cpu.trajectory.jsonl"
 PROMPT = [{"role": "system", "content": "Write kernels."}, {"role": "user", "content": "Make sbr fast."}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_agent.rl.stages import TrainError, load_run_config
+from cuda_agent.rl.driver.stages import TrainError, load_run_config
 
 
 @pytest.mark.parametrize("text, said", [
@@ -38,7 +38,7 @@ def test_right_values_are_taken_as_typed(tmp_path):
 
 
 def test_verl_starts_its_local_ray_with_token_auth_said_so_ray_does_not_warn(tmp_path, monkeypatch):
-    from cuda_agent.rl.launch import stage_env
+    from cuda_agent.rl.driver.launch import stage_env
 
     run = tmp_path / "run.yaml"
     run.write_text("out: out\nmodel: m\n")

@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pip install -e '.[rl]'` (verl 0.9.1)")
 
 from cuda_agent.harness import check_solution  # noqa: E402
-from cuda_agent.rl import reward  # noqa: E402
-from cuda_agent.rl.evaluation import close_shared_services  # noqa: E402
-from cuda_agent.rl.sanity import (FIXED_ORDER, LETTERS, OPTIONS, chosen_files, choice, sanity_row,  # noqa: E402
-                                  sanity_task, solution_files, write_sanity_data)
+from cuda_agent.rl.data.sanity import (FIXED_ORDER, LETTERS, OPTIONS, chosen_files, choice, sanity_row,  # noqa: E402
+                                       sanity_task, solution_files, write_sanity_data)
+from cuda_agent.rl.rollout.evaluation import close_shared_services  # noqa: E402
+from cuda_agent.rl.workers import reward  # noqa: E402
 
 FAST = {"timing_budget_s": 0.2, "min_runs": 5, "build_workers": 0}   # device: the row's (cpu)
 
@@ -52,7 +52,7 @@ def test_letters_are_shuffled_per_task_and_the_same_every_time():
 
 
 def test_data_files_hold_train_and_held_out_tasks(tmp_path):
-    from cuda_agent.rl.data import read_parquet
+    from cuda_agent.rl.data.rows import read_parquet
 
     train, val = write_sanity_data(tmp_path, "cpu", train_tasks=3, val_tasks=2, shuffle=False)
     names = ([r["extra_info"]["task"]["name"] for r in read_parquet(train)],

@@ -11,8 +11,8 @@ pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pi
 from verl.trainer.ppo.utils import need_critic, need_reference_policy  # noqa: E402
 from verl.utils.config import validate_config  # noqa: E402
 
-from cuda_agent.rl.launch import compose  # noqa: E402
-from cuda_agent.rl.stages import SPECS  # noqa: E402
+from cuda_agent.rl.driver.launch import compose  # noqa: E402
+from cuda_agent.rl.driver.stages import SPECS  # noqa: E402
 
 PPO = list(dict.fromkeys(spec.config for spec in SPECS.values() if spec.trainer == "ppo"))   # config names
 MODELS = ["actor_rollout_ref.model.path=/models/actor", "critic.model.path=/models/critic"]
@@ -39,7 +39,7 @@ def test_ppo_stage_composes_and_passes_verls_validation(name, cpu, tiny_model):
     assert a.rollout.tensor_model_parallel_size == 1 and cfg.trainer.n_gpus_per_node == 1
     assert a.rollout.agent.num_workers <= 2 and cfg.reward.num_workers <= 2
     assert cfg.transfer_queue.backend.SimpleStorage.num_data_storage_units <= 2
-    assert cfg.reward.custom_reward_function.path == "pkg://cuda_agent.rl.reward"
+    assert cfg.reward.custom_reward_function.path == "pkg://cuda_agent.rl.workers.reward"
     if cpu:
         assert cfg.trainer.device == "cpu" and a.actor.strategy == c.strategy == "fsdp2"
         assert cfg.ray_kwargs.ray_init.num_gpus == 1 and a.rollout.dtype == "float32"
@@ -61,7 +61,7 @@ def test_value_pretraining_trains_the_critic_alone_on_replays():
 
 @pytest.mark.parametrize("cpu", [False, True], ids=["one-gpu", "cpu-platform"])
 def test_collecting_runs_the_frozen_actor_in_the_cuda_agent_loop_sampling(cpu):
-    from cuda_agent.rl.stages import COLLECTS, STAGES
+    from cuda_agent.rl.driver.stages import COLLECTS, STAGES
 
     assert all(SPECS[s].config == "collect" for s in COLLECTS)
     assert STAGES.index("warmup") < STAGES.index("collect") < STAGES.index("rft") < STAGES.index("collect_rft") \
@@ -81,15 +81,16 @@ def test_agentic_runs_the_cuda_agent_loop():
 
 @pytest.mark.parametrize("platform, gpus, shared", [("gpu", 1, "0"), ("gpu", 2, None), ("cpu", 1, None)])
 def test_the_stages_agent_loops_carry_the_runs_options(tmp_path, platform, gpus, shared):
-    from cuda_agent.rl.agent_loop import LoopSettings
-    from cuda_agent.rl.launch import write_agent_loops
-    from cuda_agent.rl.stages import RunConfig
+    from cuda_agent.rl.driver.launch import write_agent_loops
+    from cuda_agent.rl.driver.stages import RunConfig
+    from cuda_agent.rl.rollout.agent_loop import LoopSettings
 
     run = RunConfig(path=tmp_path / "run.yaml", out=tmp_path, model="m", platform=platform, gpus=gpus,
                     agent_config=tmp_path / "agent.toml")
     loops = {e.pop("name"): e for e in yaml.safe_load(write_agent_loops(run, tmp_path).read_text())}
     assert {n: e.pop("_target_") for n, e in loops.items()} == {
-        "cuda_agent": "cuda_agent.rl.agent_loop.CudaAgentLoop", "cuda_agent_replay": "cuda_agent.rl.agent_loop.ReplayAgentLoop"}
+        "cuda_agent": "cuda_agent.rl.rollout.agent_loop.CudaAgentLoop",
+        "cuda_agent_replay": "cuda_agent.rl.rollout.agent_loop.ReplayAgentLoop"}
     agentic = LoopSettings.from_options(loops["cuda_agent"])   # the loop accepts every option written
     LoopSettings.from_options(loops["cuda_agent_replay"])
     assert agentic.device == run.harness_device and agentic.runs_dir == str(tmp_path / "runs")
@@ -100,7 +101,7 @@ def test_the_stages_agent_loops_carry_the_runs_options(tmp_path, platform, gpus,
 @pytest.mark.parametrize("cpu", [False, True], ids=["one-gpu", "cpu-platform"])
 def test_rft_is_verls_sft_trainer_on_our_parquet(cpu):
     cfg = compose("rft", (["+cpu=sft"] if cpu else []) + ["model.path=/models/actor", "data.train_files=/d.parquet"])
-    assert cfg.data.custom_cls.path == "pkg://cuda_agent.rl.sft_dataset"
+    assert cfg.data.custom_cls.path == "pkg://cuda_agent.rl.workers.sft_dataset"
     assert cfg.data.messages_key == "messages" and cfg.data.tools_key == "tools"
     assert cfg.model.override_config.attn_implementation == "sdpa" and cfg.model.use_remove_padding is False
     assert cfg.engine.use_torch_compile is False and "hf_model" in cfg.checkpoint.save_contents
@@ -109,7 +110,7 @@ def test_rft_is_verls_sft_trainer_on_our_parquet(cpu):
 
 
 def test_any_key_can_be_overridden_and_a_wrong_one_is_named():
-    from cuda_agent.rl.stages import TrainError
+    from cuda_agent.rl.driver.stages import TrainError
 
     cfg = compose("warmup", [*MODELS, "data.train_batch_size=16", "actor_rollout_ref.rollout.n=8"])
     assert cfg.data.train_batch_size == 16 and cfg.actor_rollout_ref.rollout.n == 8
@@ -132,8 +133,8 @@ def test_ppo_updates_the_actor_in_several_mini_batches_so_clipping_acts(name, cp
 @pytest.mark.parametrize("warmup, refused", [(3, True), (4, False)])
 def test_value_pretraining_refuses_a_warm_up_that_lets_the_last_step_train_the_actor(warmup, refused, tiny_model):
     # verl counts steps from 1 and trains the actor at every step s >= critic_warmup
-    from cuda_agent.rl.launch import check_ppo
-    from cuda_agent.rl.stages import TrainError
+    from cuda_agent.rl.driver.launch import check_ppo
+    from cuda_agent.rl.driver.stages import TrainError
 
     cfg = compose("value", [f"actor_rollout_ref.model.path={tiny_model}", f"critic.model.path={tiny_model}",
                             "trainer.total_training_steps=3", f"trainer.critic_warmup={warmup}"])

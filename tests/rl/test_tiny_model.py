@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("transformers", reason="the tiny model needs transformers (install cuda-agent[rl])")
 
-from cuda_agent.rl.tiny_model import build_tiny_model  # noqa: E402
+from cuda_agent.rl.tools.tiny_model import build_tiny_model  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {"name": "compile", "description": "Build kernels/",
                                             "parameters": {"type": "object", "properties": {}}}}]

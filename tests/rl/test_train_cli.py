@@ -12,8 +12,8 @@ pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pi
 from typer.testing import CliRunner  # noqa: E402
 
 from cuda_agent.cli import app  # noqa: E402
-from cuda_agent.rl.stages import (TrainError, hydra_value, load_run_config, mapping_overrides,  # noqa: E402
-                                  route_overrides, split_override)
+from cuda_agent.rl.driver.stages import (TrainError, hydra_value, load_run_config, mapping_overrides,  # noqa: E402
+                                         route_overrides, split_override)
 from cuda_agent.tasks import EXAMPLES_DIR  # noqa: E402
 
 TASK = EXAMPLES_DIR / "scale_bias_relu.py"
@@ -84,8 +84,8 @@ def test_a_misspelt_reward_setting_stops_the_stage_before_verl_starts(tmp_path, 
 
 
 def test_on_one_gpu_the_harness_shares_the_trainers_gpu_without_asking_ray():
-    from cuda_agent.rl.launch import compose
-    from cuda_agent.rl.reward import RewardSettings
+    from cuda_agent.rl.driver.launch import compose
+    from cuda_agent.rl.workers.reward import RewardSettings
 
     cfg = compose("warmup", ["actor_rollout_ref.model.path=/m", "critic.model.path=/m"])
     settings = RewardSettings.from_kwargs(dict(cfg.reward.custom_reward_function.reward_kwargs))
@@ -134,7 +134,7 @@ def test_run_file_overrides_are_written_in_hydras_grammar():
 def test_a_batch_that_micro_batches_do_not_divide_stops_the_stage_before_verl_starts(tmp_path, tiny_model):
     """On the H100 the value stage with data.train_batch_size=1 died in verl's worker after minutes
     (the one-GPU config computes log-probs in micro-batches of 2); now it is one message naming the fix."""
-    from cuda_agent.rl.launch import check_micro_batches, compose
+    from cuda_agent.rl.driver.launch import check_micro_batches, compose
 
     base = ["actor_rollout_ref.model.path=/m", "critic.model.path=/m"]
     cfg = compose("value", [*base, "data.train_batch_size=1", "actor_rollout_ref.actor.ppo_mini_batch_size=1"])
@@ -154,15 +154,15 @@ def test_a_batch_that_micro_batches_do_not_divide_stops_the_stage_before_verl_st
 
 
 def test_a_run_folder_inside_the_installed_package_is_refused(tmp_path):
-    from cuda_agent.rl.stages import PACKAGE_DIR
+    from cuda_agent.rl.driver.stages import PACKAGE_DIR
 
-    inside = PACKAGE_DIR / "rl" / "config" / "runs" / "test_refused"
+    inside = PACKAGE_DIR / "rl" / "driver" / "config" / "runs" / "test_refused"
     code, out = train("sanity", "--config", str(write_run(tmp_path, f"out: {inside}\nmodel: m\n")))
     assert code == 2 and "inside the installed cuda_agent package" in out and not inside.exists(), out
 
 
 def test_a_shipped_examples_run_folder_is_in_the_current_directory(tmp_path, monkeypatch):
-    from cuda_agent.rl.stages import CONFIG_DIR
+    from cuda_agent.rl.driver.stages import CONFIG_DIR
 
     monkeypatch.chdir(tmp_path)
     assert load_run_config(CONFIG_DIR / "run.example.yaml").out == tmp_path / "runs" / "rl"
@@ -174,8 +174,8 @@ def test_a_shipped_examples_run_folder_is_in_the_current_directory(tmp_path, mon
 def test_the_shipped_example_runs_the_sanity_stage_as_shipped(tmp_path, tiny_model, monkeypatch):
     """It used to stop on 6 tasks against a batch of 8, after writing its data into the package.
     Everything up to verl's start runs here (the example's model is replaced by the tiny one)."""
-    from cuda_agent.rl import launch
-    from cuda_agent.rl.stages import CONFIG_DIR, PACKAGE_DIR
+    from cuda_agent.rl.driver import launch
+    from cuda_agent.rl.driver.stages import CONFIG_DIR, PACKAGE_DIR
 
     started = []
     monkeypatch.setattr(launch, "run_logged", lambda cmd, *a, **k: started.append(cmd) or 0)
@@ -200,8 +200,8 @@ def test_the_run_files_harness_settings_reach_the_reward_and_the_agent_loop(tmp_
     import yaml
 
     from cuda_agent.journal import read_rows
-    from cuda_agent.rl import launch
-    from cuda_agent.rl.stages import HarnessSettings
+    from cuda_agent.rl.driver import launch
+    from cuda_agent.rl.driver.stages import HarnessSettings
 
     assert HarnessSettings().resolved("cpu")["build_workers"] == 0 and HarnessSettings().resolved("gpu")["build_workers"] >= 1
     monkeypatch.setattr(launch, "run_logged", lambda cmd, *a, **k: 0)
@@ -224,7 +224,7 @@ def test_rft_and_value_read_the_collected_runs_and_the_journal_says_so(tmp_path,
     import shutil
 
     from cuda_agent.journal import read_rows
-    from cuda_agent.rl import launch, train as train_mod
+    from cuda_agent.rl.driver import launch, train as train_mod
 
     recorded = Path(__file__).resolve().parent / "fixtures" / "scale_bias_relu.cpu.trajectory.jsonl"
     out = tmp_path / "out"

@@ -1,4 +1,4 @@
-"""`cuda-agent train all` for real with the shipped CPU recipe (rl/config/run.cpu.yaml: verl's CPU
+"""`cuda-agent train all` for real with the shipped CPU recipe (rl/driver/config/run.cpu.yaml: verl's CPU
 platform, the tiny model, the bundled task, 2 steps a stage): the warm-up (verl's PPO with a critic,
 single-turn replies judged through the reward, 2 epochs so clipping can act), its checkpoints merged;
 collect (the warmed-up actor in the cuda_agent loop, frozen); RFT (verl's SFT trainer) on the
@@ -22,7 +22,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from cuda_agent.cli import app  # noqa: E402
 from cuda_agent.journal import read_rows  # noqa: E402
-from cuda_agent.rl.stages import CONFIG_DIR, STAGES  # noqa: E402
+from cuda_agent.rl.driver.stages import CONFIG_DIR, STAGES  # noqa: E402
 
 RECIPE = CONFIG_DIR / "run.cpu.yaml"
 

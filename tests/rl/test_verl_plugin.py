@@ -13,12 +13,12 @@ pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pi
 import verl.utils.model as verl_model  # noqa: E402
 from verl.workers.rollout import base, replica  # noqa: E402
 
-from cuda_agent.rl import verl_plugin  # noqa: E402
+from cuda_agent.rl.workers import plugin  # noqa: E402
 
 
 def test_hf_and_null_rollouts_resolve_through_verls_registries():
-    from cuda_agent.rl.hf_rollout import HFReplica, HFServerAdapter
-    from cuda_agent.rl.null_rollout import NullReplica, NullServerAdapter
+    from cuda_agent.rl.rollout.hf import HFReplica, HFServerAdapter
+    from cuda_agent.rl.rollout.null import NullReplica, NullServerAdapter
 
     assert replica.get_rollout_replica_class("hf") is HFReplica
     assert base.get_rollout_class("hf", "async") is HFServerAdapter
@@ -27,7 +27,7 @@ def test_hf_and_null_rollouts_resolve_through_verls_registries():
 
 
 def test_critic_loader_is_replaced():
-    assert verl_model.load_valuehead_model is verl_plugin.load_value_model
+    assert verl_model.load_valuehead_model is plugin.load_value_model
 
 
 def test_critic_loads_with_the_attention_its_config_asks_for(tiny_model):
@@ -49,31 +49,31 @@ def test_critic_loads_with_the_attention_its_config_asks_for(tiny_model):
 
 def test_a_moved_critic_loader_fails_loudly(monkeypatch):
     monkeypatch.delattr(verl_model, "load_valuehead_model")
-    with pytest.raises(verl_plugin.VerlMovedError, match="load_valuehead_model is gone"):
-        verl_plugin.patch_critic_loader()
+    with pytest.raises(plugin.VerlMovedError, match="load_valuehead_model is gone"):
+        plugin.patch_critic_loader()
 
 
 def test_a_changed_critic_loader_signature_fails_loudly(monkeypatch):
     monkeypatch.setattr(verl_model, "load_valuehead_model", lambda path, dtype, config: None)
-    with pytest.raises(verl_plugin.VerlMovedError, match="changed signature"):
-        verl_plugin.patch_critic_loader()
+    with pytest.raises(plugin.VerlMovedError, match="changed signature"):
+        plugin.patch_critic_loader()
 
 
 def test_a_moved_rollout_table_fails_loudly(monkeypatch):
     monkeypatch.setattr(base, "_ROLLOUT_REGISTRY", {"vllm": "somewhere"})
-    with pytest.raises(verl_plugin.VerlMovedError, match="_ROLLOUT_REGISTRY"):
-        verl_plugin.register_rollouts()
+    with pytest.raises(plugin.VerlMovedError, match="_ROLLOUT_REGISTRY"):
+        plugin.register_rollouts()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("modules, plugins, platform, expected", [
-    ("cuda_agent.rl.verl_plugin", "none", "", "True False False"),   # the environment variable alone
+    ("cuda_agent.rl.workers.plugin", "none", "", "True False False"),   # the environment variable alone
     ("", "auto", "", "True False False"),                            # the verl.plugins entry point alone
-    ("cuda_agent.rl.verl_plugin", "none", "cpu", "True True True"),  # the CPU platform only on request
+    ("cuda_agent.rl.workers.plugin", "none", "cpu", "True True True"),  # the CPU platform only on request
 ])
 def test_it_loads_when_verl_is_imported(modules, plugins, platform, expected):
-    code = ("import verl, sys; p = sys.modules.get('cuda_agent.rl.verl_plugin'); "
-            "c = sys.modules.get('cuda_agent.rl.cpu_platform'); "
+    code = ("import verl, sys; p = sys.modules.get('cuda_agent.rl.workers.plugin'); "
+            "c = sys.modules.get('cuda_agent.rl.workers.cpu_platform'); "
             "from verl.plugin.platform.platform_manager import PlatformRegistry; "
             "print(bool(p and p.LOADED), bool(c and c._active), 'cpu' in PlatformRegistry.registered_names())")
     env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": modules, "VERL_USE_EXTERNAL_PLUGINS": plugins,

@@ -1,5 +1,5 @@
 """Runs: one task (`optimize`), many at once (`optimize_many`), and the bundled demo (`demo`); and
-`open_run`, the one place a run is wired, which the RL agent loop (cuda_agent.rl.agent_loop) uses too.
+`open_run`, the one place a run is wired, which the RL agent loop (cuda_agent.rl.rollout.agent_loop) uses too.
 
 A run's output folder holds `workspace/` (where the model worked), `solution/` (the best solution
 the harness verified), `solution.json`, `trajectory.jsonl`, `report.json` and `report.md`.
@@ -151,7 +151,7 @@ def demo(*, device: str | None = None, out: str | Path | None = None, model: str
                     device=device, out=out, config=config, progress=progress)
 
 
-# --- one run's wiring, shared by optimize() and the RL agent loop (cuda_agent.rl.agent_loop) -------
+# --- one run's wiring, shared by optimize() and the RL agent loop (cuda_agent.rl.rollout.agent_loop) -------
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""`cuda-agent train STAGE --config RUN.yaml [key=value ...]`: the RL stages on verl (cuda_agent/rl/train.py).
+"""`cuda-agent train STAGE --config RUN.yaml [key=value ...]`: the RL stages on verl (cuda_agent/rl/driver/train.py).
 
 Registered by cli/__init__.py. Parses, calls `run_one` or `run_all`, shows progress, prints the
 result; every user error is one message and exit code 2, a failed verl run exit code 1.
@@ -32,7 +32,7 @@ def train_command(
     overrides: Annotated[Optional[list[str]], typer.Argument(
         help="verl overrides, key=value (to every stage whose config has the key) or STAGE:key=value.")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="The run's YAML file (out, model, tasks, "
-                                                   "...; see cuda_agent/rl/config/run.example.yaml).")] = None,
+                                                   "...; see cuda_agent/rl/driver/config/run.example.yaml).")] = None,
     redo: Annotated[bool, typer.Option(help="Run STAGE again from scratch (its folder is deleted first).")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print verl's output as it comes.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view; one line per stage.")] = False,
@@ -46,18 +46,18 @@ def train_command(
         _fail(f"unknown stage {stage!r}: use one of {', '.join(CHOICES)}")
     if config is None:
         _fail("--config RUN.yaml is required: the run's out folder, model and tasks (see "
-              "cuda_agent/rl/config/run.example.yaml)")
+              "cuda_agent/rl/driver/config/run.example.yaml)")
     if redo and stage == "all":
         _fail("--redo takes one stage (`train warmup --redo`), not all")
-    from cuda_agent.rl.stages import TrainError, load_run_config   # without verl: the run file is read first
+    from cuda_agent.rl.driver.stages import TrainError, load_run_config   # without verl: the run file is read first
 
     try:
         run = load_run_config(config)
     except TrainError as e:
         _fail(str(e))
     try:
-        from cuda_agent.rl.launch import Terminated
-        from cuda_agent.rl.train import run_all, run_one
+        from cuda_agent.rl.driver.launch import Terminated
+        from cuda_agent.rl.driver.train import run_all, run_one
     except ImportError as e:
         _fail(f"cuda-agent train needs the rl extra ({e.name} is missing): pip install -e '.[rl]'")
     view = _View(quiet or json_out, verbose and not json_out)
