@@ -7,8 +7,10 @@ import os
 import pathlib
 
 import cuda_agent.harness.reward as _reward
+import cuda_agent.measure.timing as _timing
+import cuda_agent.sandbox.isolation as _isolation
 
-_targets = [pathlib.Path(_reward.__file__)]
+_targets = [pathlib.Path(_module.__file__) for _module in (_reward, _timing, _isolation)]
 _home = os.environ.get("CUDA_AGENT_HOME")
 if _home:
     _targets += [pathlib.Path(_home) / "baselines" / "planted.json", pathlib.Path(_home) / "build" / "planted"]
@@ -21,7 +23,8 @@ for _t in _targets:
 
 
 class ModelNew(nn.Module):
-    """Tries to write the harness's code, build cache and baselines, then returns zeros."""
+    """Tries to write the trusted code (the harness, measure, sandbox), the build cache and the
+    baselines, then returns zeros."""
 
     def __init__(self, features: int):
         super().__init__()
