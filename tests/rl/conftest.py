@@ -1,5 +1,6 @@
-"""Fixtures of the RL tests: the tiny model, built once per session (needs transformers and tokenizers), and
-an agent config overlay for the agent loop's runs."""
+"""Fixtures of the RL tests: the tiny model, built once per session (needs transformers and tokenizers), an
+agent config overlay for the agent loop's runs, and the live loops' evaluation service started on the main
+thread."""
 
 from __future__ import annotations
 
@@ -22,3 +23,14 @@ def agent_toml(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("agent") / "agent.toml"
     path.write_text("[run]\nisolation = false\n\n[limits]\nbash_timeout_s = 60\n")
     return path
+
+
+@pytest.fixture(scope="module")
+def loop_service():
+    """The evaluation service a live `cuda_agent` loop of these tests asks for (device cpu, the loop's
+    default options), started here on the main thread. The loop would start it in the agent's thread,
+    and a local Ray started off the main thread takes 15 s to shut down (Ray 2.60: its driver's
+    shutdown waits out timeouts) against 1.5 s for one started on it. The module's own fixture closes it."""
+    from cuda_agent.rl.rollout.evaluation import service_settings, shared_service
+
+    return shared_service(service_settings("cpu", None))

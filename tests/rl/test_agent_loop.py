@@ -113,7 +113,8 @@ def test_a_reply_is_read_from_its_own_tokens(tok):
     assert content == "" and calls[0].name == "" and calls[0].arguments.startswith('{"name": "bash"')  # cut off
 
 
-def test_tool_results_that_would_overflow_the_budget_end_the_trajectory(tiny_model, tok, tmp_path, agent_toml):
+def test_tool_results_that_would_overflow_the_budget_end_the_trajectory(tiny_model, tok, tmp_path, agent_toml,
+                                                                      loop_service):
     first = template_reply(tok, RECORDED[0], al.TOOL_SCHEMAS)   # ls -R and read model.py: long results
     out = run_live(tok, ScriptedServer(str(tiny_model), {"scale_bias_relu": [first]}), tmp_path, agent_toml,
                    response_length=200)
@@ -123,7 +124,8 @@ def test_tool_results_that_would_overflow_the_budget_end_the_trajectory(tiny_mod
     assert out.extra_fields["min_global_steps"] == out.extra_fields["max_global_steps"] == 7
 
 
-def test_a_reply_longer_than_the_room_left_is_cut_at_the_response_length(tiny_model, tok, tmp_path, agent_toml):
+def test_a_reply_longer_than_the_room_left_is_cut_at_the_response_length(tiny_model, tok, tmp_path, agent_toml,
+                                                                         loop_service):
     long = template_reply(tok, RECORDED[2], al.TOOL_SCHEMAS)   # writes a kernel: about 900 tokens
     out = run_live(tok, ScriptedServer(str(tiny_model), {"scale_bias_relu": [long]}), tmp_path, agent_toml,
                    response_length=120)
@@ -133,7 +135,8 @@ def test_a_reply_longer_than_the_room_left_is_cut_at_the_response_length(tiny_mo
     assert messages[-1]["role"] == "tool" and messages[-1]["content"].startswith("Error:")  # the cut call, answered
 
 
-def test_the_hf_servers_tokens_and_log_probs_reach_the_trainer_as_sampled(tiny_model, tok, tmp_path, agent_toml):
+def test_the_hf_servers_tokens_and_log_probs_reach_the_trainer_as_sampled(tiny_model, tok, tmp_path, agent_toml,
+                                                                          loop_service):
     from verl.workers.config import HFModelConfig, RolloutConfig
 
     from cuda_agent.rl.rollout.hf_server import HFTokenServer

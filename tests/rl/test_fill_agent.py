@@ -80,7 +80,7 @@ def verify(n: int) -> dict:
 
 
 @pytest.mark.slow
-def test_the_agent_loop_records_a_fail_on_turn_1_and_a_pass_on_turn_2(tiny_model, agent_toml, tmp_path):
+def test_the_agent_loop_records_a_fail_on_turn_1_and_a_pass_on_turn_2(tiny_model, agent_toml, tmp_path, loop_service):
     """A held-out fill task as an agentic row: the policy fills the hole wrongly (elu's negative branch
     with its sign flipped) and verifies; reads the verdict, fixes the expression and verifies again;
     then stops. The harness fails turn 1 and passes turn 2; the loop's reward is 1, and its record
