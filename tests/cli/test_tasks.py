@@ -1,22 +1,34 @@
+"""`cuda-agent tasks` and `cuda-agent workspace`: the command line as `python -m cuda_agent` runs it
+(once, as a process of its own), and the same commands in this process (each process would spend
+seconds importing torch again)."""
+
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
-import pytest
+from typer.testing import CliRunner
+
+from cuda_agent.cli import app
 
 
-def cli(*args):
+def cli_process(*args):
     return subprocess.run([sys.executable, "-m", "cuda_agent", *args], capture_output=True, text=True)
 
 
+def cli(*args):
+    """The command's exit status, stdout and stderr, as `cli_process` gives them, run in this process."""
+    r = CliRunner().invoke(app, list(args))
+    return SimpleNamespace(returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
+
+
 def test_tasks_list_level_2_json(kernelbench_jsonl):
-    r = cli("tasks", "list", str(kernelbench_jsonl), "--level", "2", "--json")
+    r = cli_process("tasks", "list", str(kernelbench_jsonl), "--level", "2", "--json")
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert len(rows) == 100 and all(row["level"] == 2 and "code" not in row for row in rows)
 
 
-@pytest.mark.slow
 def test_tasks_list_table_and_show(kernelbench_jsonl):
     r = cli("tasks", "list", str(kernelbench_jsonl), "--level", "1", "--name", "relu")
     assert r.returncode == 0 and "19_ReLU" in r.stdout
@@ -24,7 +36,6 @@ def test_tasks_list_table_and_show(kernelbench_jsonl):
     assert r.returncode == 0 and "torch.relu" in r.stdout
 
 
-@pytest.mark.slow
 def test_bad_source_is_a_clear_error_with_nonzero_exit(tmp_path):
     r = cli("tasks", "list", str(tmp_path / "missing.jsonl"))
     assert r.returncode == 2 and "no such file" in r.stderr
