@@ -1,16 +1,23 @@
 """evaluate() itself, on the CPU backend: the files it judged are the ones it keeps, the timing plan
 is the one it was given, the baseline cache is keyed by that plan, the baselines' compile holds
-the device's lock, and a verdict says where it was measured."""
+the device's lock, and a verdict says where it was measured.
+
+The evaluations are shared by the tests that read them (module fixtures): an untimed one, and three
+timed ones in a row on one baseline cache entry (each timed evaluation that misses the cache compiles
+the reference with torch.compile, tens of seconds on 2 cores)."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import threading
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
 
-from cuda_agent.harness import EvalConfig, TimingPlan, evaluate
+from cuda_agent.harness import EvalConfig, EvalResult, TimingPlan, evaluate
 from cuda_agent.harness.baselines import cache_key
 from cuda_agent.tasks import load_task
 
@@ -26,76 +33,40 @@ def task():
     return load_task(HACKS / "tasks" / "sbr_small.py")
 
 
-@pytest.fixture
-def solution(tmp_path):
-    dest = tmp_path / "solution"
+def copy_of_honest(dest: Path) -> Path:
     shutil.copytree(HONEST, dest, ignore=shutil.ignore_patterns("expect.json"))
     return dest
 
 
-def test_the_judged_snapshot_is_what_is_kept(task, solution, tmp_path):
-    keep = tmp_path / "kept"
-    r = evaluate(task, solution, EvalConfig(device="cpu", profile=False), keep=keep)
-    assert r.correct, r.reason
-    kept = sorted(p.relative_to(keep).as_posix() for p in keep.rglob("*") if p.is_file())
-    assert kept == ["kernels/sbr.cpp", "kernels/sbr.h", "kernels/sbr_binding.cpp", "model_new.py"]
-    assert (keep / "model_new.py").read_text() == (solution / "model_new.py").read_text()
+@dataclass
+class Untimed:
+    result: EvalResult   # the honest solution judged with profile=False
+    kept: Path           # the snapshot it kept
+    solution: Path
 
 
-def test_a_solution_that_cannot_be_read_keeps_nothing_and_scores_the_failure_reward(task, tmp_path):
-    keep = tmp_path / "kept"
-    keep.mkdir()
-    r = evaluate(task, tmp_path / "missing", EvalConfig(device="cpu"), keep=keep)
-    assert (r.reward, r.stage, r.correct) == (-1.0, "static", False) and "no such file" in r.reason
-    assert not any(keep.iterdir())
+@pytest.fixture(scope="module")
+def untimed(task, tmp_path_factory) -> Untimed:
+    tmp = tmp_path_factory.mktemp("untimed")
+    solution = copy_of_honest(tmp / "solution")
+    r = evaluate(task, solution, EvalConfig(device="cpu", profile=False), keep=tmp / "kept")
+    return Untimed(r, tmp / "kept", solution)
 
 
-def test_the_timing_plan_given_is_the_one_followed_and_keys_the_baseline_cache(task, solution, monkeypatch):
-    from cuda_agent.harness import baselines
-
-    monkeypatch.setattr(baselines, "CACHE_AGREEMENT", float("inf"))  # this test is about the key (see below)
-    config = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=True)
-    first = evaluate(task, solution, config)
-    assert first.correct and first.milestone != "failed", first.reason
-    for stats in (first.eager, first.compile, first.solution):
-        assert PLAN.min_runs <= stats.runs <= PLAN.max_runs
-    second = evaluate(task, solution, config)
-    assert "baseline_cached" in second.flags and (second.eager, second.compile) == (first.eager, first.compile)
-    other = TimingPlan(min_runs=3, max_runs=6, budget_s=0.02, warmup_s=0.0, min_warmup=1)
-    assert cache_key(task.code, "cpu", other) != cache_key(task.code, "cpu", PLAN)
-    assert cache_key(task.code, "cpu", TimingPlan(**PLAN.to_dict())) == cache_key(task.code, "cpu", PLAN)
+@dataclass
+class Timed:
+    first: EvalResult        # no cached baselines: both timed, after the reference's compile (watched)
+    second: EvalResult       # the cached baselines found (cache agreement off: that test is about the key)
+    poisoned: dict           # the cache entry after its eager figures were made 100 times the truth
+    third: EvalResult        # the poisoned entry found
+    entry: Path              # the cache entry
+    held: dict[str, bool]    # op -> whether a timer would have waited when the reference got it
+    held_after: bool         # whether a timer would wait once the first evaluation returned
 
 
-def test_a_cached_baseline_the_fresh_eager_calls_contradict_is_never_used(task, solution):
-    """A cached eager figure 100 times the truth (poisoned when it was taken: a solution's threads
-    slowing the reference worker) disagrees with the eager calls made beside the next solution's:
-    both baselines are timed again, and the cache holds the new figures."""
-    import json
-    from dataclasses import asdict
-
-    from cuda_agent.harness import baselines
-
-    config = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=True)
-    first = evaluate(task, solution, config)
-    assert first.correct, first.reason
-    path = baselines._path(cache_key(task.code, "cpu", PLAN))
-    poisoned = json.loads(path.read_text())
-    for k in ("median_ms", "mean_ms", "min_ms", "max_ms"):
-        poisoned["eager"][k] *= 100
-    path.write_text(json.dumps(poisoned))
-    second = evaluate(task, solution, config)
-    assert "baseline_cache_disagreed" in second.flags and "baseline_cached" not in second.flags, second.flags
-    assert second.details["baseline_probe"]["ratio"] < 1 / baselines.CACHE_AGREEMENT
-    assert second.eager.median_ms < poisoned["eager"]["median_ms"] / 10
-    assert json.loads(path.read_text())["eager"] == asdict(second.eager)
-
-
-def test_the_reference_compiles_while_no_timer_can_take_the_device(task, solution, monkeypatch):
-    """torch.compile of the baselines is CPU work: the reference worker holds the device's lock
-    shared while it compiles (itself, so that Inductor's autotuning can hold it alone), and the
-    evaluation holds it alone while the reference times."""
-    import threading
-
+def watch_the_lock(monkeypatch) -> dict[str, bool]:
+    """Each reference op -> whether a timer asking for the device then would wait; for "compile",
+    whether the lock was held at any moment while the reference compiled."""
     from cuda_agent.harness.session import Session as _Session
 
     from measure.lockprobe import timer_would_wait
@@ -124,10 +95,83 @@ def test_the_reference_compiles_while_no_timer_can_take_the_device(task, solutio
             seen["compile"] = bool(held)
 
     monkeypatch.setattr(_Session, "_ref", spy)
-    r = evaluate(task, solution, EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False))
+    return seen
+
+
+@pytest.fixture(scope="module")
+def timed(task, tmp_path_factory) -> Timed:
+    from cuda_agent.harness import baselines
+
+    from measure.lockprobe import timer_would_wait
+
+    solution = copy_of_honest(tmp_path_factory.mktemp("timed") / "solution")
+    config = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=True)
+    entry = baselines._path(cache_key(task.code, "cpu", PLAN))
+    entry.unlink(missing_ok=True)   # the first evaluation times the baselines itself
+    with pytest.MonkeyPatch.context() as mp:
+        held = watch_the_lock(mp)
+        first = evaluate(task, solution, config)
+    held_after = timer_would_wait()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(baselines, "CACHE_AGREEMENT", float("inf"))
+        second = evaluate(task, solution, config)
+    poisoned = json.loads(entry.read_text())
+    for k in ("median_ms", "mean_ms", "min_ms", "max_ms"):
+        poisoned["eager"][k] *= 100
+    entry.write_text(json.dumps(poisoned))
+    third = evaluate(task, solution, config)
+    return Timed(first, second, poisoned, third, entry, held, held_after)
+
+
+def test_the_judged_snapshot_is_what_is_kept(untimed):
+    r, keep = untimed.result, untimed.kept
+    assert r.correct, r.reason
+    kept = sorted(p.relative_to(keep).as_posix() for p in keep.rglob("*") if p.is_file())
+    assert kept == ["kernels/sbr.cpp", "kernels/sbr.h", "kernels/sbr_binding.cpp", "model_new.py"]
+    assert (keep / "model_new.py").read_text() == (untimed.solution / "model_new.py").read_text()
+
+
+def test_a_solution_that_cannot_be_read_keeps_nothing_and_scores_the_failure_reward(task, tmp_path):
+    keep = tmp_path / "kept"
+    keep.mkdir()
+    r = evaluate(task, tmp_path / "missing", EvalConfig(device="cpu"), keep=keep)
+    assert (r.reward, r.stage, r.correct) == (-1.0, "static", False) and "no such file" in r.reason
+    assert not any(keep.iterdir())
+
+
+def test_the_timing_plan_given_is_the_one_followed_and_keys_the_baseline_cache(task, timed):
+    first, second = timed.first, timed.second
+    assert first.correct and first.milestone != "failed", first.reason
+    for stats in (first.eager, first.compile, first.solution):
+        assert PLAN.min_runs <= stats.runs <= PLAN.max_runs
+    assert "baseline_cached" in second.flags and (second.eager, second.compile) == (first.eager, first.compile)
+    other = TimingPlan(min_runs=3, max_runs=6, budget_s=0.02, warmup_s=0.0, min_warmup=1)
+    assert cache_key(task.code, "cpu", other) != cache_key(task.code, "cpu", PLAN)
+    assert cache_key(task.code, "cpu", TimingPlan(**PLAN.to_dict())) == cache_key(task.code, "cpu", PLAN)
+
+
+def test_a_cached_baseline_the_fresh_eager_calls_contradict_is_never_used(timed):
+    """A cached eager figure 100 times the truth (poisoned when it was taken: a solution's threads
+    slowing the reference worker) disagrees with the eager calls made beside the next solution's:
+    both baselines are timed again, and the cache holds the new figures."""
+    from cuda_agent.harness import baselines
+
+    first, poisoned, second = timed.first, timed.poisoned, timed.third
+    assert first.correct, first.reason
+    assert "baseline_cache_disagreed" in second.flags and "baseline_cached" not in second.flags, second.flags
+    assert second.details["baseline_probe"]["ratio"] < 1 / baselines.CACHE_AGREEMENT
+    assert second.eager.median_ms < poisoned["eager"]["median_ms"] / 10
+    assert json.loads(timed.entry.read_text())["eager"] == asdict(second.eager)
+
+
+def test_the_reference_compiles_while_no_timer_can_take_the_device(timed):
+    """torch.compile of the baselines is CPU work: the reference worker holds the device's lock
+    shared while it compiles (itself, so that Inductor's autotuning can hold it alone), and the
+    evaluation holds it alone while the reference times."""
+    r, seen = timed.first, timed.held
     assert r.correct and r.milestone != "failed", r.reason
     assert seen["compile"] and seen["time_start"]  # the first baseline run starts with the device held alone
-    assert not timer_would_wait()
+    assert not timed.held_after
 
 
 def test_a_plan_that_cannot_be_followed_is_refused_with_what_to_do():
@@ -138,21 +182,18 @@ def test_a_plan_that_cannot_be_followed_is_refused_with_what_to_do():
 
 
 def test_the_initialisation_convention_survives_a_journal_line():
-    from cuda_agent.harness.result import EvalResult
-
     result = EvalResult(task="t", reward=1.0, correct=True, stage="done", reason="", policy="relaxed", init="same_seed")
     assert EvalResult.from_dict(result.to_dict()).init == "same_seed"
     old_line = {k: v for k, v in result.to_dict().items() if k != "init"}  # written before the field existed
     assert EvalResult.from_dict(old_line).init is None
 
 
-def test_a_verdict_says_where_it_was_measured_and_keeps_it_through_a_journal_line(task, solution, tmp_path):
+def test_a_verdict_says_where_it_was_measured_and_keeps_it_through_a_journal_line(task, untimed, tmp_path):
     import torch
 
     from cuda_agent.harness.baselines import TIMING_METHOD
-    from cuda_agent.harness.result import EvalResult
 
-    r = evaluate(task, solution, EvalConfig(device="cpu", profile=False))
+    r = untimed.result
     assert r.correct, r.reason
     m = r.measured
     assert m is not None and m.device.startswith("cpu-") and (m.driver, m.cuda) == (None, None)
