@@ -1,6 +1,7 @@
-"""rl.fill: the fill-the-kernel family. The format guard lets through expressions of v and nothing
-that could change more than the one line; the split holds out constants and whole operators; the
-correct answers pass the real harness (CPU backend) and a wrong one fails with its reason."""
+"""rl.data.fill: the fill-the-kernel family. The format guard lets through expressions of v and nothing
+that could change more than the one line; the split holds out constants and whole operators. That
+the correct answers pass the real harness (CPU backend) and a wrong one fails with its reason is
+judged through the reward's service, in test_reward.py."""
 
 from __future__ import annotations
 
@@ -10,16 +11,6 @@ pytest.importorskip("verl", reason="verl is not installed: the rl tests need `pi
 
 from cuda_agent.rl.data import fill  # noqa: E402
 from cuda_agent.rl.data.rows import FILL, read_parquet  # noqa: E402
-from cuda_agent.rl.rollout.evaluation import close_shared_services  # noqa: E402
-from cuda_agent.rl.workers import reward  # noqa: E402
-
-FAST = {"timing_budget_s": 0.1, "min_runs": 5, "build_workers": 0, "correctness_trials": 3}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def services():
-    yield
-    close_shared_services()
 
 
 @pytest.mark.parametrize("reply, expr", [
@@ -78,27 +69,6 @@ def test_data_and_sft_rows(tmp_path):
     sft = read_parquet(fill.write_fill_sft(tmp_path / "sft.parquet", "cpu"))
     assert len(sft) == 176 and sft[0]["messages"][-1]["role"] == "assistant"
     assert fill.expression(sft[0]["messages"][-1]["content"])[0] == sft[0]["messages"][-1]["content"]
-
-
-def test_the_harness_judges_the_reply():
-    """The correct expression of a held-out task is correct (reward >= 1); a plausible mistake (the
-    sign of elu's negative branch) fails correctness; a reply outside the format never reaches the
-    harness. The shuffled control keeps the true verdict beside the score it gives."""
-    item = next(it for it in fill.items("val", "cpu") if it.op.name == "elu")
-    row = fill.fill_row(item, 0, "cpu")
-    args = (FILL, row["reward_model"]["ground_truth"], row["extra_info"])
-
-    def judge(reply, **kw):
-        return reward.score(args[0], reply, args[1], args[2], **FAST, **kw)
-
-    good = judge(item.answer)
-    assert good["correct"] == 1.0 and good["score"] >= 1.0 and good["true_score"] == good["score"], good
-    wrong = judge(item.answer.replace("(expf(v) - 1.f)", "(1.f - expf(v))"))
-    assert wrong["score"] == -1.0 and wrong["stage"] == "correctness", wrong
-    bad = judge("I think the answer is x[i]")
-    assert bad["stage"] == "parse" and bad["parsed"] == 0.0
-    shuffled = judge(item.answer, shuffle=True)
-    assert shuffled["true_score"] == good["score"] and shuffled["score"] in {good["score"], wrong["score"], -1.0}
 
 
 def test_rft_may_show_only_some_operators(tmp_path):
@@ -170,24 +140,6 @@ def test_the_tier2_choice_reaches_the_kernel_and_tier1_keeps_its_own():
     tier1 = fill.fill_row(fill.items("val", "cuda")[0], 0, "cuda")["extra_info"]
     files, _ = fill.reply_files(item.answer, tier1)
     assert "EPT" not in files["kernels/sanity.cu"] and f"y[i] = {item.answer};" in files["kernels/sanity.cu"]
-
-
-@pytest.mark.slow
-def test_every_tier2_choice_builds_and_is_correct():
-    """Every EPT of a held-out task builds and passes the real harness (CPU backend: the choice as the
-    loop's chunk), timed as tier 2 is; a wrong expression with a valid choice still fails."""
-    item = next(it for it in fill.items("val", "cpu", tier=2) if it.op.name == "elu")
-    row = fill.fill_row(item, 0, "cpu")
-
-    def judge(reply):
-        return reward.score(FILL, reply, row["reward_model"]["ground_truth"], row["extra_info"], **FAST)
-
-    for ept in fill.EPT_CHOICES:
-        v = judge(f"{item.answer}\nept={ept}")
-        assert v["correct"] == 1.0 and v["score"] >= 1.0 and v["speedup_vs_eager"] > 0, (ept, v)
-    wrong = judge(item.answer.replace("(expf(v) - 1.f)", "(1.f - expf(v))") + "\nept=8")
-    assert wrong["score"] == -1.0 and wrong["stage"] == "correctness", wrong
-    assert judge(item.answer)["stage"] == "parse"
 
 
 def test_a_run_file_selects_the_tier(tmp_path):
