@@ -1,4 +1,4 @@
-"""rl.data: tasks -> verl RL rows, the held-out split, KernelBench kept out of training, SFT rows."""
+"""rl.data.rows: tasks -> verl RL rows, the held-out split, KernelBench kept out of training, SFT rows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""rl.fill_agent: the fill family in cuda-agent's agent loop. Its rows start the workspace at the
+"""rl.data.fill_agent: the fill family in cuda-agent's agent loop. Its rows start the workspace at the
 family's kernel with `???` for the expression and tell the policy so; a run records when it first
 passed. The live test runs verl's agent loop in-process with a scripted policy (the edge: it stands
 in for the GPU server) and the REAL harness on the CPU backend: wrong on turn 1, right on turn 2

@@ -1,4 +1,4 @@
-"""rl.metrics: one line per step from verl's per-launch files (a resumed launch's steps win), the
+"""rl.driver.metrics: one line per step from verl's per-launch files (a resumed launch's steps win), the
 share of replies at each milestone from the rollout dumps, and the plots."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""rl.rft: which trajectories rejection fine-tuning keeps, and the SFT Parquet it writes."""
+"""rl.data.rft: which trajectories rejection fine-tuning keeps, and the SFT Parquet it writes."""
 
 from __future__ import annotations
 

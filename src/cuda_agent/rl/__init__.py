@@ -20,9 +20,12 @@ process that imports them.
                the task families (`fill`, its multi-turn form `fill_agent`, `sanity` with
                `sanity_kernels/`), rejection fine-tuning's filter (`rft`)
 
-Imports flow down that list (pyproject.toml's contract for the rooms): the driver and the tools may
-use the workers' modules, the workers the rollout's, everything the data; nothing in verl's workers
-imports the driver. The plug-in names the rollouts by their dotted paths, imported when verl asks.
+A room imports only the rooms below it in that list (pyproject.toml's contract for the rooms): the
+driver builds the tiny model and checks the reward's settings before verl starts, the tools judge
+through the reward, the reward uses the rollout's evaluation service, and everything reads the data;
+nothing that verl's workers load imports the driver. Names given as text are outside the contract:
+the plug-in registers the rollouts by their dotted paths, and the driver checks that the agent
+loops' `_target_`s import.
 Nothing outside rl/ imports it but the CLI. The driver's, the tools' and the data's modules import
 without verl (they import it where they use it), and so do `reward` and `evaluation`; the plug-in,
 the CPU platform, the SFT dataset, the agent loop and the rollouts need it.
