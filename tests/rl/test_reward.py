@@ -94,7 +94,9 @@ def test_unknown_reward_settings_are_named():
 
 @pytest.mark.slow
 def test_honest_solution_is_rewarded_through_the_service():
-    out = score(reply(HONEST))
+    """Correctness alone (profile off: its torch.compile baseline is tens of seconds on 2 cores); the
+    profiled route is the sanity family's and tier 2's below, which read what timing earns."""
+    out = score(reply(HONEST), profile=False)
     assert out["score"] >= 1.0 and out["correct"] == 1.0 and out["milestone"] != "failed", out
 
 
