@@ -75,6 +75,14 @@ def test_the_demonstrator_edits_the_line_verifies_and_fixes_after_a_failed_verdi
     assert json.loads(right.tool_calls[0].arguments)["new_str"] == f"yr[c] = {item.answer};"
 
 
+@pytest.mark.parametrize("cpu", [False, True], ids=["one-gpu", "cpu-platform"])
+def test_the_stage_is_verls_sft_trainer_on_our_parquet_with_its_hugging_face_export(cpu):
+    cfg = launch.compose("fill_agentic_rft", (["+cpu=sft"] if cpu else []) + ["model.path=/m", "data.train_files=/d"])
+    assert cfg.data.custom_cls.name == "ToolSchemaSFTDataset" and cfg.data.tools_key == "tools"
+    assert "hf_model" in cfg.checkpoint.save_contents and cfg.data.truncation == "error"
+    assert cfg.data.max_length >= 4096   # a demonstration is about 3,300 tokens with SmolLM2's tokenizer
+
+
 def test_the_stage_refuses_an_actor_that_could_never_call_a_tool(plain_model, tmp_path):
     """Before any demonstration runs: SmolLM2 as converted without --tool-template."""
     run = tmp_path / "run.yaml"
