@@ -157,7 +157,8 @@ def test_a_finished_demonstration_is_not_run_again(stage, agent_toml):
 def test_the_sft_rows_show_the_tool_calls_and_train_on_the_replies_only(stage, tool_model):
     """The stage's rows as verl's SFT dataset reads them, with the actor's template (cuda-agent's,
     as SmolLM2 gets it): the tool calls are in the text, the turn-by-turn rendering equals the whole
-    (verl's check on), and the loss mask covers the assistant's turns and nothing else."""
+    (verl's check on), and the loss mask covers the assistant's turns and nothing else; the
+    deliberate mistake (the first reply) is in the text, out of the loss: the fix is what is learned."""
     from cuda_agent.rl.sft_dataset import ToolSchemaSFTDataset
 
     out, journal = stage
@@ -173,12 +174,13 @@ def test_the_sft_rows_show_the_tool_calls_and_train_on_the_replies_only(stage, t
         messages = dataset.messages[i]
         assert tok.decode(ids.tolist()) == tok.apply_chat_template(messages, tools=dataset.tools[i], tokenize=False)
         trained = tok.decode(ids[mask.bool()].tolist())
-        replies = "".join(m["content"] for m in messages if m["role"] == "assistant")
-        calls = [c for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
-        assert trained.count("<tool_call>") == len(calls) == sum(m["role"] == "tool" for m in messages)
+        mistake, *learned = [m for m in messages if m["role"] == "assistant"]
+        assert mistake["train"] is False and mistake["content"] in tok.decode(ids.tolist())
+        assert mistake["content"] not in trained and all(m["content"] in trained for m in learned)
+        calls = [c for m in learned for c in m.get("tool_calls") or []]
+        assert trained.count("<tool_call>") == len(calls) == 2    # the fix: edit_file and verify
         assert '"name": "edit_file"' in trained and '"name": "verify"' in trained
-        assert all(m["content"] in trained for m in messages if m["role"] == "assistant")
-        assert len(trained) < len(replies) + 600        # the replies, their calls and end-of-turn tokens
+        assert len(trained) < sum(len(m["content"]) for m in learned) + 400   # their calls and end-of-turn tokens
         assert "<tool_response>" not in trained and "verify: PASSED" not in trained and "# Skill" not in trained
 
 

@@ -22,7 +22,10 @@ service, its trajectory.jsonl kept in the stage's `demos/<index>-<op>-<kind>/`. 
 `fill_agentic_rft` (`stage_overrides`) collects them (a finished run is kept when the stage runs
 again), keeps those that pass rft.select (reward at least rft.min_reward, no duplicates, within the
 SFT trainer's max_length) and runs verl's SFT on them, the loss on the assistant's tokens only. The
-tasks are the training ones of the operators RFT may show (`fill.rft_ops`, as fill_rft).
+deliberate mistake stays out of the loss (`train: false`, rl/sft_dataset.py): the model learns the
+fix that follows a failing verdict, not to write the mistake, so its pass at turn 1 is not lowered on
+purpose and pass after turn k measures the retry. The tasks are the training ones of the operators
+RFT may show (`fill.rft_ops`, as fill_rft).
 """
 
 from __future__ import annotations
@@ -253,7 +256,12 @@ def stage_overrides(run: Any, user: list[str], common: list[str],
         counter = rft.chat_token_counter(actor)
     except Exception:  # not a local model folder: verl will say what is wrong; estimate here
         counter = rft.chars_over_four
-    candidates = [c for c in map(rft.from_trajectory, paths) if c is not None]
+    candidates = []
+    for demo, path in zip(demos, paths):
+        c = rft.from_trajectory(path)
+        if c is not None and demo.mistake is not None:   # its first reply, the mistake: context, not loss
+            next(m for m in c.messages if m["role"] == "assistant")["train"] = False
+        candidates += [c] if c is not None else []
     kept, summary = rft.select(candidates, rule, None, counter)
     report({"event": "note", "text": f"{STAGE}: {summary.summary()}"})
     if not kept:
