@@ -217,13 +217,15 @@ def collect(demos: list[Demo], out: str | Path, device: str, agent_toml: str | P
             def evaluator(workspace: Path, dev: str, timing: Any) -> WorkspaceEvaluator:
                 return WorkspaceEvaluator(workspace, dev, timing, svc, PRIORITY_REWARD)
 
+            def work(demo: Demo) -> Path:
+                return run_demo(demo, out / demo.name, device, config, evaluator)
+
             left = list(reversed(todo))
-            for done, (demo, future) in enumerate(in_flight(parallel, lambda: left.pop() if left else None,
-                                                            lambda d: run_demo(d, out / d.name, device, config,
-                                                                               evaluator), name="fill-demos"), 1):
+            lanes = in_flight(parallel, lambda: left.pop() if left else None, work, name="fill-demos")
+            for done, (_, future) in enumerate(lanes, len(demos) - len(todo) + 1):
                 future.result()   # a demonstration that cannot run is this code's bug: say so now
                 if on_done:
-                    on_done(len(demos) - len(todo) + done, len(demos))
+                    on_done(done, len(demos))
     return paths
 
 
@@ -247,7 +249,7 @@ def stage_overrides(run: Any, user: list[str], common: list[str],
     demos = plan(k.demos, device, run.seed, k.tier, k.rft_ops, k.wrong_share)
     service = run.harness.resolved(run.platform)
     lanes = 2 * max(1, service["cpu_evaluators"] if device == "cpu" else service["evaluators_per_device"])
-    report({"event": "phase", "text": f"{len(demos)} demonstrations through the harness ({device})", "total": len(demos)})
+    report({"event": "phase", "text": f"{len(demos)} demonstrations through the harness ({device})"})
     paths = collect(demos, folder, device, run.agent_config, service, lanes,
                     lambda done, total: report({"event": "phase", "text": f"demonstrations: {done} of {total} run"}))
     max_length = int(launch.compose(SPECS[STAGE].config, launch.platform_overlay(run, STAGE) + user).data.max_length)

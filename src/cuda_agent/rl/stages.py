@@ -224,7 +224,8 @@ def load_run_config(path: str | Path) -> RunConfig:
         raise TrainError(f"{path}: fill.tier is {fill_settings.tier}; use 1 (the expression, correctness) or 2 "
                          "(the expression and EPT, timed)")
     if fill_settings.demos < 1 or not 0 <= fill_settings.wrong_share <= 1:
-        raise TrainError(f"{path}: fill.demos must be at least 1 and fill.wrong_share between 0 and 1")
+        raise TrainError(f"{path}: fill.demos is {fill_settings.demos} and fill.wrong_share {fill_settings.wrong_share}; "
+                         "demos must be at least 1, wrong_share between 0 and 1")
     if fill_settings.rft_ops is not None:
         from cuda_agent.rl.fill import OPS
 
