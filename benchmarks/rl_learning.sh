@@ -16,7 +16,8 @@
 #   ablation      PPO from the pretrained model: no RFT, no critic warm-up
 #   arft          cuda-agent train fill_agentic_rft: scripted demonstrations of the multi-turn form (edit the ??? line,
 #                 verify; a share wrong first, fixed after the verdict: rl/fill_demos.py) judged by the harness, then
-#                 SFT on those that passed, from the pretrained model (ARFT_FROM=rft: from RFT's actor; DEMOS=N runs)
+#                 SFT on those that passed, from the pretrained model (ARFT_FROM=rft: from RFT's actor, in arft_rft/ and
+#                 measured by turns:arft into turns_arft_rft.json; DEMOS=N demonstrations, default 128)
 #   turns:NAME    the multi-turn form (rl/fill_agent.py): NAME's actor (rft, ppo, arft) runs the agent loop on the held-out
 #                 tasks (cuda-agent train fill_collect; TURNS="fill_collect:..." overrides, e.g. val_kwargs.n=1), then
 #                 pass after turn k vs turn 1 from its runs (fill_eval --runs) into learning/turns_NAME.json
@@ -128,7 +129,7 @@ for arg in "$@"; do
     arft)
       from=""; [ "${ARFT_FROM:-}" = rft ] && from="fill_agentic_rft:model.path=$(actor_of $R/fill/fill_rft)"
       harness="harness: {cpu_evaluators: ${EVALUATORS:-6}, build_workers: ${BUILDERS:-3}}"  # the demonstrations' service
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill_agentic_rft --config "$(run_file $R/arft "$FILL
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill_agentic_rft --config "$(run_file $R/arft${ARFT_FROM:+_$ARFT_FROM} "$FILL
 $harness")" --quiet $from 2>&1 | tail -15 ;;
     table)
       for v in $R/fill*/fill/validation; do
@@ -138,7 +139,7 @@ $harness")" --quiet $from 2>&1 | tail -15 ;;
     turns)
       name=${limit%%:*}; [ "$name" = "$limit" ] && limit=540 || limit=${limit#*:}
       case $name in rft) model=$(actor_of $R/fill/fill_rft) ;; ppo) model=$(latest $R/fill${TAG:+_$TAG}/fill) ;;
-        arft) model=$(actor_of $R/arft/fill_agentic_rft) ;; esac
+        arft) model=$(actor_of $R/arft${ARFT_FROM:+_$ARFT_FROM}/fill_agentic_rft); name=arft${ARFT_FROM:+_$ARFT_FROM} ;; esac
       harness="harness: {cpu_evaluators: ${EVALUATORS:-6}, build_workers: ${BUILDERS:-3}}"  # the agent loop's service
       timeout -k 60 "$limit" python3 -m cuda_agent train fill_collect --config "$(run_file $R/turns_$name "$FILL
 $harness")" --quiet ${TURNS:-} fill_collect:actor_rollout_ref.model.path=$model 2>&1 | tail -15
