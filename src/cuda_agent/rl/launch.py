@@ -97,6 +97,10 @@ def check_ppo(stage: str, cfg, train_rows: int, device: str) -> None:
         raise TrainError(f"{stage}: actor_rollout_ref.rollout.tensor_model_parallel_size must be 1 on one GPU")
     check_reward(stage, cfg, device)
     check_agent_loop(stage, cfg)
+    if cfg.actor_rollout_ref.rollout.agent.default_agent_loop in ("cuda_agent", "cuda_agent_replay"):
+        from cuda_agent.rl.chat_template import require_tool_template
+
+        require_tool_template(cfg.actor_rollout_ref.model.path, stage)   # the policy must see its tools
     if train_rows < cfg.data.train_batch_size:
         raise TrainError(f"{stage}: {train_rows} training rows, fewer than data.train_batch_size="
                          f"{cfg.data.train_batch_size}; lower it ({stage}:data.train_batch_size=N, with "
