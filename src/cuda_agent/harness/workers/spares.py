@@ -20,6 +20,7 @@ from typing import Iterator
 
 from cuda_agent.devices import Backend
 from cuda_agent.harness.config import EvalConfig
+from cuda_agent.home import subdir
 from cuda_agent.sandbox import Exchange, Process, SandboxUser, UserSlot, claim_user
 
 WARM_ENV = "CUDA_AGENT_WARM_DEVICE"  # set for a spare: create the CUDA context before the job comes
@@ -67,8 +68,14 @@ def start_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig) -
     # On the CPU backend every process times with one thread: the solution's C++ runs on one, and an
     # eager baseline's OpenMP threads would otherwise be timed against whatever else the machine runs.
     env = {WARM_ENV: backend.device} if backend.is_cuda else {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # The reference worker compiles the task's model for every evaluation (its baselines are timed paired with
+    # the solution): its Inductor and Triton caches are the home's, shared by every reference worker and out
+    # of the children's reach (the home is the harness user's alone), so a task compiles from scratch once.
+    compiled = subdir("inductor")
+    ref_env = {**env, "TORCHINDUCTOR_CACHE_DIR": str(compiled), "TRITON_CACHE_DIR": str(compiled / "triton")}
     try:
-        ref = Process("cuda_agent.harness.workers.reference", cwd=ex.private, log=ex.private / "reference.log", env=env)
+        ref = Process("cuda_agent.harness.workers.reference", cwd=ex.private, log=ex.private / "reference.log",
+                      env=ref_env)
         child = Process("cuda_agent.harness.workers.child", cwd=ex.public, log=ex.private / "child.log",
                         user=child_user, memory_bytes=int(config.memory_limit_gb * 2**30),
                         limit_address_space=not backend.is_cuda, isolate_network=True, env=env)
