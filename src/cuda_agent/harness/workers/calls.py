@@ -22,7 +22,9 @@ class CallServer:
     """One driven timing run of `fn` on the task's inputs: `call(seed)` draws the inputs of that
     seed, times the call with a CallTimer and keeps its output in `last`; the global random
     generator is reseeded from the OS after each draw, so nothing read from it tells the next
-    inputs (the harness's next seed is drawn in the harness, not derived from this one)."""
+    inputs (the harness's next seed is drawn in the harness, not derived from this one). A trusted
+    worker timing several callables in one paired run (eager and torch.compile) passes each call
+    its own `fn` and keeps no output (none of theirs is checked)."""
 
     def __init__(self, fn: Callable[..., object], task, device: torch.device, plan: TimingPlan,
                  as_timing_thread: bool = False):
@@ -33,12 +35,13 @@ class CallServer:
         self.timer = CallTimer(device, plan)
         self.last: object = None
 
-    def call(self, seed: int) -> dict:
+    def call(self, seed: int, fn: Callable[..., object] | None = None, keep: bool = True) -> dict:
         self.last = None  # the previous output's memory is free before the next inputs are drawn
         inputs = make_inputs(self.task, int(seed), self.device)
         _manual_seed(int.from_bytes(_urandom(8), "little") >> 2)
         with _no_grad():
-            times, self.last = self.timer(self.fn, inputs)
+            times, out = self.timer(self.fn if fn is None else fn, inputs)
+        self.last = out if keep else None
         return {"ok": True, "t": [times.device_ms, times.host_ms, times.left_ms]}
 
     def close(self) -> None:

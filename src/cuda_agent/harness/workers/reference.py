@@ -47,6 +47,8 @@ def serve(channel) -> None:
     prints = Fingerprints()
     compiled = None
     timing = None
+    fns: dict = {}
+    sides: list[str] = []
     while (msg := channel.recv()) is not None:
         op = msg.get("op")
         if op == "reference":
@@ -72,16 +74,23 @@ def serve(channel) -> None:
         elif op == "compile":  # CPU work, done before the harness takes the device for timing
             compiled = _compile(model, make_inputs(task, msg["seed"], device), msg)
             channel.send({"ok": True})
-        elif op == "time_start":  # a baseline timed call by call, as the harness drives it (workers/calls.py)
-            fn = compiled if msg.get("which") == "compile" else model
-            if fn is None:
-                channel.send({"error": "the compiled model was asked for before it was compiled"})
+        elif op == "time_start":  # the baselines timed call by call, as the harness drives them (workers/calls.py)
+            fns = {"eager": model, "compile": compiled}
+            sides = list(msg.get("sides") or ["eager"])
+            if any(fns.get(side) is None for side in sides):
+                channel.send({"error": f"baselines {sides} asked for, but only eager and (once compiled) compile "
+                                       "are timed here"})
                 continue
-            timing = CallServer(fn, task, device, TimingPlan.from_dict(msg["plan"]), as_timing_thread=True)
+            timing = CallServer(model, task, device, TimingPlan.from_dict(msg["plan"]), as_timing_thread=True)
             channel.send({"ok": True,
                           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
         elif op == "call" and timing is not None:
-            channel.send(timing.call(msg["seed"]))
+            which = msg.get("which", "eager")
+            fn = fns.get(which) if which in sides else None
+            if fn is None:
+                channel.send({"error": f"a call of {which!r}, not one of the baselines started ({sides})"})
+                continue
+            channel.send(timing.call(msg["seed"], fn, keep=False))
         elif op == "time_end" and timing is not None:
             timing.close()
             timing = None
