@@ -24,7 +24,7 @@ def serve(channel) -> None:
 
     import torch
 
-    from cuda_agent.harness.workers.spares import WARM_ENV
+    from cuda_agent.harness.workers.spares import WARM_COMPILE_ENV, WARM_ENV
 
     from cuda_agent.measure import NEAR, SHIFTED, TimingPlan, make_inputs, make_model, module_from_source
     from cuda_agent.harness.workers.calls import CallServer
@@ -34,6 +34,8 @@ def serve(channel) -> None:
     warm = os.environ.get(WARM_ENV, "")
     if warm.startswith("cuda"):  # a spare (see spares.py): the CUDA context while it waits for a job
         torch.empty(1, device=warm)
+    if WARM_COMPILE_ENV in os.environ:  # a spare: torch.compile's first-use costs paid while it waits
+        _warm_compile(warm if warm.startswith("cuda") else "cpu", os.environ[WARM_COMPILE_ENV])
     job = channel.recv()
     if job is None:
         return
@@ -97,6 +99,24 @@ def serve(channel) -> None:
             channel.send({"ok": True})
         elif op == "quit":
             return
+
+
+def _warm_compile(device: str, lock: str) -> None:
+    """torch.compile of a tiny function, then forgotten: the imports and Inductor's set-up that a
+    worker's first compile pays (seconds) are paid here instead, holding the device lock `lock`
+    shared as a compile does ("": none). A failure here is the real compile's to report."""
+    from contextlib import nullcontext
+
+    import torch
+
+    from cuda_agent.measure import compile_for_timing, device_lock
+
+    try:
+        with device_lock(lock, shared=True) if lock else nullcontext():
+            compile_for_timing(torch.nn.ReLU(), [torch.randn(64, 64, device=device)])
+        torch._dynamo.reset()
+    except Exception:
+        pass
 
 
 def _compile(model, inputs: list, msg: dict):
