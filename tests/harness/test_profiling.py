@@ -137,3 +137,86 @@ def test_the_paired_record_survives_a_journal_line(watched):
     assert back.paired.rounds == result.paired.rounds and back.paired.stopped == result.paired.stopped
     assert back.paired.ratios["eager"].value == pytest.approx(result.paired.ratios["eager"].value, rel=1e-4)
     assert back.eager.windows == result.eager.windows
+
+
+class _Workers:
+    """Stands in for a Session in the graph negotiation: each worker's reply by op, and what was sent."""
+
+    def __init__(self, reference: dict, child: dict):
+        self.replies = {"reference": reference, "child": child}
+        self.sent: list[tuple[str, dict]] = []
+
+    def ask_reference(self, message: dict) -> dict:
+        self.sent.append(("reference", message))
+        return self.replies["reference"][message["op"]]
+
+    def ask_child(self, message: dict, stage: str) -> dict:
+        self.sent.append(("child", message))
+        return self.replies["child"][message["op"]]
+
+
+def _verdict() -> EvalResult:
+    return EvalResult(task="t", reward=1.0, correct=True, stage="profile", reason="correct")
+
+
+def test_graphs_where_the_reference_and_the_solution_can_be_captured():
+    from cuda_agent.harness.profiling import _capture
+
+    w = _Workers({"graph": {"ok": True, "captured": True, "calls": 16}},
+                 {"graph": {"ok": True, "captured": True, "calls": 16}})
+    r = _verdict()
+    assert _capture(w, r) == 16 and not r.flags and "graphs of 16 calls" in r.details["graph"]
+    (_, asked_ref), (_, asked_child) = w.sent
+    assert asked_child == {"op": "graph", "seed": asked_ref["seed"], "calls": 16}   # the reference's count, its seed
+
+
+def test_a_solution_that_cannot_be_captured_where_the_reference_could_is_timed_per_call_and_told_why():
+    """Not a crash: every side goes back to per-call timing (the reference drops its graphs), and
+    the verdict carries a flag and the reason capture gave."""
+    from cuda_agent.harness.profiling import _capture
+
+    why = "RuntimeError: operation not permitted when stream is capturing"
+    w = _Workers({"graph": {"ok": True, "captured": True, "calls": 8}, "graph_end": {"ok": True}},
+                 {"graph": {"ok": True, "captured": False, "reason": why}})
+    r = _verdict()
+    assert _capture(w, r) == 0
+    assert r.flags == ["solution_not_captured"] and why in r.details["graph"] and "current stream" in r.details["graph"]
+    assert w.sent[-1] == ("reference", {"op": "graph_end"})
+
+
+def test_a_reference_that_cannot_be_captured_times_every_side_per_call():
+    from cuda_agent.harness.profiling import _capture
+
+    w = _Workers({"graph": {"ok": True, "captured": False, "reason": "NotCapturable: a host sync"}}, {})
+    r = _verdict()
+    assert _capture(w, r) == 0 and not r.flags and "reference cannot be captured" in r.details["graph"]
+    assert [who for who, _ in w.sent] == ["reference"]   # the solution is never asked
+
+
+def test_on_the_cpu_nothing_is_captured():
+    import torch
+
+    from cuda_agent.harness.workers.calls import CallServer
+    from cuda_agent.measure import module_from_source
+
+    task = module_from_source((HACKS / "tasks" / "sbr_small.py").read_text(), "task", "task.py")
+    server = CallServer({"eager": torch.relu}, task, torch.device("cpu"), PLAN)
+    try:
+        assert server.capture(1, None) == {"ok": True, "captured": False, "reason": "CUDA graphs need a CUDA device"}
+        assert server.call(7, "eager")["ok"] and server.output(None) is server.last
+    finally:
+        server.close()
+
+
+@pytest.mark.cuda
+def test_on_the_device_every_side_is_timed_by_graph_replays():
+    """The demo's fused kernel and its baselines can all be captured: every side is timed by
+    replays of graphs of the same calls, and the verdict says so (the figures per call)."""
+    r = evaluate(load_task("scale_bias_relu"), HACKS / "cuda" / "honest_fused",
+                 EvalConfig(device="cuda", timing=TimingPlan(budget_s=1.0)))
+    assert r.reward >= 2, r.reason
+    p = r.paired
+    assert p.method == "graph" and p.graph_calls >= 1 and f"graphs of {p.graph_calls} calls" in r.details["graph"]
+    assert "solution_not_captured" not in r.flags
+    assert 0 < r.solution.median_ms < r.eager.median_ms
+    assert f"replays of a graph of {p.graph_calls} calls" in r.render("profile")

@@ -255,3 +255,13 @@ def test_time_paired_runs_trusted_callables_in_this_process():
                     lambda seed: [torch.full((4,), float(seed % 7))], torch.device("cpu"), plan)
     assert set(r.windows) == {"solution", "eager"} and r.rounds >= 2
     assert seen.count("s") == sum(len(w) for w in [*r.windows["solution"], *r.warmup["solution"]])
+
+
+def test_graph_calls_follow_the_time_and_the_memory():
+    """How many calls a CUDA graph holds (measure/graphs.py; its capture and replays: test_graphs_cuda.py)."""
+    from cuda_agent.measure import graph_calls
+
+    assert graph_calls(0.01, 1 << 20, 1.0) == 64           # 100 would be a millisecond: capped
+    assert graph_calls(0.1, 1 << 20, 1.0) == 10
+    assert graph_calls(5.0, 1 << 20, 1.0) == 1             # one call is already longer
+    assert graph_calls(0.01, 1 << 30, 1.0) == 2            # two gigabytes of inputs and outputs at most

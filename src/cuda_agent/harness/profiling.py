@@ -33,7 +33,7 @@ from cuda_agent.harness.result import EvalResult
 from cuda_agent.harness.session import Session, Stop, new_seed, timed
 from cuda_agent.harness.workers.calls import read_times
 from cuda_agent.home import subdir
-from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, device_lock,
+from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed, device_lock,
                                 drive_paired, side_stats, watch)
 from cuda_agent.sandbox import frozen
 from cuda_agent.tasks import Task
@@ -60,6 +60,8 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult) 
         raise Stop("profile", f"the timed runs report {result.solution.median_ms} ms per call, which no real call "
                               "takes: was the timer tampered with?")
     _against_cache(task, backend, session.config, result, paired)
+    if "solution_not_captured" in result.flags:
+        result.reason = f"{result.reason}; {result.details['graph']}"
     result.paired = paired
     result.speedup_vs_eager = paired.ratios["eager"].value
     result.speedup_vs_compile = paired.ratios["compile"].value
@@ -73,16 +75,17 @@ def _watched_run(session: Session, result: EvalResult, cuda: bool) -> PairedTimi
     can land on the solution's calls and miss the trusted ones (2 of 8 honest evaluations on the
     2-core CPU with three busy loops beside, 2026-11-26); a lie repeats."""
     for attempt in (1, 2):
-        run = _paired_run(session, result, cuda)
-        stats = {side: side_stats(run, side, cuda) for side in run.windows}
-        seen = watch(stats[SOLUTION], run.calls(SOLUTION), run.calls("eager"), "cuda" if cuda else "cpu")
+        run, calls = _paired_run(session, result, cuda)
+        replays = side_stats(run, SOLUTION, cuda)   # the figures as the harness's clock saw each request
+        seen = watch(replays, run.calls(SOLUTION), run.calls("eager"), "cuda" if cuda else "cpu")
         result.details["watch"] = seen.to_dict()
         if seen.ok:
+            stats = {side: side_stats(run, side, cuda, per=calls or 1) for side in run.windows}
             result.eager, result.compile, result.solution = stats["eager"], stats["compile"], stats[SOLUTION]
             result.details["timed_outputs_checked"] = len(run.checked)
             if run.cut_short:
                 result.flags.append("timing_cut_short")
-            return PairedTiming.of(run, session.config.timing, cuda)
+            return PairedTiming.of(run, session.config.timing, cuda, graph_calls=calls)
         if attempt == 1:
             result.flags.append("watch_retimed")
             result.details["first_watch"] = seen.to_dict()
@@ -95,21 +98,27 @@ def _lie(seen: Watch) -> str:
             "figures that are not the timed calls' own (a clock or timer tampered with in the solution's process?)")
 
 
-def _paired_run(session: Session, result: EvalResult, cuda: bool) -> PairedRun:
+def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[PairedRun, int]:
     """One paired run: the solution in the child, eager and torch.compile in the reference worker,
-    each call's inputs drawn from a seed sent with it. The outputs of solution calls chosen after
-    they returned (and of the last) are checked before the next call is made, so results cached
-    across calls or work skipped on some calls fail the solution."""
+    each call's inputs drawn from a seed sent with it (timed by graph replays where `_capture` got
+    graphs: returns how many calls each holds, else 0). The outputs of solution calls chosen after
+    they returned (and of the last; of a replay, those of all its calls) are checked before the
+    next call is made, so results cached across calls or work skipped on some calls fail it."""
     tag, plan = session.next_tag(), session.config.timing
+    calls = 0
 
     def check(i: int, seed: int) -> None:
-        name = f"{tag}_{i}"
-        meta = session.ask_child({"op": "check", "tag": name}, "profile").get("meta")
-        session.ask_reference({"op": "reference", "tag": name, "seed": seed})
-        v = session.check_output(name, meta)
-        if not v["ok"]:
-            raise Stop("profile", f"output of timed call {i} is wrong ({v['reason']}): results cached across calls, "
-                                  "work skipped on some calls, or behaviour that changes with the number of calls?")
+        for j in range(calls or 1):
+            name = f"{tag}_{i}_{j}" if calls else f"{tag}_{i}"
+            meta = session.ask_child({"op": "check", "tag": name, **({"index": j} if calls else {})},
+                                     "profile").get("meta")
+            session.ask_reference({"op": "reference", "tag": name, "seed": call_seed(seed, j) if calls else seed})
+            v = session.check_output(name, meta)
+            if not v["ok"]:
+                where = f"call {j + 1} of the graph replayed as timed call {i}" if calls else f"timed call {i}"
+                raise Stop("profile", f"output of {where} is wrong ({v['reason']}): results cached across calls, "
+                                      "work skipped on some calls, or behaviour that changes with the number of "
+                                      "calls (or under CUDA graph capture)?")
 
     def side(name: str) -> Side:
         if name == SOLUTION:
@@ -123,6 +132,8 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> PairedRun:
         result.details["device_name"] = start.get("device_name")
         session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
         ends.insert(0, lambda: session.ask_child({"op": "time_end"}, "profile"))  # its guarded calls after the timed
+        if cuda and plan.graphs:
+            calls = _capture(session, result)
         run = drive_paired(side(SOLUTION), [side(b) for b in BASELINES], plan, cuda=cuda, check=check,
                            checks=session.config.timed_outputs_checked,
                            quiet=lambda: frozen([child_uid] if child_uid else []))
@@ -133,7 +144,31 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> PairedRun:
         raise
     for end in ends:
         end()
-    return run
+    return run, calls
+
+
+def _capture(session: Session, result: EvalResult) -> int:
+    """CUDA graphs for every side, the method chosen by the reference: where eager and torch.compile
+    can be captured (the reference worker picks how many calls a graph holds), the solution is
+    captured with as many; where it cannot be while they could, every side is timed per call and
+    the verdict says why (flag `solution_not_captured`). Returns the calls a graph holds, else 0."""
+    seed = new_seed()
+    ref = session.ask_reference({"op": "graph", "seed": seed})
+    if not ref.get("captured"):
+        result.details["graph"] = f"timed per call: the reference cannot be captured in a CUDA graph ({ref.get('reason')})"
+        return 0
+    calls = int(ref["calls"])
+    ours = session.ask_child({"op": "graph", "seed": seed, "calls": calls}, "profile")
+    if not ours.get("captured"):
+        session.ask_reference({"op": "graph_end"})
+        result.flags.append("solution_not_captured")
+        result.details["graph"] = ("timed per call, as its baselines: the reference could be captured in a CUDA graph "
+                                   f"and the solution could not ({ours.get('reason')}); launch every kernel on the "
+                                   "current stream and keep forward free of host synchronisation to be timed by "
+                                   "graph replays")
+        return 0
+    result.details["graph"] = f"timed by replays of CUDA graphs of {calls} calls"
+    return calls
 
 
 def _uid_of(pid: int) -> int | None:

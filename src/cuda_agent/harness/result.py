@@ -211,7 +211,8 @@ def paired_line(p: PairedTiming, medians: dict[str, TimingStats | None]) -> str:
     names = {"eager": "eager", "compile": "torch.compile"}
     ses = ", ".join(f"±{100 * r.se:.2g}% vs {names.get(k, k)}" for k, r in p.ratios.items())
     end = f"target ±{100 * p.target_se:.2g}% met" if p.met else f"ended by its {p.stopped.replace('_', ' ')}"
-    line = f"paired ({p.method.replace('_', ' ')}): {ses}; {p.rounds} rounds of {p.window} calls a window, {end}"
+    unit = f"replays of a graph of {p.graph_calls} calls" if p.graph_calls else "calls"
+    line = f"paired ({p.method.replace('_', ' ')}): {ses}; {p.rounds} rounds of {p.window} {unit} a window, {end}"
     drift = [f"{names.get(k, k)} {ms:.4g} ms ({m.median_ms / ms:.2f}x now)" for k, ms in p.cached_ms.items()
              if (m := medians.get(k)) is not None and ms > 0]
     return line + (f"; cached: {', '.join(drift)}" if drift else "")

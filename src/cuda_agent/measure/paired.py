@@ -109,10 +109,12 @@ def ratios(windows: Windows, solution: str, cuda: bool) -> dict[str, Ratio]:
     return {side: Ratio.of(window_figures(w, cuda), ours) for side, w in windows.items() if side != solution}
 
 
-def side_stats(run: PairedRun, side: str, cuda: bool) -> TimingStats:
-    """A side's statistics over its timed calls, with its windows' spread."""
+def side_stats(run: PairedRun, side: str, cuda: bool, per: int = 1) -> TimingStats:
+    """A side's statistics over its timed calls, with its windows' spread; `per`: the calls each
+    timed one stands for (a graph's replay), whose figures are divided among them."""
     samples, offstream = samples_of(run.calls(side), cuda)
-    return TimingStats.from_samples(samples, offstream, window_figures(run.windows[side], cuda))
+    return TimingStats.from_samples([x / per for x in samples], offstream / per,
+                                    [x / per for x in window_figures(run.windows[side], cuda)])
 
 
 def drive_paired(solution: Side, baselines: Sequence[Side], plan: TimingPlan, *, cuda: bool = False,
@@ -235,9 +237,10 @@ class PairedTiming:
     """A paired run as a verdict reports it: how each call was timed (`method`: PER_CALL or
     GRAPH), what ended the run (`stopped`: TARGET, BUDGET, MAX_RUNS or WALL_LIMIT) and the
     standard error it aimed at, its timed rounds and window, its warm-up rounds and whether they
-    settled, and each baseline's speed-up over the solution (`ratios`). `cached_ms`: the judge's
-    cached median of each baseline where it had one, recorded beside the paired figures as a
-    drift check (never the reward's)."""
+    settled, and each baseline's speed-up over the solution (`ratios`). `graph_calls`: the calls a
+    graph holds (GRAPH; a timed call is one replay), 0 per call. `cached_ms`: the judge's cached
+    median of each baseline where it had one, recorded beside the paired figures as a drift check
+    (never the reward's)."""
 
     method: str
     stopped: str
@@ -247,6 +250,7 @@ class PairedTiming:
     warmup_rounds: int
     settled: bool
     ratios: dict[str, Ratio]
+    graph_calls: int = 0
     cached_ms: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -255,10 +259,10 @@ class PairedTiming:
         return self.stopped == TARGET
 
     @classmethod
-    def of(cls, run: PairedRun, plan: TimingPlan, cuda: bool, method: str = PER_CALL) -> "PairedTiming":
-        return cls(method=method, stopped=run.stopped, target_se=plan.target_se, rounds=run.rounds,
-                   window=run.window, warmup_rounds=len(run.warmup[run.solution]), settled=run.settled,
-                   ratios=ratios(run.windows, run.solution, cuda))
+    def of(cls, run: PairedRun, plan: TimingPlan, cuda: bool, graph_calls: int = 0) -> "PairedTiming":
+        return cls(method=GRAPH if graph_calls else PER_CALL, stopped=run.stopped, target_se=plan.target_se,
+                   rounds=run.rounds, window=run.window, warmup_rounds=len(run.warmup[run.solution]),
+                   settled=run.settled, ratios=ratios(run.windows, run.solution, cuda), graph_calls=graph_calls)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ratios": {k: r.to_dict() for k, r in self.ratios.items()}, "met": self.met}

@@ -35,6 +35,11 @@ class TimingPlan:
     window_s: float = 0.01       # a window's calls last about this long (on the slowest side), 1 to MAX_WINDOW calls
     settle: float = 0.05         # warm-up windows until each side's last two agree within this share ...
     max_settle_rounds: int = 6   # ... or this many rounds of them have run
+    # CUDA: where the reference can be captured in a CUDA graph, every side is timed by replays of a
+    # graph of about `graph_ms` of its calls (graphs.py), the host's time to issue them in no side's
+    # figure; False: every call timed alone, as on the CPU.
+    graphs: bool = True
+    graph_ms: float = 1.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_runs <= self.max_runs:
@@ -45,8 +50,9 @@ class TimingPlan:
             raise ValueError("timing plan: warmup_s must be >= 0 and min_warmup >= 1")
         if self.flush not in FLUSHES:
             raise ValueError(f"timing plan: flush is one of {', '.join(FLUSHES)}, not {self.flush!r}")
-        if not (self.target_se > 0 and self.window_s > 0 and self.settle > 0):
-            raise ValueError("timing plan: target_se, window_s and settle must be positive (a share, seconds, a share)")
+        if not (self.target_se > 0 and self.window_s > 0 and self.settle > 0 and self.graph_ms > 0):
+            raise ValueError("timing plan: target_se, window_s, settle and graph_ms must be positive (a share, "
+                             "seconds, a share, milliseconds)")
         if self.min_rounds < 2 or self.max_settle_rounds < 0:
             raise ValueError("timing plan: min_rounds must be >= 2 (a standard error needs two rounds) and "
                              "max_settle_rounds >= 0")

@@ -23,11 +23,11 @@ def test_the_global_generator_tells_nothing_of_the_inputs_after_a_call():
     afterwards is reseeded from the OS, so what it draws next is not the set's nor the next set's."""
     task = module_from_source(TASK, "t", "t.py")
     dev = torch.device("cpu")
-    server = CallServer(lambda x: x * 2, task, dev, TimingPlan(min_runs=1, max_runs=1))
-    server.call(1234)
+    server = CallServer({"solution": lambda x: x * 2}, task, dev, TimingPlan(min_runs=1, max_runs=1))
+    server.call(1234, "solution")
     assert torch.equal(server.last, make_inputs(task, 1234, dev)[0] * 2)
     after_first = torch.randn(64)
-    server.call(1234)
+    server.call(1234, "solution")
     assert torch.initial_seed() != 1234
     after_second = torch.randn(64)
     drawn = make_inputs(task, 1234, dev)[0]

@@ -83,16 +83,21 @@ def serve(channel) -> None:
                 channel.send({"error": f"baselines {sides} asked for, but only eager and (once compiled) compile "
                                        "are timed here"})
                 continue
-            timing = CallServer(model, task, device, TimingPlan.from_dict(msg["plan"]), as_timing_thread=True)
+            timing = CallServer({side: fns[side] for side in sides}, task, device, TimingPlan.from_dict(msg["plan"]),
+                                as_timing_thread=True)
             channel.send({"ok": True,
                           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
         elif op == "call" and timing is not None:
             which = msg.get("which", "eager")
-            fn = fns.get(which) if which in sides else None
-            if fn is None:
+            if which not in sides:
                 channel.send({"error": f"a call of {which!r}, not one of the baselines started ({sides})"})
                 continue
-            channel.send(timing.call(msg["seed"], fn, keep=False))
+            channel.send(timing.call(msg["seed"], which, keep=False))
+        elif op == "graph" and timing is not None:  # the baselines captured in CUDA graphs (measure/graphs.py)
+            channel.send(timing.capture(msg["seed"], msg.get("calls")))
+        elif op == "graph_end" and timing is not None:  # the solution could not be captured: per call after all
+            timing.drop_graphs()
+            channel.send({"ok": True})
         elif op == "time_end" and timing is not None:
             timing.close()
             timing = None
