@@ -57,9 +57,12 @@ def _no_cached_baselines(task) -> None:
     baselines._path(cache_key(task.code, "cpu", PLAN)).unlink(missing_ok=True)
 
 
-def test_the_timing_plan_given_is_the_one_followed_and_keys_the_baseline_cache(task, solution):
+def test_the_timing_plan_given_is_the_one_followed_and_keys_the_baseline_cache(task, solution, monkeypatch):
     """The first evaluation stores its paired baselines; the next records them beside its own (the
     drift check) and takes its speed-ups from its own paired figures, never from the cache."""
+    from cuda_agent.harness import baselines
+
+    monkeypatch.setattr(baselines, "CACHE_AGREEMENT", float("inf"))  # kept whatever the load (see below)
     _no_cached_baselines(task)
     config = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=True)
     first = evaluate(task, solution, config)
@@ -68,6 +71,7 @@ def test_the_timing_plan_given_is_the_one_followed_and_keys_the_baseline_cache(t
     for stats in (first.eager, first.compile, first.solution):
         assert stats.runs <= PLAN.max_runs and stats.windows == first.paired.rounds
     second = evaluate(task, solution, config)
+    assert "baseline_cached" not in first.flags and "baseline_cached" in second.flags
     assert second.paired.cached_ms == {"eager": first.eager.median_ms, "compile": first.compile.median_ms}
     assert second.speedup_vs_eager == second.paired.ratios["eager"].value
     assert second.speedup_vs_compile == second.paired.ratios["compile"].value
@@ -95,7 +99,7 @@ def test_a_poisoned_cached_baseline_moves_no_reward_and_is_replaced(task, soluti
         poisoned["eager"][k] *= 100
     path.write_text(json.dumps(poisoned))
     second = evaluate(task, solution, config)
-    assert "baseline_cache_disagreed" in second.flags, second.flags
+    assert "baseline_cache_disagreed" in second.flags and "baseline_cached" not in second.flags, second.flags
     assert second.paired.cached_ms["eager"] == poisoned["eager"]["median_ms"]
     assert second.speedup_vs_eager == second.paired.ratios["eager"].value < 50
     assert second.eager.median_ms < poisoned["eager"]["median_ms"] / 10

@@ -187,16 +187,18 @@ def _call_times(reply: dict) -> CallTimes:
 
 
 def _against_cache(task: Task, backend: Backend, config: EvalConfig, result: EvalResult, paired: PairedTiming) -> None:
-    """The judge's cached baselines beside the paired ones (paired.cached_ms); stored where there
-    were none and the host was kept quiet, replaced where the paired eager figure is faster than the
-    cached one by more than CACHE_AGREEMENT (a cached figure slower than the truth was poisoned when
-    it was taken; a faster one is drift, recorded and kept)."""
+    """The judge's cached baselines beside the paired ones (paired.cached_ms; flag `baseline_cached`);
+    stored where there were none and the host was kept quiet, replaced where the paired eager figure
+    is faster than the cached one by more than CACHE_AGREEMENT (flag `baseline_cache_disagreed`: a
+    cached figure slower than the truth was poisoned when it was taken; a faster one is drift,
+    recorded and kept)."""
     key = baselines.cache_key(task.code, backend.device, config.timing)
     cached = baselines.load(key) if config.use_baseline_cache else None
     fresh: tuple[TimingStats, TimingStats] = (result.eager, result.compile)
     if cached is not None:
         paired.cached_ms = {"eager": cached[0].median_ms, "compile": cached[1].median_ms}
         if cached[0].median_ms <= baselines.CACHE_AGREEMENT * fresh[0].median_ms:
+            result.flags.append("baseline_cached")   # found, recorded beside the paired figures, kept
             return
         result.flags.append("baseline_cache_disagreed")
     if config.quiet_host:  # figures taken beside compiles are not for others to reuse

@@ -107,7 +107,7 @@ class EvalResult:
     solution: TimingStats | None = None
     paired: PairedTiming | None = None   # how the speed-ups were measured, their standard errors, what ended the run
     max_abs_error: float | None = None
-    flags: list[str] = field(default_factory=list)   # e.g. "speedup_remeasured", "baseline_cached"
+    flags: list[str] = field(default_factory=list)   # e.g. "speedup_remeasured", "baseline_cached" (found and recorded)
     fault: Fault | None = None        # a failure that is not the solution's (see Fault)
     measured: Measured | None = None  # where it ran and was timed (None: it never ran)
     # How ModelNew got its weights: "state_dict" (the reference's, copied in) or "same_seed" (relaxed,
