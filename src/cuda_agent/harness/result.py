@@ -166,7 +166,7 @@ class EvalResult:
         if speed:
             lines.append("speed-up: " + speed)
         if self.paired is not None:
-            lines.append(paired_line(self.paired, {"eager": self.eager, "compile": self.compile}))
+            lines.append(self.timing_line())
         if self.init == "same_seed":
             why = self.details.get("weights")
             lines.append("weights: ModelNew as constructed after the reference's seed, not the reference's copied in"
@@ -177,6 +177,10 @@ class EvalResult:
         if self.flags:
             lines.append("flags: " + ", ".join(self.flags))
         return "\n".join(lines)
+
+    def timing_line(self) -> str:
+        """How the speed-ups were measured, in one line ("" where they were not): see `paired_line`."""
+        return paired_line(self.paired, {"eager": self.eager, "compile": self.compile}) if self.paired else ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
