@@ -33,7 +33,8 @@ def test_a_replay_computes_every_call_on_the_sets_loaded_before_it(gpu_alone):
     g = Graph(_affine, _sets(4, gpu_alone))
     assert g.calls == 4
     fresh = _sets(4, gpu_alone)
-    g.load(fresh)
+    for j, values in enumerate(fresh):
+        g.load(j, values)
     g.replay()
     torch.cuda.synchronize()
     for (x,), out in zip(fresh, g.outputs):

@@ -32,6 +32,11 @@ class NotCapturable(Exception):
     """Why a callable cannot be timed by graph replays (one line a person understands)."""
 
 
+def graph_unsupported(device: torch.device) -> str:
+    """Why calls on `device` cannot be captured at all ("" where they may be)."""
+    return "" if device.type == "cuda" else "CUDA graphs need a CUDA device"
+
+
 def graph_calls(call_ms: float, set_bytes: int, graph_ms: float) -> int:
     """How many calls one graph holds: about `graph_ms` of calls of `call_ms` each, 1 to
     MAX_GRAPH_CALLS, their inputs and outputs (`set_bytes` a call) within GRAPH_BYTES."""
@@ -90,16 +95,14 @@ class Graph:
     def calls(self) -> int:
         return len(self.inputs)
 
-    def load(self, sets: Sequence[Sequence]) -> None:
-        """New input sets into the graph's buffers, one per captured call (same shapes and types)."""
-        if len(sets) != len(self.inputs):
-            raise ValueError(f"{len(sets)} input sets for a graph of {len(self.inputs)} calls")
-        for buffers, new in zip(self.inputs, sets):
-            if _signature(new) != _signature(buffers):
-                raise NotCapturable("an input set drawn for a replay differs in shape or type from the captured ones")
-            for b, v in zip(buffers, new):
-                if isinstance(b, torch.Tensor):
-                    b.copy_(v)
+    def load(self, index: int, values: Sequence) -> None:
+        """A new input set into the buffers of captured call `index` (same shapes and types)."""
+        buffers = self.inputs[index]
+        if _signature(values) != _signature(buffers):
+            raise NotCapturable("an input set drawn for a replay differs in shape or type from the captured ones")
+        for b, v in zip(buffers, values):
+            if isinstance(b, torch.Tensor):
+                b.copy_(v)
 
     def replay(self) -> None:
         _replay(self.graph)

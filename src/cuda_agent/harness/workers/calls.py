@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 
 from cuda_agent.measure import (CallTimer, Graph, NotCapturable, TimingPlan, as_timer, call_seed, graph_calls,
-                                make_inputs, release)
+                                graph_unsupported, make_inputs, release)
 
 # Bound at import, before a solution's code runs in the child.
 _manual_seed, _urandom, _no_grad = torch.manual_seed, os.urandom, torch.no_grad
@@ -62,7 +62,8 @@ class CallServer:
             with _no_grad():
                 times, out = self.timer(self.fns[which], inputs)
         else:
-            graph.load([make_inputs(self.task, call_seed(int(seed), j), self.device) for j in range(graph.calls)])
+            for j in range(graph.calls):  # one set at a time: a graph holds its own copies
+                graph.load(j, make_inputs(self.task, call_seed(int(seed), j), self.device))
             _reseed()
             times, _ = self.timer(graph.replay, [])
             out = graph.outputs
@@ -79,8 +80,8 @@ class CallServer:
         """Every callable captured in a CUDA graph of `calls` calls, on the input sets of
         `call_seed(seed, j)` (None: as many calls as about `plan.graph_ms` of the first callable's
         take, timed here per call). The reply says whether, how many calls, or why not."""
-        if self.device.type != "cuda":
-            return {"ok": True, "captured": False, "reason": "CUDA graphs need a CUDA device"}
+        if why := graph_unsupported(self.device):
+            return {"ok": True, "captured": False, "reason": why}
         try:
             if calls is None:
                 first = next(iter(self.fns))
