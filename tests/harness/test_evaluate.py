@@ -1,6 +1,7 @@
 """evaluate() itself, on the CPU backend: the files it judged are the ones it keeps, the timing plan
-is the one it was given, the baseline cache is keyed by that plan, the baselines' compile holds
-the device's lock, and a verdict says where it was measured."""
+is the one it was given, the baseline cache is keyed by that plan and never moves a reward, the
+baselines' compile holds the device's lock, and a verdict says where it was measured. (The paired
+timing of the profile stage: test_profiling.py.)"""
 
 from __future__ import annotations
 
@@ -50,31 +51,45 @@ def test_a_solution_that_cannot_be_read_keeps_nothing_and_scores_the_failure_rew
     assert not any(keep.iterdir())
 
 
-def test_the_timing_plan_given_is_the_one_followed_and_keys_the_baseline_cache(task, solution, monkeypatch):
+def _no_cached_baselines(task) -> None:
     from cuda_agent.harness import baselines
 
-    monkeypatch.setattr(baselines, "CACHE_AGREEMENT", float("inf"))  # this test is about the key (see below)
+    baselines._path(cache_key(task.code, "cpu", PLAN)).unlink(missing_ok=True)
+
+
+def test_the_timing_plan_given_is_the_one_followed_and_keys_the_baseline_cache(task, solution, monkeypatch):
+    """The first evaluation stores its paired baselines; the next records them beside its own (the
+    drift check) and takes its speed-ups from its own paired figures, never from the cache."""
+    from cuda_agent.harness import baselines
+
+    monkeypatch.setattr(baselines, "CACHE_AGREEMENT", float("inf"))  # kept whatever the load (see below)
+    _no_cached_baselines(task)
     config = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=True)
     first = evaluate(task, solution, config)
     assert first.correct and first.milestone != "failed", first.reason
+    assert first.paired is not None and first.paired.cached_ms == {}
     for stats in (first.eager, first.compile, first.solution):
-        assert PLAN.min_runs <= stats.runs <= PLAN.max_runs
+        assert stats.runs <= PLAN.max_runs and stats.windows == first.paired.rounds
     second = evaluate(task, solution, config)
-    assert "baseline_cached" in second.flags and (second.eager, second.compile) == (first.eager, first.compile)
+    assert "baseline_cached" not in first.flags and "baseline_cached" in second.flags
+    assert second.paired.cached_ms == {"eager": first.eager.median_ms, "compile": first.compile.median_ms}
+    assert second.speedup_vs_eager == second.paired.ratios["eager"].value
+    assert second.speedup_vs_compile == second.paired.ratios["compile"].value
     other = TimingPlan(min_runs=3, max_runs=6, budget_s=0.02, warmup_s=0.0, min_warmup=1)
     assert cache_key(task.code, "cpu", other) != cache_key(task.code, "cpu", PLAN)
     assert cache_key(task.code, "cpu", TimingPlan(**PLAN.to_dict())) == cache_key(task.code, "cpu", PLAN)
 
 
-def test_a_cached_baseline_the_fresh_eager_calls_contradict_is_never_used(task, solution):
+def test_a_poisoned_cached_baseline_moves_no_reward_and_is_replaced(task, solution):
     """A cached eager figure 100 times the truth (poisoned when it was taken: a solution's threads
-    slowing the reference worker) disagrees with the eager calls made beside the next solution's:
-    both baselines are timed again, and the cache holds the new figures."""
+    slowing the reference worker) is recorded beside the paired one, the speed-ups are the paired
+    run's own, and the cache then holds the paired figures."""
     import json
     from dataclasses import asdict
 
     from cuda_agent.harness import baselines
 
+    _no_cached_baselines(task)
     config = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=True)
     first = evaluate(task, solution, config)
     assert first.correct, first.reason
@@ -85,7 +100,8 @@ def test_a_cached_baseline_the_fresh_eager_calls_contradict_is_never_used(task, 
     path.write_text(json.dumps(poisoned))
     second = evaluate(task, solution, config)
     assert "baseline_cache_disagreed" in second.flags and "baseline_cached" not in second.flags, second.flags
-    assert second.details["baseline_probe"]["ratio"] < 1 / baselines.CACHE_AGREEMENT
+    assert second.paired.cached_ms["eager"] == poisoned["eager"]["median_ms"]
+    assert second.speedup_vs_eager == second.paired.ratios["eager"].value < 50
     assert second.eager.median_ms < poisoned["eager"]["median_ms"] / 10
     assert json.loads(path.read_text())["eager"] == asdict(second.eager)
 
@@ -101,7 +117,7 @@ def test_the_reference_compiles_while_no_timer_can_take_the_device(task, solutio
     from measure.lockprobe import timer_would_wait
 
     seen: dict[str, bool] = {}
-    ask = _Session._ref
+    ask = _Session.ask_reference
 
     def spy(self, message, *args, **kwargs):
         if message.get("op") != "compile":
@@ -123,7 +139,7 @@ def test_the_reference_compiles_while_no_timer_can_take_the_device(task, solutio
             poller.join()
             seen["compile"] = bool(held)
 
-    monkeypatch.setattr(_Session, "_ref", spy)
+    monkeypatch.setattr(_Session, "ask_reference", spy)
     r = evaluate(task, solution, EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False))
     assert r.correct and r.milestone != "failed", r.reason
     assert seen["compile"] and seen["time_start"]  # the first baseline run starts with the device held alone

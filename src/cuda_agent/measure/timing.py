@@ -244,17 +244,23 @@ def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[i
     return Run(timed, warm, checked, cut)
 
 
-def stats_of(calls: Sequence[CallTimes], cuda: bool) -> TimingStats:
-    """A run's statistics from its calls' own figures: on the GPU a sample is never less than the
-    host's time to issue the call (the run's 10th percentile of those), and work left on other
-    streams is charged to every sample beyond the noise of honest calls."""
+def samples_of(calls: Sequence[CallTimes], cuda: bool) -> tuple[list[float], float]:
+    """Each call's sample from its own figures, and the off-stream time charged to every one: on
+    the GPU a sample is never less than the host's time to issue the call (the run's 10th
+    percentile of those), and work left on other streams is charged beyond the noise of honest calls."""
     hosts = [c.host_ms for c in calls]
     host_floor = sorted(hosts)[len(hosts) // 10] if cuda else 0.0  # on the CPU a sample is the host's time
     own = [max(c.device_ms, host_floor) for c in calls]
     offstream = _trimmed_mean([c.left_ms for c in calls])
     tolerance = max(OFFSTREAM_TOLERANCE_MS, OFFSTREAM_TOLERANCE_SHARE * sorted(own)[len(own) // 2])
     offstream = offstream if offstream > tolerance else 0.0
-    return TimingStats.from_samples([x + offstream for x in own], offstream_ms=offstream)
+    return [x + offstream for x in own], offstream
+
+
+def stats_of(calls: Sequence[CallTimes], cuda: bool) -> TimingStats:
+    """A run's statistics from its calls' own figures (`samples_of`)."""
+    samples, offstream = samples_of(calls, cuda)
+    return TimingStats.from_samples(samples, offstream_ms=offstream)
 
 
 def time_callable(fn: Callable[..., object], draw: Callable[[int], list], device: torch.device,
