@@ -117,7 +117,7 @@ def test_rounds_are_in_random_order_with_the_baselines_adjacent_and_stopped_solu
     in either order inside the quiet() block (where the harness stops the solution's processes),
     and no solution call is ever made inside it."""
     m = Machine(seed=4)
-    r = run(m, TimingPlan(**{**PLAN.to_dict(), "target_se": 1e-9, "budget_s": 0.5}))
+    r = run(m, TimingPlan(**{**PLAN.to_dict(), "target_se": 1e-9, "budget_s": 4.0}))   # ~150 rounds
     assert {o[0] == "solution" for o in r.orders} == {True, False}
     assert {o for o in r.orders if o[0] == "solution"} == {("solution", "eager", "compile"),
                                                            ("solution", "compile", "eager")}
