@@ -3,7 +3,8 @@
 # (cuda_agent/rl/data/fill.py) on the lent GPU, one step per argument, each resumable (a warm machine keeps
 # /tmp/rl between calls; the GGUF travels in parts made by scripts/carry_smollm2.sh, .cm1/part1 .. .cm3/part3, one
 # carry each, copied to /tmp/parts); results into $OUT/learning.tgz, brought into benchmarks/rl/learning/ by hand.
-#   prep          install the carried wheels (.whl), join the GGUF parts (.cm1/ .cm2/ ...), convert it
+#   prep          install the carried wheels (.whl), join the GGUF parts (.cm1/ .cm2/ ...), convert it, with cuda-agent's
+#                 chat template for tool calls (SmolLM2's own shows no tools; plain conversations read the same)
 #   eval:NAME     the held-out prompts, greedy + SAMPLED (2) sampled, judged by the harness (NAME: pretrained,
 #                 rft, ppo, control, ablation; the model is that stage's actor, or the last checkpoint of a
 #                 run cut short). About 150 s for an RFT'd model with SAMPLED=0 (the 2026-11-26 x2 H200).
@@ -13,7 +14,11 @@
 #   table         those in-run held-out figures of every PPO run here, by operator (benchmarks/rl/ops_by_step.py)
 #   control       the same from the RFT actor, rewards shuffled across replies
 #   ablation      PPO from the pretrained model: no RFT, no critic warm-up
-#   turns:NAME    the multi-turn form (rl/data/fill_agent.py): NAME's actor (rft, ppo) runs the agent loop on the held-out
+#   arft          cuda-agent train fill_agentic_rft: scripted demonstrations of the multi-turn form (edit the ??? line,
+#                 verify; a share wrong first, fixed after the verdict: rl/driver/fill_demos.py) judged by the harness, then
+#                 SFT on those that passed, from the pretrained model (ARFT_FROM=rft: from RFT's actor, in arft_rft/ and
+#                 measured by turns:arft into turns_arft_rft.json; DEMOS=N demonstrations, default 128)
+#   turns:NAME    the multi-turn form (rl/data/fill_agent.py): NAME's actor (rft, ppo, arft) runs the agent loop on the held-out
 #                 tasks (cuda-agent train fill_collect; TURNS="fill_collect:..." overrides, e.g. val_kwargs.n=1), then
 #                 pass after turn k vs turn 1 from its runs (fill_eval --runs) into learning/turns_NAME.json
 #   speed         no model: what each tier-2 choice (EPT) earns on this GPU, the correct expression of a few operators
@@ -48,7 +53,8 @@ JUDGE=${JUDGE:-$([ "$TIER" = 2 ] && echo cuda || echo cpu)}
 DEVICE=${DEVICE:-$([ "$TIER" = 2 ] && echo cuda || echo cpu)}   # where training's reward judges
 # RFT_OPS="affine clamp tanh": RFT shows only these training operators; PPO must learn the others
 OPS_YAML=""; [ -n "${RFT_OPS:-}" ] && OPS_YAML="rft_ops: [$(echo $RFT_OPS | sed 's/ /, /g')], "
-FILL="fill: {${OPS_YAML}tier: $TIER}"
+DEMOS_YAML=""; [ -n "${DEMOS:-}" ] && DEMOS_YAML="demos: $DEMOS, "   # fill_agentic_rft's demonstrations
+FILL="fill: {${OPS_YAML}${DEMOS_YAML}tier: $TIER}"
 run_file() {  # out-folder, extra yaml lines
   mkdir -p "$(dirname "$1")"
   printf 'out: %s\nmodel: %s\nplatform: gpu\ndevice: %s\ngpus: 1\n%s\n' "$1" "$W/smollm2" "$DEVICE" "${2:-}" > "$1.yaml"
@@ -84,7 +90,7 @@ for arg in "$@"; do
         mkdir -p /tmp/parts && cp .cm*/* /tmp/parts/ 2>/dev/null
         cat /tmp/parts/part* > $W/smollm2.gguf && ls -la $W/smollm2.gguf && sha256sum $W/smollm2.gguf
         python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/parts/gguf-*.whl
-        timeout "$limit" python3 -m cuda_agent.rl.tools.pretrained $W/smollm2 --gguf $W/smollm2.gguf
+        timeout "$limit" python3 -m cuda_agent.rl.tools.pretrained $W/smollm2 --gguf $W/smollm2.gguf --tool-template
       fi
       nvidia-smi --query-gpu=name,driver_version --format=csv,noheader ;;
     eval)
@@ -120,6 +126,11 @@ for arg in "$@"; do
     ablation)
       timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $R/fill_ablation "$FILL")" --quiet $REWARD ${EXTRA:-} \
         fill:actor_rollout_ref.model.path=$W/smollm2 fill:trainer.critic_warmup=0 2>&1 | tail -15 ;;
+    arft)
+      from=""; [ "${ARFT_FROM:-}" = rft ] && from="fill_agentic_rft:model.path=$(actor_of $R/fill/fill_rft)"
+      harness="harness: {cpu_evaluators: ${EVALUATORS:-6}, build_workers: ${BUILDERS:-3}}"  # the demonstrations' service
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill_agentic_rft --config "$(run_file $R/arft${ARFT_FROM:+_$ARFT_FROM} "$FILL
+$harness")" --quiet $from 2>&1 | tail -15 ;;
     table)
       for v in $R/fill*/fill/validation; do
         [ -d "$v" ] || continue
@@ -127,7 +138,8 @@ for arg in "$@"; do
       done ;;
     turns)
       name=${limit%%:*}; [ "$name" = "$limit" ] && limit=540 || limit=${limit#*:}
-      case $name in rft) model=$(actor_of $R/fill/fill_rft) ;; ppo) model=$(latest $R/fill${TAG:+_$TAG}/fill) ;; esac
+      case $name in rft) model=$(actor_of $R/fill/fill_rft) ;; ppo) model=$(latest $R/fill${TAG:+_$TAG}/fill) ;;
+        arft) model=$(actor_of $R/arft${ARFT_FROM:+_$ARFT_FROM}/fill_agentic_rft); name=arft${ARFT_FROM:+_$ARFT_FROM} ;; esac
       harness="harness: {cpu_evaluators: ${EVALUATORS:-6}, build_workers: ${BUILDERS:-3}}"  # the agent loop's service
       timeout -k 60 "$limit" python3 -m cuda_agent train fill_collect --config "$(run_file $R/turns_$name "$FILL
 $harness")" --quiet ${TURNS:-} fill_collect:actor_rollout_ref.model.path=$model 2>&1 | tail -15
@@ -136,7 +148,7 @@ $harness")" --quiet ${TURNS:-} fill_collect:actor_rollout_ref.model.path=$model 
     speed)
       timeout -k 30 "$limit" python3 benchmarks/fill_tier2_speed.py --build-workers 8 ${SPEED:-} \
         --json $W/learning/tier2_speed.json 2>&1 | grep -v "Warning\|WARN" ;;
-    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation turns:NAME speed table)"; exit 2 ;;
+    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation arft turns:NAME speed table)"; exit 2 ;;
   esac
   echo "== $arg: exit ${PIPESTATUS[0]} after $((SECONDS - t0))s"
 done

@@ -31,10 +31,15 @@ def test_eval_json_gives_the_verdict_reward_and_timings_with_spread():
     verdict = json.loads(result.output.strip().splitlines()[-1])
     assert verdict["correct"] is True and verdict["stage"] == "done" and verdict["reward"] >= 1
     assert verdict["reason"] and "\n" not in verdict["reason"]
+    paired = verdict["paired"]
     for model in ("eager", "compile", "solution"):
         assert verdict[model]["median_ms"] > 0 and verdict[model]["iqr_ms"] >= 0 and verdict[model]["runs"] > 0
-    assert verdict["speedup_vs_eager"] == verdict["eager"]["median_ms"] / verdict["solution"]["median_ms"]
-    assert verdict["speedup_vs_compile"] == verdict["compile"]["median_ms"] / verdict["solution"]["median_ms"]
+        assert verdict[model]["windows"] == paired["rounds"] and verdict[model]["window_spread"] >= 0
+    # the speed-ups are the paired run's, each with its standard error, and the run says what ended it
+    assert verdict["speedup_vs_eager"] == pytest.approx(paired["ratios"]["eager"]["value"], rel=1e-4)
+    assert verdict["speedup_vs_compile"] == pytest.approx(paired["ratios"]["compile"]["value"], rel=1e-4)
+    assert paired["ratios"]["eager"]["se"] > 0 and paired["stopped"] in ("target", "budget", "max_runs", "wall_limit")
+    assert paired["method"] == "per_call" and paired["met"] == (paired["stopped"] == "target")
     assert verdict["details"]["timed_outputs_checked"] >= 1
 
 

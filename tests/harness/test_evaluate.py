@@ -1,6 +1,7 @@
 """evaluate() itself, on the CPU backend: the files it judged are the ones it keeps, the timing plan
-is the one it was given, the baseline cache is keyed by that plan, the baselines' compile holds
-the device's lock, and a verdict says where it was measured.
+is the one it was given, the baseline cache is keyed by that plan and never moves a reward, the
+baselines' compile holds the device's lock, and a verdict says where it was measured. (The paired
+timing of the profile stage: test_profiling.py.)
 
 The evaluations are shared by the tests that read them (module fixtures): an untimed one, and three
 timed ones in a row on one baseline cache entry (each timed evaluation that misses the cache compiles
@@ -56,7 +57,7 @@ def untimed(task, tmp_path_factory) -> Untimed:
 @dataclass
 class Timed:
     first: EvalResult        # no cached baselines: both timed, after the reference's compile (watched)
-    second: EvalResult       # the cached baselines found (cache agreement off: that test is about the key)
+    second: EvalResult       # the cached baselines found (cache agreement off: kept whatever the load)
     poisoned: dict           # the cache entry after its eager figures were made 100 times the truth
     third: EvalResult        # the poisoned entry found
     entry: Path              # the cache entry
@@ -72,7 +73,7 @@ def watch_the_lock(monkeypatch) -> dict[str, bool]:
     from measure.lockprobe import timer_would_wait
 
     seen: dict[str, bool] = {}
-    ask = _Session._ref
+    ask = _Session.ask_reference
 
     def spy(self, message, *args, **kwargs):
         if message.get("op") != "compile":
@@ -94,7 +95,7 @@ def watch_the_lock(monkeypatch) -> dict[str, bool]:
             poller.join()
             seen["compile"] = bool(held)
 
-    monkeypatch.setattr(_Session, "_ref", spy)
+    monkeypatch.setattr(_Session, "ask_reference", spy)
     return seen
 
 
@@ -140,26 +141,31 @@ def test_a_solution_that_cannot_be_read_keeps_nothing_and_scores_the_failure_rew
 
 
 def test_the_timing_plan_given_is_the_one_followed_and_keys_the_baseline_cache(task, timed):
+    """The first evaluation stores its paired baselines; the next records them beside its own (the
+    drift check) and takes its speed-ups from its own paired figures, never from the cache."""
     first, second = timed.first, timed.second
     assert first.correct and first.milestone != "failed", first.reason
+    assert first.paired is not None and first.paired.cached_ms == {}
     for stats in (first.eager, first.compile, first.solution):
-        assert PLAN.min_runs <= stats.runs <= PLAN.max_runs
-    assert "baseline_cached" in second.flags and (second.eager, second.compile) == (first.eager, first.compile)
+        assert stats.runs <= PLAN.max_runs and stats.windows == first.paired.rounds
+    assert "baseline_cached" not in first.flags and "baseline_cached" in second.flags
+    assert second.paired.cached_ms == {"eager": first.eager.median_ms, "compile": first.compile.median_ms}
+    assert second.speedup_vs_eager == second.paired.ratios["eager"].value
+    assert second.speedup_vs_compile == second.paired.ratios["compile"].value
     other = TimingPlan(min_runs=3, max_runs=6, budget_s=0.02, warmup_s=0.0, min_warmup=1)
     assert cache_key(task.code, "cpu", other) != cache_key(task.code, "cpu", PLAN)
     assert cache_key(task.code, "cpu", TimingPlan(**PLAN.to_dict())) == cache_key(task.code, "cpu", PLAN)
 
 
-def test_a_cached_baseline_the_fresh_eager_calls_contradict_is_never_used(timed):
+def test_a_poisoned_cached_baseline_moves_no_reward_and_is_replaced(timed):
     """A cached eager figure 100 times the truth (poisoned when it was taken: a solution's threads
-    slowing the reference worker) disagrees with the eager calls made beside the next solution's:
-    both baselines are timed again, and the cache holds the new figures."""
-    from cuda_agent.harness import baselines
-
+    slowing the reference worker) is recorded beside the paired one, the speed-ups are the paired
+    run's own, and the cache then holds the paired figures."""
     first, poisoned, second = timed.first, timed.poisoned, timed.third
     assert first.correct, first.reason
     assert "baseline_cache_disagreed" in second.flags and "baseline_cached" not in second.flags, second.flags
-    assert second.details["baseline_probe"]["ratio"] < 1 / baselines.CACHE_AGREEMENT
+    assert second.paired.cached_ms["eager"] == poisoned["eager"]["median_ms"]
+    assert second.speedup_vs_eager == second.paired.ratios["eager"].value < 50
     assert second.eager.median_ms < poisoned["eager"]["median_ms"] / 10
     assert json.loads(timed.entry.read_text())["eager"] == asdict(second.eager)
 

@@ -53,3 +53,37 @@ def test_a_verdict_says_when_modelnew_kept_its_own_weights():
     assert "bn.running_mean" in r.render("verify")
     assert "weights:" not in EvalResult(task="t", reward=1.0, correct=True, stage="done", reason="ok",
                                         init="state_dict").render("verify")
+
+
+def _paired(**kw):
+    from cuda_agent.measure import PairedTiming, Ratio
+
+    fields = dict(method="graph", stopped="target", target_se=0.005, rounds=12, window=4, warmup_rounds=5,
+                  settled=True, ratios={"eager": Ratio(3.0, 0.004, 12, 2.9, 3.1), "compile": Ratio(1.5, 0.003, 12, 1.4, 1.6)},
+                  graph_calls=16)
+    return PairedTiming(**{**fields, **kw})
+
+
+def test_a_verdict_says_how_its_speed_ups_were_measured():
+    """Each speed-up's standard error, the rounds and windows, the method and what ended the run;
+    the cached baselines beside the paired medians where there were any (the drift check)."""
+    stats = TimingStats.from_samples([2.0, 2.0, 2.0], window_medians=[2.0, 2.0])
+    r = EvalResult(task="t", reward=3.0, correct=True, stage="done", reason="ok", milestone="faster_than_compile",
+                   speedup_vs_eager=3.0, speedup_vs_compile=1.5, eager=stats, compile=stats, solution=stats,
+                   paired=_paired(cached_ms={"eager": 2.5}))
+    line = r.timing_line()
+    assert line == ("paired (graph): ±0.4% vs eager, ±0.3% vs torch.compile; 12 rounds of 4 replays of a graph of 16 "
+                    "calls a window, target ±0.5% met; cached: eager 2.5 ms (0.80x now)")
+    assert line in r.render("profile")
+    budget = EvalResult(task="t", reward=1.0, correct=True, stage="done", reason="ok",
+                        paired=_paired(method="per_call", graph_calls=0, stopped="budget"))
+    assert "of 4 calls a window, ended by its budget" in budget.timing_line()
+    assert EvalResult(task="t", reward=1.0, correct=True, stage="done", reason="ok").timing_line() == ""
+
+
+def test_the_paired_record_round_trips_and_old_lines_have_none():
+    r = EvalResult(task="t", reward=3.0, correct=True, stage="done", reason="ok", paired=_paired())
+    back = EvalResult.from_dict(r.to_dict())
+    assert back.paired == r.paired and back.to_dict()["paired"]["met"] is True
+    old = {k: v for k, v in r.to_dict().items() if k != "paired"}
+    assert EvalResult.from_dict(old).paired is None

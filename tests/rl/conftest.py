@@ -34,3 +34,38 @@ def loop_service():
     from cuda_agent.rl.rollout.evaluation import service_settings, shared_service
 
     return shared_service(service_settings("cpu", None))
+
+
+# ChatML without tools, as many small chat models ship it (SmolLM2's renders no tools either): a
+# template of our own for the tests, the shape of the ones rl/rollout/chat_template.py tells apart
+PLAIN_CHATML = ("{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
+                "{%- endfor -%}{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
+
+
+def copy_with_template(src: Path, dest: Path, template: str) -> Path:
+    """A copy of the model folder `src` whose tokenizer has `template`."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    shutil.copytree(src, dest)
+    tok = AutoTokenizer.from_pretrained(dest)
+    tok.chat_template = template
+    tok.save_pretrained(dest)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def plain_model(tiny_model, tmp_path_factory) -> Path:
+    """The tiny model with a chat template that shows no tools (as SmolLM2 comes)."""
+    return copy_with_template(tiny_model, tmp_path_factory.mktemp("plain") / "model", PLAIN_CHATML)
+
+
+@pytest.fixture(scope="session")
+def tool_model(plain_model, tmp_path_factory) -> Path:
+    """The tiny model given cuda-agent's tool template the way SmolLM2 gets it (add_tool_template)."""
+    from cuda_agent.rl.rollout.chat_template import add_tool_template
+
+    dest = copy_with_template(plain_model, tmp_path_factory.mktemp("tools") / "model", PLAIN_CHATML)
+    assert add_tool_template(dest)
+    return dest

@@ -3,6 +3,7 @@ filters, so the ACCEPTED set meets the mix; the default is close to KernelBench 
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 
 import pytest
@@ -42,13 +43,14 @@ def test_the_default_mix_is_close_to_kernelbench_levels_1_to_3(kernelbench_jsonl
 
 def simulate(plan: Plan, accept) -> list[dict]:
     """Candidates one at a time; `accept(want, index)` plays the filters."""
-    rows, index = [], 0
-    while (want := plan.claim(index)) is not None and index < 500:
+    rows, runs = [], 0
+    while (claimed := plan.claim()) is not None and runs < 500:
+        index, want = claimed
         ok = accept(want, index)
         plan.finish(index, want, ok)
+        runs += 1
         if ok:
             rows.append({"index": index, "task_class": want})
-        index += 1
     return rows
 
 
@@ -70,14 +72,54 @@ def test_a_class_the_filters_mostly_reject_is_drawn_until_the_accepted_set_meets
 def test_the_plan_is_deterministic_from_the_run_seed():
     def run(seed):
         plan = Plan(Mix(), 30, run_seed=seed)
-        return [r["task_class"] for r in simulate(plan, lambda want, i: i % 3 != 0)]
+        return [(r["index"], r["task_class"]) for r in simulate(plan, lambda want, i: i % 3 != 0)]
     assert run(5) == run(5) and run(5) != run(6)
+    plan = Plan(Mix(), 30, run_seed=5)
+    assert all(plan.class_at(i) == Plan(Mix(), 900, run_seed=5).class_at(i) for i in range(200))  # count aside
 
 
 def test_candidates_in_flight_count_so_parallel_workers_do_not_overfill_a_class():
     plan = Plan(Mix({"conv": 0.5, "gemm": 0.5}), 2, run_seed=0)
-    wants = [plan.claim(i) for i in range(4)]
-    assert set(wants) == {"conv", "gemm"}  # four in flight at one in two: both classes covered
-    for i, w in enumerate(wants):
-        plan.finish(i, w, True)
-    assert plan.done and plan.claim(4) is None
+    claims = [plan.claim() for _ in range(4)]
+    assert {want for _, want in claims} == {"conv", "gemm"}  # four in flight at one in two: both classes covered
+    assert all(plan.class_at(index) == want for index, want in claims)
+    for index, want in claims:
+        plan.finish(index, want, True)
+    assert plan.done and plan.claim() is None
+
+
+def parallel(seed: int, workers: int, order_seed: int, verdict) -> list[int]:
+    """A run with `workers` candidates in flight, finishing in a shuffled order: the dataset's indices."""
+    plan = Plan(Mix({"conv": 0.45, "gemm": 0.35, "attention": 0.2}), 12, run_seed=seed)
+    order = random.Random(order_seed)
+    flying, rows = [], []
+    while True:
+        while len(flying) < workers and (claimed := plan.claim()) is not None:
+            flying.append(claimed)
+        if not flying:
+            break
+        index, want = flying.pop(order.randrange(len(flying)))
+        ok = verdict(index)
+        plan.finish(index, want, ok)
+        if ok:
+            rows.append({"index": index, "task_class": want})
+    return [r["index"] for r in plan.select(sorted(rows, key=lambda r: r["index"]), lambda r: r["task_class"])]
+
+
+def test_the_dataset_is_the_same_for_any_number_of_workers_and_any_finishing_order():
+    """Until 2026-11-27 a candidate's class was drawn from what had finished when it was claimed, so
+    two runs with the same seed and different workers made different datasets."""
+    def verdict(index):  # the filters' verdict is the candidate's own (index), not the run's order
+        return random.Random(index).random() < (0.25 if index % 7 == 0 else 0.6)
+    one = parallel(seed=4, workers=1, order_seed=0, verdict=verdict)
+    assert len(one) == 12
+    for workers, order_seed in [(3, 1), (8, 2), (16, 3), (8, 9)]:
+        assert parallel(seed=4, workers=workers, order_seed=order_seed, verdict=verdict) == one
+    assert parallel(seed=5, workers=1, order_seed=0, verdict=verdict) != one
+
+
+def test_a_cancelled_candidate_is_handed_out_again():
+    plan = Plan(Mix({"conv": 0.6, "gemm": 0.4}), 4, run_seed=1)
+    index, want = plan.claim()
+    plan.cancel(index)
+    assert plan.claim() == (index, want) and plan.started == 1

@@ -30,10 +30,19 @@ def test_journal_survives_a_line_cut_by_a_kill(tmp_path: Path):
 def test_resume_skips_done_candidates(catalog, cpu_config):
     from cuda_agent.synth.compose import ProgramComposer
 
+    from dataclasses import replace
+
     Candidates(cpu_config.state_dir / "candidates.jsonl").append({"index": 0, "filter": "window"})
     Candidates(cpu_config.state_dir / "candidates.jsonl").append({"index": 2, "filter": "eager"})
-    run = Run(cpu_config, ProgramComposer(catalog.usable()))
+    run = Run(replace(cpu_config, mix=None), ProgramComposer(catalog.usable()))
     assert [run._claim() for _ in range(3)] == [1, 3, 4]
+    # with a mix, each claim is the lowest index of its class's stream that has not run
+    run = Run(cpu_config, ProgramComposer(catalog.usable()))
+    claims = [run._claim() for _ in range(3)]
+    assert not {0, 2} & set(claims)
+    for n, index in enumerate(claims):
+        lower = [j for j in range(index) if run.plan.class_at(j) == run.plan.class_at(index)]
+        assert set(lower) <= {0, 2, *claims[:n]}, (index, lower)
 
 
 @pytest.mark.long   # 22-50 s on 2 cores: `pytest -m long` (CI stays under 20 minutes)
@@ -169,3 +178,19 @@ def test_the_cli_with_no_time_left_writes_what_it_has_and_says_how_to_go_on(cata
     assert summary["stopped_at_limit"] and summary["accepted"] == 0 and summary["cancelled"] == 0
     assert cpu_config.out.exists() and (cpu_config.state_dir / "summary.md").exists()
     assert json.loads((cpu_config.state_dir / "config.json").read_text())["max_seconds"] == 0
+
+
+def test_a_resume_with_another_mix_is_refused_in_one_line(cpu_config):
+    from dataclasses import replace
+
+    from cuda_agent.synth.mix import Mix
+    from cuda_agent.synth.pipeline import _check_resume
+
+    _check_resume(cpu_config)   # the run starts with the default mix (kernelbench)
+    _check_resume(replace(cpu_config, count=5))   # a resume may ask for more tasks
+    for other, said in [(None, "free"), (Mix({"conv": 0.6, "norm": 0.4}), "conv=0.6,norm=0.4")]:
+        with pytest.raises(SynthError) as refused:
+            _check_resume(replace(cpu_config, mix=other))
+        text = str(refused.value)
+        assert "\n" not in text and f"started with --mix kernelbench, not --mix {said}" in text, text
+        assert "resume with the same --mix, or write to another --out" in text

@@ -30,7 +30,7 @@ def render(result: EvalResult) -> None:
         out.print(result.build.errors, highlight=False, markup=False)
     if result.solution:
         t = Table(box=None, pad_edge=False)
-        for c in ("", "median ms", "IQR ms", "min ms", "runs", "speed-up"):
+        for c in ("", "median ms", "IQR ms", "min ms", "runs", "windows", "window spread", "speed-up"):
             t.add_column(c, justify="right")
         for name, s, sp in (("eager", result.eager, None), ("torch.compile", result.compile, None),
                             ("solution", result.solution, None)):
@@ -38,8 +38,11 @@ def render(result: EvalResult) -> None:
                 continue
             ratio = "" if name != "solution" else \
                 f"{result.speedup_vs_eager:.2f}x eager, {result.speedup_vs_compile:.2f}x compile"
-            t.add_row(name, f"{s.median_ms:.4f}", f"{s.iqr_ms:.4f}", f"{s.min_ms:.4f}", str(s.runs), ratio)
+            t.add_row(name, f"{s.median_ms:.4f}", f"{s.iqr_ms:.4f}", f"{s.min_ms:.4f}", str(s.runs), str(s.windows),
+                      f"{100 * s.window_spread:.1f}%", ratio)
         out.print(t)
+        if result.paired:
+            out.print(f"  {result.timing_line()}", highlight=False)
     if result.flags:
         out.print(f"  flags: {', '.join(result.flags)}", highlight=False)
 

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 console = Console()
 errors = Console(stderr=True, soft_wrap=True)
 CHOICES = ("warmup", "collect", "rft", "collect_rft", "value", "agentic", "all", "sanity", "fill_rft", "fill",
-           "fill_collect", "fill_agentic")
+           "fill_agentic_rft", "fill_collect", "fill_agentic")
 SHOWN = ("critic/score/mean", "actor/entropy", "critic/vf_loss", "train/loss")
 
 
@@ -27,8 +27,9 @@ def train_command(
     stage: Annotated[str, typer.Argument(help="warmup, collect, rft, collect_rft, value, agentic; all (these in "
                                          "order, each from the previous ones' results); or sanity (a plumbing "
                                          "smoke test: the letter-choice family); fill_rft, fill (the fill-the-kernel family: "
-                                         "RFT on correct examples, then PPO); fill_collect, fill_agentic (its multi-turn "
-                                         "form in the agent loop: measured, then trained).")],
+                                         "RFT on correct examples, then PPO); fill_agentic_rft, fill_collect, fill_agentic "
+                                         "(its multi-turn form in the agent loop: RFT on scripted demonstrations, "
+                                         "measured, then trained).")],
     overrides: Annotated[Optional[list[str]], typer.Argument(
         help="verl overrides, key=value (to every stage whose config has the key) or STAGE:key=value.")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="The run's YAML file (out, model, tasks, "

@@ -6,7 +6,8 @@ Wings: `static/` reads a solution without running it; `build/` compiles it (tool
 object cache, precompiled headers, compiler messages); `workers/` runs it (the solution's child,
 the reference worker, the timed calls, output transfer, spare processes). At the root:
 `evaluation` (the entry point, `evaluate`), `session` (its conversation with the two processes),
-`solution`, `baselines` (the judge's cache of eager and torch.compile figures), `reward`, and the
+`profiling` (the solution timed paired with eager and torch.compile), `solution`, `baselines` (the
+judge's cache of eager and torch.compile figures, a drift check beside the paired ones), `reward`, and the
 config and result types. Running untrusted code is `cuda_agent.sandbox`'s; running and timing a
 model is `cuda_agent.measure`'s: the harness builds on both.
 """

@@ -1,6 +1,8 @@
-"""The judge's baselines: eager and torch.compile timings of a task's reference model (timed by
-`measure.time_baselines`), cached per task, device, torch version, timing plan and timing method,
-read by every evaluation of the task and written by the reference worker or `task_baselines`."""
+"""The judge's baselines: eager and torch.compile timings of a task's reference model, cached per
+task, device, torch version, timing plan and timing method. An evaluation times its baselines
+paired with the solution (profiling.py) and records the cached figures beside its own as a drift
+check, storing its own where there were none; `task_baselines` (benchmark tables) times them alone
+(`measure.time_baselines`) and reads and writes the same cache."""
 
 from __future__ import annotations
 
@@ -26,11 +28,13 @@ from cuda_agent.measure import (TimingPlan, TimingStats, beside_timing, compile_
 # while baselines are timed (measure.beside_timing); 7 = baselines timed on the timing cores where the
 # machine sets some aside (measure.as_timer), and Inductor's autotuning benchmarks with the device alone.
 # 8 = the harness drives the loop call by call: inputs drawn after each call is asked for, the count
-# planned from the warm-up's median wall time.
-TIMING_METHOD = 8
-# A cached eager figure is used only where the eager calls made beside a solution's are not faster
-# by more than this factor: a figure poisoned when it was taken (slowed by a solution's threads, or
-# taken on a machine that has since changed) is replaced.
+# planned from the warm-up's median wall time. 9 = timed paired with the solution (measure.paired): windows
+# of calls alternating with the solution's, the figure of a side over all its timed windows.
+TIMING_METHOD = 9
+# A cached eager figure is kept only where the paired eager figure of an evaluation is not faster by
+# more than this factor: a figure poisoned when it was taken (slowed by a solution's threads, or
+# taken on a machine that has since changed) is replaced. (No reward reads the cache any more; the
+# benchmark tables of `task_baselines` do.)
 CACHE_AGREEMENT = 1.5
 
 

@@ -20,6 +20,7 @@ from cuda_agent.devices import Backend, lock_name, machine, resolve_backend
 from cuda_agent.harness.baselines import TIMING_METHOD
 from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.result import BuildResult, EvalResult, Measured
+from cuda_agent.harness.profiling import profile
 from cuda_agent.harness.reward import milestone
 from cuda_agent.harness.session import Session, Stop, new_seed, timed
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
@@ -151,7 +152,7 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
             with timed(result, "correctness"):
                 session.correctness(result)
         if config.profile:
-            session.profile(task, backend, result)
+            profile(session, task, backend, result)
         session.recheck(result)
     finally:
         pair.close()

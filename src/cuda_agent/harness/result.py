@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from cuda_agent.measure import TimingStats
+from cuda_agent.measure import PairedTiming, TimingStats
 
 if TYPE_CHECKING:
     from cuda_agent.harness.config import EvalConfig
@@ -98,13 +98,16 @@ class EvalResult:
     device: str = "cpu"
     policy: str = "strict"
     milestone: str = "failed"         # failed | correct | faster_than_eager | faster_than_compile
+    # The speed-ups are the paired run's (`paired.ratios`), not the ratios of the medians below: each
+    # baseline's time over the solution's, window against window in the same stretch of time.
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     eager: TimingStats | None = None
     compile: TimingStats | None = None
     solution: TimingStats | None = None
+    paired: PairedTiming | None = None   # how the speed-ups were measured, their standard errors, what ended the run
     max_abs_error: float | None = None
-    flags: list[str] = field(default_factory=list)   # e.g. "speedup_remeasured", "baseline_cached"
+    flags: list[str] = field(default_factory=list)   # e.g. "speedup_remeasured", "baseline_cached" (found and recorded)
     fault: Fault | None = None        # a failure that is not the solution's (see Fault)
     measured: Measured | None = None  # where it ran and was timed (None: it never ran)
     # How ModelNew got its weights: "state_dict" (the reference's, copied in) or "same_seed" (relaxed,
@@ -162,6 +165,8 @@ class EvalResult:
         speed = speedups(self.speedup_vs_eager, self.speedup_vs_compile)
         if speed:
             lines.append("speed-up: " + speed)
+        if self.paired is not None:
+            lines.append(self.timing_line())
         if self.init == "same_seed":
             why = self.details.get("weights")
             lines.append("weights: ModelNew as constructed after the reference's seed, not the reference's copied in"
@@ -173,8 +178,15 @@ class EvalResult:
             lines.append("flags: " + ", ".join(self.flags))
         return "\n".join(lines)
 
+    def timing_line(self) -> str:
+        """How the speed-ups were measured, in one line ("" where they were not): see `paired_line`."""
+        return paired_line(self.paired, {"eager": self.eager, "compile": self.compile}) if self.paired else ""
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.paired is not None:
+            d["paired"] = self.paired.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
@@ -191,8 +203,23 @@ class EvalResult:
             d["build"] = BuildResult(**d["build"])
         if d.get("measured") is not None:
             d["measured"] = Measured(**d["measured"])
+        if d.get("paired") is not None:
+            d["paired"] = PairedTiming.from_dict(d["paired"])
         d["findings"] = [Finding(**f) for f in d.get("findings") or []]
         return cls(**d)
+
+
+def paired_line(p: PairedTiming, medians: dict[str, TimingStats | None]) -> str:
+    """How the speed-ups were measured, in one line: the standard error of each, the rounds and
+    what ended them, and the cached baselines beside the paired ones where there were any."""
+    names = {"eager": "eager", "compile": "torch.compile"}
+    ses = ", ".join(f"±{100 * r.se:.2g}% vs {names.get(k, k)}" for k, r in p.ratios.items())
+    end = f"target ±{100 * p.target_se:.2g}% met" if p.met else f"ended by its {p.stopped.replace('_', ' ')}"
+    unit = f"replays of a graph of {p.graph_calls} calls" if p.graph_calls else "calls"
+    line = f"paired ({p.method.replace('_', ' ')}): {ses}; {p.rounds} rounds of {p.window} {unit} a window, {end}"
+    drift = [f"{names.get(k, k)} {ms:.4g} ms ({m.median_ms / ms:.2f}x now)" for k, ms in p.cached_ms.items()
+             if (m := medians.get(k)) is not None and ms > 0]
+    return line + (f"; cached: {', '.join(drift)}" if drift else "")
 
 
 def speedups(vs_eager: float | None, vs_compile: float | None) -> str:

@@ -7,6 +7,10 @@ from here.
 - `timing.py`: the timing loop, in two halves (`CallTimer` where the callable runs, `drive` where
   the clock is trusted) and both in one (`time_callable`); `watch`, a reported figure held
   against the driver's clock.
+- `paired.py`: the solution and its baselines timed in alternating windows, the speed-up measured
+  as a ratio until its standard error meets the plan's target (`drive_paired`, `time_paired`,
+  `PairedTiming`); `ratio.py`: the statistics of those windows (`Ratio`); `graphs.py`: calls
+  captured in a CUDA graph and timed by its replays (`Graph`).
 - `baselines.py`: eager and torch.compile timed one way (`time_baselines`).
 - `lock.py`: the device lock, which keeps the device and the host quiet while a figure is taken.
 
@@ -15,16 +19,22 @@ by synth (its worker builds, runs and times candidates with these, without the j
 """
 
 from cuda_agent.measure.baselines import autotune_alone, compile_for_timing, time_baselines
+from cuda_agent.measure.graphs import Graph, NotCapturable, graph_calls, graph_unsupported
 from cuda_agent.measure.lock import LockOrderError, alone_within, beside_timing, device_lock
 from cuda_agent.measure.modules import (NEAR, SHIFTED, Steps, make_inputs, make_model, module_from_source, release,
                                         timing_draw, varied_inputs)
+from cuda_agent.measure.paired import (GRAPH, PER_CALL, PairedRun, PairedTiming, Side, drive_paired, side_stats,
+                                       time_paired)
 from cuda_agent.measure.plan import TimingPlan, TimingStats
+from cuda_agent.measure.ratio import Ratio
 from cuda_agent.measure.timing import (CallTimer, CallTimes, Run, Timed, Watch, as_timer, call_seed, drive, stats_of,
                                        time_callable, watch)
 
 __all__ = [
-    "NEAR", "SHIFTED", "CallTimer", "CallTimes", "LockOrderError", "Run", "Steps", "Timed", "TimingPlan", "TimingStats",
-    "Watch", "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "compile_for_timing",
-    "device_lock", "drive", "make_inputs", "make_model", "module_from_source", "release", "stats_of", "time_baselines",
-    "time_callable", "timing_draw", "varied_inputs", "watch",
+    "GRAPH", "NEAR", "PER_CALL", "SHIFTED", "CallTimer", "CallTimes", "Graph", "LockOrderError", "NotCapturable",
+    "PairedRun", "PairedTiming", "Ratio", "Run", "Side", "Steps", "Timed", "TimingPlan", "TimingStats", "Watch",
+    "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "compile_for_timing", "device_lock",
+    "drive", "drive_paired", "graph_calls", "graph_unsupported",
+    "make_inputs", "make_model", "module_from_source", "release", "side_stats", "stats_of", "time_baselines",
+    "time_callable", "time_paired", "timing_draw", "varied_inputs", "watch",
 ]

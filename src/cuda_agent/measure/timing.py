@@ -15,12 +15,13 @@ L2 emptied before each call; warm-up excluded. CPU: the same with a monotonic cl
 cache-sized flush.
 
 Two halves: `CallTimer` times one call where the callable runs; `drive` makes the loop's decisions
-where the clock is trusted. In an evaluation the harness drives the solution's child call by call:
-each call's input seed is drawn by the harness and sent with the request for that call, so nothing
-is known of a call's inputs before it is asked for; the harness stamps each call with its own
-clock, plans the count from its warm-up, picks after a call returned whether its output is
-checked, and holds the figures the child reports against its own clock (`watch`). Where the code
-timed is trusted (the baselines), `time_callable` runs both halves in one process.
+where the clock is trusted. In an evaluation the harness drives the solution's child and the
+reference worker call by call, paired (paired.drive_paired, the same halves): each call's input
+seed is drawn by the harness and sent with the request for that call, so nothing is known of a
+call's inputs before it is asked for; the harness stamps each call with its own clock, picks after
+a call returned whether its output is checked, and holds the figures the child reports against its
+own clock (`watch`). Where the code timed is trusted and timed alone (the baselines' tables, synth's
+candidates), `time_callable` runs both halves of `drive` in one process.
 """
 
 from __future__ import annotations
@@ -180,8 +181,7 @@ class CallTimer:
 
 
 def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[int], None] | None = None,
-          checks: int = 0, clock: Callable[[], int] = _perf_counter_ns,
-          between: Callable[[], None] | None = None, every: int = 6) -> Run:
+          checks: int = 0, clock: Callable[[], int] = _perf_counter_ns) -> Run:
     """The timing loop's decisions, taken where `clock` is trusted: `call(i)` makes call i (inputs of
     its own, drawn after the request, so nothing is known of them before) and returns its figures;
     this function stamps each with its own wall time. Warm-up until `min_warmup` calls and
@@ -191,9 +191,7 @@ def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[i
     `check(i)`, called right after call i returned and before the next is asked for, has its
     output checked: each timed call with probability checks/runs, the last always, and where fewer
     than `checks` landed, as many more calls as are missing, each checked (they are asked for like
-    any other, so they cannot be told apart when they run). `between()`, where given, runs before
-    each of the first min_warmup calls and every `every`-th timed call, outside their wall time
-    (the harness's trusted calls made in the same window)."""
+    any other, so they cannot be told apart when they run)."""
     rng = secrets.SystemRandom()
     made = 0
 
@@ -207,8 +205,6 @@ def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[i
     warm: list[CallTimes] = []
     t_warm = clock()
     while len(warm) < plan.min_warmup or (clock() - t_warm) / 1e9 < plan.warmup_s:
-        if between is not None and len(warm) < plan.min_warmup:
-            between()
         warm.append(one())
         if len(warm) >= 50:
             break
@@ -221,8 +217,6 @@ def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[i
     cut = False
     spent_ms = 0.0
     while len(timed) < runs:
-        if between is not None and len(timed) % every == 0:
-            between()
         timed.append(one())
         spent_ms += timed[-1].wall_ms
         last = len(timed) == runs
@@ -244,17 +238,23 @@ def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[i
     return Run(timed, warm, checked, cut)
 
 
-def stats_of(calls: Sequence[CallTimes], cuda: bool) -> TimingStats:
-    """A run's statistics from its calls' own figures: on the GPU a sample is never less than the
-    host's time to issue the call (the run's 10th percentile of those), and work left on other
-    streams is charged to every sample beyond the noise of honest calls."""
+def samples_of(calls: Sequence[CallTimes], cuda: bool) -> tuple[list[float], float]:
+    """Each call's sample from its own figures, and the off-stream time charged to every one: on
+    the GPU a sample is never less than the host's time to issue the call (the run's 10th
+    percentile of those), and work left on other streams is charged beyond the noise of honest calls."""
     hosts = [c.host_ms for c in calls]
     host_floor = sorted(hosts)[len(hosts) // 10] if cuda else 0.0  # on the CPU a sample is the host's time
     own = [max(c.device_ms, host_floor) for c in calls]
     offstream = _trimmed_mean([c.left_ms for c in calls])
     tolerance = max(OFFSTREAM_TOLERANCE_MS, OFFSTREAM_TOLERANCE_SHARE * sorted(own)[len(own) // 2])
     offstream = offstream if offstream > tolerance else 0.0
-    return TimingStats.from_samples([x + offstream for x in own], offstream_ms=offstream)
+    return [x + offstream for x in own], offstream
+
+
+def stats_of(calls: Sequence[CallTimes], cuda: bool) -> TimingStats:
+    """A run's statistics from its calls' own figures (`samples_of`)."""
+    samples, offstream = samples_of(calls, cuda)
+    return TimingStats.from_samples(samples, offstream_ms=offstream)
 
 
 def time_callable(fn: Callable[..., object], draw: Callable[[int], list], device: torch.device,

@@ -3,7 +3,8 @@ process that imports them.
 
     driver/    the `cuda-agent train` process (cli/train.py): the stages and the run file (`stages`),
                launching verl and merging its checkpoints (`launch`; its process group: `verl_process`),
-               the stages in order (`train`; each stage's data and overrides: `inputs`), metrics and
+               the stages in order (`train`; each stage's data and overrides: `inputs`; the scripted
+               demonstrations that fill_agentic_rft runs through the harness: `fill_demos`), metrics and
                plots (`metrics`), and the stage configs verl composes (`config/`)
     tools/     run on their own (`python -m`): the tiny test model (`tiny_model`, which the driver also
                builds for `model: tiny`), SmolLM2 from its GGUF (`pretrained`), the fill family's
@@ -14,7 +15,9 @@ process that imports them.
                platform for CI (`cpu_platform`)
     rollout/   what generates, inside verl's workers: the agent loops (`agent_loop`, listed in
                `agent_loops.yaml`) on `token_model` and `token_trajectory`, the rollouts `hf`
-               (`hf`, its server `hf_server`) and `null` (`null`) that the plug-in registers, and the
+               (`hf`, its server `hf_server`) and `null` (`null`) that the plug-in registers, the chat
+               template that shows tool calls (`chat_template`: the agent loop's token builder; the tools
+               and the driver write and check it, and `python -m` writes it into a model folder), and the
                harness behind the tools and the reward (`evaluation`: the evaluation service)
     data/      what the driver writes and the workers read: rows and Parquet (`rows`, `prompts.toml`),
                the task families (`fill`, its multi-turn form `fill_agent`, `sanity` with

@@ -1,11 +1,15 @@
 """The category mix a synth run targets, and the plan that makes the ACCEPTED set meet it.
 
 A mix is a share per task class (categories.PRIORITY). For a run of N tasks it becomes quotas
-(largest remainders, so they sum to N); each new candidate is composed for a class that is still
-short, chosen from (run seed, index) with weights equal to what each class still lacks. Accepted
-tasks count against their class, and candidates in flight count by their class's acceptance rate
-so far, so a class that is hard to get accepted keeps being drawn until it fills. The dataset takes
-the first accepted tasks of each class up to its quota.
+(largest remainders, so they sum to N). Every candidate index has a class fixed by (run seed, index)
+alone (`class_at`, drawn by the shares), so the indices of a class form a stream. A worker asks for
+work; the plan picks a class that is still short (accepted tasks count against their class, and
+candidates in flight by their class's acceptance rate so far, so a class that is hard to get accepted
+keeps being worked until it fills) and hands out that class's lowest index not yet run. Each class's
+candidates are therefore always a prefix of its stream, whatever the number of workers and whatever
+order they finish in, and the dataset - the first accepted tasks of each class, in index order, up to
+its quota - is the same for 1 or 16 workers (given the same verdicts per candidate: filters that time
+the candidate may still decide differently on a loaded machine).
 """
 
 from __future__ import annotations
@@ -80,6 +84,12 @@ class Mix:
     def from_dict(cls, d: dict) -> "Mix":
         return cls(dict(d["shares"]), d.get("min_core", 0.6), d.get("max_ops", 5))
 
+    def text(self) -> str:
+        """The mix as `--mix` takes it (`parse(mix.text())` gives it back, min_core and max_ops aside)."""
+        if self.shares == KERNELBENCH_SHARES:
+            return "kernelbench"
+        return ",".join(f"{c}={v:g}" for c, v in self.shares.items())
+
     @classmethod
     def parse(cls, text: str) -> "Mix | None":
         """`kernelbench` (the default), `free` (no target: the composer draws any seed), or
@@ -102,17 +112,31 @@ class Mix:
 
 
 class Plan:
-    """Which class candidate `index` is composed for, from what the run has accepted so far."""
+    """Which candidate index runs next, and for which class, from what the run has accepted so far."""
 
     def __init__(self, mix: Mix, count: int, run_seed: int):
         self.quotas = mix.quotas(count)
         self.run_seed = run_seed
+        shares = mix.normalized
+        self._classes = [c for c in PRIORITY if c in shares]   # the streams: every class of the mix,
+        self._weights = [shares[c] for c in self._classes]      # so a change of count keeps class_at
+        self._class_at: list[str] = []
         self.accepted = {c: 0 for c in self.quotas}
         self.tried = {c: 0 for c in self.quotas}
         self.in_flight: dict[int, str] = {}
+        self.finished: set[int] = set()
+        self._cursor = {c: 0 for c in self.quotas}   # below it, the class's indices are finished or in flight
 
-    def record(self, task_class: str | None, accepted: bool) -> None:
+    def class_at(self, index: int) -> str:
+        """The class candidate `index` is composed for: (run seed, index) alone."""
+        while len(self._class_at) <= index:
+            rng = random.Random(f"mix:{self.run_seed}:{len(self._class_at)}")
+            self._class_at.append(rng.choices(self._classes, self._weights)[0])
+        return self._class_at[index]
+
+    def record(self, index: int, task_class: str | None, accepted: bool) -> None:
         """A finished candidate (resumed from the journal, or just done)."""
+        self.finished.add(index)
         if task_class in self.quotas:
             self.tried[task_class] += 1
             self.accepted[task_class] += accepted
@@ -131,22 +155,38 @@ class Plan:
     def done(self) -> bool:
         return all(self.accepted[c] >= q for c, q in self.quotas.items())
 
-    def claim(self, index: int) -> str | None:
-        """The class for candidate `index` (recorded as in flight), or None when every class is full."""
+    @property
+    def started(self) -> int:
+        """Candidates finished or in flight (a run's limit counts these, not indices)."""
+        return len(self.finished) + len(self.in_flight)
+
+    def claim(self) -> tuple[int, str] | None:
+        """The next candidate, (index, class), recorded as in flight; None when every class is full.
+        The class: the one short by the most (a tie to the earlier class in PRIORITY); when every
+        short class is covered by candidates in flight, the one with the most left to accept, so
+        the workers stay busy. The index: that class's lowest one not run yet."""
         short = {c: v for c, v in self.short().items() if v > 1e-9}
-        if not short:  # every class covered by candidates in flight: keep the workers busy on the
-            short = {c: q - self.accepted[c] for c, q in self.quotas.items() if self.accepted[c] < q}  # unfilled
+        if not short:
+            short = {c: q - self.accepted[c] for c, q in self.quotas.items() if self.accepted[c] < q}
         if not short:
             return None
-        rng = random.Random(f"mix:{self.run_seed}:{index}")
-        classes = [c for c in PRIORITY if c in short]
-        want = rng.choices(classes, [short[c] for c in classes])[0]
+        want = max((c for c in PRIORITY if c in short), key=lambda c: short[c])
+        index = self._cursor[want]
+        while self.class_at(index) != want or index in self.finished or index in self.in_flight:
+            index += 1
+        self._cursor[want] = index + 1
         self.in_flight[index] = want
-        return want
+        return index, want
 
     def finish(self, index: int, task_class: str | None, accepted: bool) -> None:
         self.in_flight.pop(index, None)
-        self.record(task_class, accepted)
+        self.record(index, task_class, accepted)
+
+    def cancel(self, index: int) -> None:
+        """A candidate cut short (no verdict): not counted, and its index is the class's next again."""
+        want = self.in_flight.pop(index, None)
+        if want is not None:
+            self._cursor[want] = min(self._cursor[want], index)
 
     def select(self, accepted_rows: list[dict], class_of) -> list[dict]:
         """The dataset: the first accepted rows of each class up to its quota, in index order."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from cuda_agent.synth.filters import Window
+from cuda_agent.synth.mix import Mix
 from cuda_agent.synth.run import Run, SynthConfig
 from cuda_agent.synth.seedcheck import CatalogError, build_catalog, load_catalog, mismatch, save_catalog
 from cuda_agent.synth.seeds import Catalog
@@ -39,10 +40,19 @@ def _config_json(config: SynthConfig) -> dict:
     return d
 
 
+def _mix_text(mix: dict | None) -> str:
+    """A config.json's mix as `--mix` writes it (a run from before mixes drew any seed: `free`)."""
+    return Mix.from_dict(mix).text() if mix else "free"
+
+
 def _check_resume(config: SynthConfig) -> None:
     path = config.state_dir / "config.json"
     if path.exists():
         old = json.loads(path.read_text())
+        new_mix = _config_json(config)["mix"]
+        if old.get("mix") != new_mix:  # the mix fixes which class each candidate index is composed for
+            raise SynthError(f"{config.out} was started with --mix {_mix_text(old.get('mix'))}, not --mix "
+                             f"{_mix_text(new_mix)}; resume with the same --mix, or write to another --out")
         changed = [k for k in _RUN_KEYS if old.get(k) != _config_json(config)[k]]
         if changed:
             k = changed[0]

@@ -7,8 +7,9 @@ only the candidates in flight: they have no line, so a resume redoes them, and c
 drawn from (run seed, i) alone, so it is the same candidate. Candidates are composed and checked
 statically here, and executed as jobs on the evaluation service's evaluators (`workers` of them
 per GPU, or on the CPU), each keeping its own warm child process. With a mix (mix.py), each
-candidate is composed for a task class that the accepted set still lacks, and the run ends when
-every class has its quota.
+candidate is composed for a task class that the accepted set still lacks, taken in order from that
+class's own stream of indices (so the dataset does not depend on how many workers ran or the order
+they finished in), and the run ends when every class has its quota.
 
 A run can be bounded in time (`max_seconds`, for a device call with a limit): no candidate starts
 after the deadline, those in flight get `grace_s` to finish, and any still running then is cancelled
@@ -142,16 +143,18 @@ class Run:
             return None
         plan = Plan(mix.without(set(mix.shares) - classes()), self.config.count, self.config.seed)
         for rec in self.journal.records.values():
-            plan.record(_class_of(rec), rec["filter"] == "accepted")
+            plan.record(rec["index"], _class_of(rec), rec["filter"] == "accepted")
         return plan
 
     def _work_left(self) -> bool:
         """Whether candidates remain to be run (the caller holds the lock)."""
         cfg = self.config
         limit = cfg.max_candidates if cfg.max_candidates is not None else 50 * cfg.count
+        if self.plan is not None:  # the plan picks the indices: the limit counts candidates
+            return not (self.stop.is_set() or self.plan.done or self.plan.started >= limit)
         while self.next_index in self.journal.records:
             self.next_index += 1
-        enough = self.plan.done if self.plan else len(self.journal.accepted()) >= cfg.count
+        enough = len(self.journal.accepted()) >= cfg.count
         return not (self.stop.is_set() or enough or self.next_index >= limit)
 
     def _past_deadline(self) -> bool:
@@ -168,13 +171,14 @@ class Run:
         with self.lock:
             if not self._work_left() or self._past_deadline():
                 return None
-            index = self.next_index
             if self.plan is not None:
-                want = self.plan.claim(index)
-                if want is None:
+                claimed = self.plan.claim()
+                if claimed is None:
                     return None
-                self.wants[index] = want
-            self.next_index += 1
+                index, self.wants[claimed[0]] = claimed
+            else:
+                index = self.next_index
+                self.next_index += 1
             if self.first_claim_at is None:
                 self.first_claim_at = time.time()
                 self.note(f"first candidate started (index {index})")
@@ -195,7 +199,7 @@ class Run:
         """A candidate the hard stop cut short: no journal line and no class counted."""
         with self.lock:
             if self.plan is not None:
-                self.plan.finish(index, None, False)
+                self.plan.cancel(index)
             self.cancelled.append(index)
 
     def run(self, service: EvalService | None = None) -> list[dict]:

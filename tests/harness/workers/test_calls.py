@@ -23,11 +23,11 @@ def test_the_global_generator_tells_nothing_of_the_inputs_after_a_call():
     afterwards is reseeded from the OS, so what it draws next is not the set's nor the next set's."""
     task = module_from_source(TASK, "t", "t.py")
     dev = torch.device("cpu")
-    server = CallServer(lambda x: x * 2, task, dev, TimingPlan(min_runs=1, max_runs=1))
-    server.call(1234)
+    server = CallServer({"solution": lambda x: x * 2}, task, dev, TimingPlan(min_runs=1, max_runs=1))
+    server.call(1234, "solution")
     assert torch.equal(server.last, make_inputs(task, 1234, dev)[0] * 2)
     after_first = torch.randn(64)
-    server.call(1234)
+    server.call(1234, "solution")
     assert torch.initial_seed() != 1234
     after_second = torch.randn(64)
     drawn = make_inputs(task, 1234, dev)[0]
@@ -41,3 +41,59 @@ def test_figures_are_read_strictly():
     for bad in ({}, {"t": [1, 2]}, {"t": [-1.0, 0, 0]}, {"t": [1, -0.1, 0]}, {"t": [float("nan"), 0, 0]},
                 {"t": [True, 0, 0]}, {"t": "1,2,3"}):
         assert read_times(bad) is None, bad
+
+
+class _CpuGraph:
+    """measure.Graph's interface on the CPU (the device tests time the real one): a replay runs
+    each captured call again on its buffers and writes into the output it returned at capture."""
+
+    refuse: set = set()
+
+    def __init__(self, fn, sets, more=()):
+        from cuda_agent.measure import NotCapturable
+
+        if fn in self.refuse:
+            raise NotCapturable("RuntimeError: operation not permitted when stream is capturing")
+        self.fn, self.inputs = fn, [[v.clone() for v in s] for s in sets]
+        self.outputs = [fn(*s) for s in self.inputs]
+
+    @property
+    def calls(self) -> int:
+        return len(self.inputs)
+
+    def load(self, index, values) -> None:
+        for b, v in zip(self.inputs[index], values):
+            b.copy_(v)
+
+    def replay(self) -> None:
+        for buffers, out in zip(self.inputs, self.outputs):
+            out.copy_(self.fn(*buffers))
+
+
+def test_a_captured_call_replays_every_call_on_the_inputs_of_its_seed(monkeypatch):
+    """After capture, a call is one replay of a graph of several calls, call j on the inputs of
+    call_seed(seed, j); each one's output is the one a check hands over; the figures are the replay's."""
+    from cuda_agent.harness.workers import calls
+    from cuda_agent.measure import call_seed
+
+    monkeypatch.setattr(calls, "Graph", _CpuGraph)
+    monkeypatch.setattr(calls, "graph_unsupported", lambda device: "")
+    task = module_from_source(TASK, "t", "t.py")
+    dev = torch.device("cpu")
+    double, triple = (lambda x: x * 2), (lambda x: x * 3)
+    server = CallServer({"eager": double, "compile": triple}, task, dev, TimingPlan(graph_ms=1e6))
+    try:
+        got = server.capture(5, None)
+        assert got["captured"] and got["calls"] == 64   # a second of tiny calls: capped
+        assert server.capture(5, 3) == {"ok": True, "captured": True, "calls": 3}
+        assert read_times(server.call(77, "compile", keep=True)) is not None
+        for j in range(3):
+            assert torch.equal(server.output(j), make_inputs(task, call_seed(77, j), dev)[0] * 3)
+        _CpuGraph.refuse = {triple}
+        refused = server.capture(6, 3)
+        assert not refused["captured"] and "stream is capturing" in refused["reason"] and not server.graphs
+        server.call(78, "eager")
+        assert torch.equal(server.output(None), make_inputs(task, 78, dev)[0] * 2)   # per call again
+    finally:
+        _CpuGraph.refuse = set()
+        server.close()

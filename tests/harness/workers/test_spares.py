@@ -90,3 +90,29 @@ def test_a_deeper_block_keeps_that_many_spares_on_the_background_cores():
         finally:
             pair.close()
     assert not spares._spares
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(kv.decode().split("=", 1) for kv in raw if b"=" in kv)
+
+
+def test_a_spares_reference_worker_warms_torch_compile_and_shares_the_homes_compile_cache():
+    """Every evaluation compiles its baselines (they are timed paired with the solution): a spare's
+    reference worker pays torch.compile's first-use costs while it waits, a pair started for an
+    evaluation does not; every reference worker's Inductor cache is the home's, the child's its own."""
+    from cuda_agent.harness.workers import spares
+    from cuda_agent.home import subdir
+
+    backend, config = Backend("cpu"), EvalConfig(device="cpu", profile=False)
+    with keep_warm():
+        now = take_pair(ensure_user(), backend, config)
+        try:
+            ahead = spares._spares[0]
+            assert spares.WARM_COMPILE_ENV not in _environ(now.ref.proc.pid)
+            assert _environ(ahead.ref.proc.pid)[spares.WARM_COMPILE_ENV] == "cpu0"
+            for pair in (now, ahead):
+                assert _environ(pair.ref.proc.pid)["TORCHINDUCTOR_CACHE_DIR"] == str(subdir("inductor"))
+                assert _environ(pair.child.proc.pid)["TORCHINDUCTOR_CACHE_DIR"] != str(subdir("inductor"))
+        finally:
+            now.close()

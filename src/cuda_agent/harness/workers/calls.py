@@ -1,48 +1,113 @@
-"""The worker's side of a timing run that the harness drives call by call (timing.drive): the
-harness sends each call's input seed only when it asks for the call, stamps the call with its own
-clock, and decides how many calls to make and which outputs to check; a worker only draws the
-inputs, makes the call, reports its own figures and keeps the last output until the next call."""
+"""The worker's side of a timing run that the harness drives call by call (timing.drive,
+paired.drive_paired): the harness sends each call's input seed only when it asks for the call,
+stamps the call with its own clock, and decides how many calls to make and which outputs to
+check; a worker only draws the inputs, makes the call, reports its own figures and keeps the last
+output until the next call. Where the harness asks for CUDA graphs (graphs.py), a call is one
+replay of a graph of several calls, each on inputs of its own drawn from the call's seed."""
 
 from __future__ import annotations
 
 import math
 import os
+import statistics
 from contextlib import ExitStack
 from typing import Callable
 
 import torch
 
-from cuda_agent.measure import CallTimer, TimingPlan, as_timer, make_inputs, release
+from cuda_agent.measure import (CallTimer, Graph, NotCapturable, TimingPlan, as_timer, call_seed, graph_calls,
+                                graph_unsupported, make_inputs, release)
 
 # Bound at import, before a solution's code runs in the child.
 _manual_seed, _urandom, _no_grad = torch.manual_seed, os.urandom, torch.no_grad
 
 
-class CallServer:
-    """One driven timing run of `fn` on the task's inputs: `call(seed)` draws the inputs of that
-    seed, times the call with a CallTimer and keeps its output in `last`; the global random
-    generator is reseeded from the OS after each draw, so nothing read from it tells the next
-    inputs (the harness's next seed is drawn in the harness, not derived from this one)."""
+def _reseed() -> None:
+    """The global generator reseeded from the OS: nothing read from it tells the next inputs."""
+    _manual_seed(int.from_bytes(_urandom(8), "little") >> 2)
 
-    def __init__(self, fn: Callable[..., object], task, device: torch.device, plan: TimingPlan,
+
+def _bytes(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_bytes(v) for v in value)
+    return 0
+
+
+class CallServer:
+    """One driven timing run of named callables (`fns`: the solution's child has one, the reference
+    worker eager and torch.compile) on the task's inputs: `call(seed, which)` draws the inputs of
+    that seed, times the call with a CallTimer and keeps its output in `last` (where `keep`; none
+    of the baselines' is checked). The global random generator is reseeded from the OS after each
+    draw (the harness's next seed is drawn in the harness, not derived from this one). After
+    `capture`, a call of a captured callable is a replay of its graph."""
+
+    def __init__(self, fns: dict[str, Callable[..., object]], task, device: torch.device, plan: TimingPlan,
                  as_timing_thread: bool = False):
-        self.fn, self.task, self.device = fn, task, device
+        self.fns, self.task, self.device, self.plan = fns, task, device, plan
         self._stack = ExitStack()
         if as_timing_thread:
             self._stack.enter_context(as_timer())
         self.timer = CallTimer(device, plan)
-        self.last: object = None
+        self.graphs: dict[str, Graph] = {}
+        self.last: object = None   # the last call's output; after a replay, the outputs of its calls in order
 
-    def call(self, seed: int) -> dict:
+    def call(self, seed: int, which: str, keep: bool = True) -> dict:
         self.last = None  # the previous output's memory is free before the next inputs are drawn
-        inputs = make_inputs(self.task, int(seed), self.device)
-        _manual_seed(int.from_bytes(_urandom(8), "little") >> 2)
-        with _no_grad():
-            times, self.last = self.timer(self.fn, inputs)
+        graph = self.graphs.get(which)
+        if graph is None:
+            inputs = make_inputs(self.task, int(seed), self.device)
+            _reseed()
+            with _no_grad():
+                times, out = self.timer(self.fns[which], inputs)
+        else:
+            for j in range(graph.calls):  # one set at a time: a graph holds its own copies
+                graph.load(j, make_inputs(self.task, call_seed(int(seed), j), self.device))
+            _reseed()
+            times, _ = self.timer(graph.replay, [])
+            out = graph.outputs
+        self.last = out if keep else None
         return {"ok": True, "t": [times.device_ms, times.host_ms, times.left_ms]}
+
+    def output(self, index: int | None) -> object:
+        """The last call's output; after a replay, that of its call `index`."""
+        if isinstance(self.last, list) and self.graphs:
+            return self.last[index or 0]
+        return self.last
+
+    def capture(self, seed: int, calls: int | None) -> dict:
+        """Every callable captured in a CUDA graph of `calls` calls, on the input sets of
+        `call_seed(seed, j)` (None: as many calls as about `plan.graph_ms` of the first callable's
+        take, timed here per call). The reply says whether, how many calls, or why not."""
+        if why := graph_unsupported(self.device):
+            return {"ok": True, "captured": False, "reason": why}
+        try:
+            if calls is None:
+                first = next(iter(self.fns))
+                ms = [self.call(call_seed(int(seed), 1000 + i), first)["t"][0] for i in range(3)]
+                size = _bytes(self.last) + _bytes(make_inputs(self.task, int(seed), self.device))
+                calls = graph_calls(statistics.median(ms), size, self.plan.graph_ms)
+            self.last = None
+            sets = [make_inputs(self.task, call_seed(int(seed), j), self.device) for j in range(int(calls) + 1)]
+            _reseed()
+            for which, fn in self.fns.items():
+                self.graphs[which] = Graph(fn, sets[:-1], sets[-1:])
+            del sets
+        except Exception as e:  # NotCapturable, or no memory for the graphs' input sets: timed per call
+            self.drop_graphs()
+            why = str(e) if isinstance(e, NotCapturable) else f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+            return {"ok": True, "captured": False, "reason": why}
+        return {"ok": True, "captured": True, "calls": int(calls)}
+
+    def drop_graphs(self) -> None:
+        self.graphs.clear()
+        self.last = None
+        release(self.device)
 
     def close(self) -> None:
         self.last = None
+        self.graphs.clear()
         self._stack.close()
         release(self.device)
 

@@ -260,13 +260,18 @@ class TimingRun:
         # The timed calls run without the operator guard: a Python dispatch mode costs 50-70 us of host
         # time a call (H200, 2026-11-26: the demo kernel read 0.07-0.09 ms against 0.019 ms), which the
         # host floor then charges to the solution; rules on ATen in timed calls are the static scan's.
-        self.server = CallServer(model, task, device, TimingPlan.from_dict(msg["plan"]))
+        self.server = CallServer({"solution": model}, task, device, TimingPlan.from_dict(msg["plan"]))
 
     def call(self, msg: dict) -> dict:
-        return self.server.call(int(msg["seed"]))
+        return self.server.call(int(msg["seed"]), "solution")
+
+    def capture(self, msg: dict) -> dict:
+        """The solution captured in a CUDA graph of the calls the harness names (graphs.py)."""
+        return self.server.capture(int(msg["seed"]), int(msg["calls"]))
 
     def check(self, msg: dict, keep: list) -> dict:
-        flat = flatten_outputs(self.server.last, device=self.device)
+        index = msg.get("index")
+        flat = flatten_outputs(self.server.output(None if index is None else int(index)), device=self.device)
         if isinstance(flat, str):
             raise Failure("profile", flat)
         return {"ok": True, "meta": hand_over(flat, f"{self.public}/out_{msg['tag']}", self.route, keep)}
@@ -333,6 +338,8 @@ def main(fd_in: int, fd_out: int) -> None:
                 channel.send({"ok": True})
             elif op == "call" and timing is not None:
                 channel.send(timing.call(msg))
+            elif op == "graph" and timing is not None:
+                channel.send(timing.capture(msg))
             elif op == "check" and timing is not None:
                 channel.send(timing.check(msg, keep))
             elif op == "time_end" and timing is not None:

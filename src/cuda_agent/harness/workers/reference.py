@@ -24,7 +24,7 @@ def serve(channel) -> None:
 
     import torch
 
-    from cuda_agent.harness.workers.spares import WARM_ENV
+    from cuda_agent.harness.workers.spares import WARM_COMPILE_ENV, WARM_ENV
 
     from cuda_agent.measure import NEAR, SHIFTED, TimingPlan, make_inputs, make_model, module_from_source
     from cuda_agent.harness.workers.calls import CallServer
@@ -34,6 +34,8 @@ def serve(channel) -> None:
     warm = os.environ.get(WARM_ENV, "")
     if warm.startswith("cuda"):  # a spare (see spares.py): the CUDA context while it waits for a job
         torch.empty(1, device=warm)
+    if WARM_COMPILE_ENV in os.environ:  # a spare: torch.compile's first-use costs paid while it waits
+        _warm_compile(warm if warm.startswith("cuda") else "cpu", os.environ[WARM_COMPILE_ENV])
     job = channel.recv()
     if job is None:
         return
@@ -47,6 +49,8 @@ def serve(channel) -> None:
     prints = Fingerprints()
     compiled = None
     timing = None
+    fns: dict = {}
+    sides: list[str] = []
     while (msg := channel.recv()) is not None:
         op = msg.get("op")
         if op == "reference":
@@ -72,22 +76,52 @@ def serve(channel) -> None:
         elif op == "compile":  # CPU work, done before the harness takes the device for timing
             compiled = _compile(model, make_inputs(task, msg["seed"], device), msg)
             channel.send({"ok": True})
-        elif op == "time_start":  # a baseline timed call by call, as the harness drives it (workers/calls.py)
-            fn = compiled if msg.get("which") == "compile" else model
-            if fn is None:
-                channel.send({"error": "the compiled model was asked for before it was compiled"})
+        elif op == "time_start":  # the baselines timed call by call, as the harness drives them (workers/calls.py)
+            fns = {"eager": model, "compile": compiled}
+            sides = list(msg.get("sides") or ["eager"])
+            if any(fns.get(side) is None for side in sides):
+                channel.send({"error": f"baselines {sides} asked for, but only eager and (once compiled) compile "
+                                       "are timed here"})
                 continue
-            timing = CallServer(fn, task, device, TimingPlan.from_dict(msg["plan"]), as_timing_thread=True)
+            timing = CallServer({side: fns[side] for side in sides}, task, device, TimingPlan.from_dict(msg["plan"]),
+                                as_timing_thread=True)
             channel.send({"ok": True,
                           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
         elif op == "call" and timing is not None:
-            channel.send(timing.call(msg["seed"]))
+            which = msg.get("which", "eager")
+            if which not in sides:
+                channel.send({"error": f"a call of {which!r}, not one of the baselines started ({sides})"})
+                continue
+            channel.send(timing.call(msg["seed"], which, keep=False))
+        elif op == "graph" and timing is not None:  # the baselines captured in CUDA graphs (measure/graphs.py)
+            channel.send(timing.capture(msg["seed"], msg.get("calls")))
+        elif op == "graph_end" and timing is not None:  # the solution could not be captured: per call after all
+            timing.drop_graphs()
+            channel.send({"ok": True})
         elif op == "time_end" and timing is not None:
             timing.close()
             timing = None
             channel.send({"ok": True})
         elif op == "quit":
             return
+
+
+def _warm_compile(device: str, lock: str) -> None:
+    """torch.compile of a tiny function, then forgotten: the imports and Inductor's set-up that a
+    worker's first compile pays (seconds) are paid here instead, holding the device lock `lock`
+    shared as a compile does ("": none). A failure here is the real compile's to report."""
+    from contextlib import nullcontext
+
+    import torch
+
+    from cuda_agent.measure import compile_for_timing, device_lock
+
+    try:
+        with device_lock(lock, shared=True) if lock else nullcontext():
+            compile_for_timing(torch.nn.ReLU(), [torch.randn(64, 64, device=device)])
+        torch._dynamo.reset()
+    except Exception:
+        pass
 
 
 def _compile(model, inputs: list, msg: dict):

@@ -18,11 +18,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from cuda_agent.devices import Backend
+from cuda_agent.devices import Backend, lock_name
 from cuda_agent.harness.config import EvalConfig
+from cuda_agent.home import subdir
 from cuda_agent.sandbox import Exchange, Process, SandboxUser, UserSlot, claim_user
 
 WARM_ENV = "CUDA_AGENT_WARM_DEVICE"  # set for a spare: create the CUDA context before the job comes
+# Set for a spare's reference worker (the device lock's key): pay torch.compile's first-use costs (imports,
+# Inductor's set-up: 5 s of a fresh worker's 5.6 s compile of sbr_small on 2 cores) before the job comes, the
+# lock held shared as for any compile; every evaluation compiles its baselines to time them paired.
+WARM_COMPILE_ENV = "CUDA_AGENT_WARM_COMPILE"
 
 
 @dataclass
@@ -58,17 +63,26 @@ def _key(user: SandboxUser | None, backend: Backend, config: EvalConfig) -> tupl
     return user, backend.device, config.memory_limit_gb
 
 
-def start_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig) -> Pair:
+def start_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig, spare: bool = False) -> Pair:
     """A reference worker and a solution child; with a sandbox `user` (the harness is root), the
-    child runs as a user of its own (a slot no other live child holds), else as `user` itself."""
+    child runs as a user of its own (a slot no other live child holds), else as `user` itself.
+    A `spare` (started ahead of its evaluation) warms torch.compile up while it waits."""
     slot = claim_user() if user is not None else None
     child_user = slot.user if slot is not None else user
     ex = Exchange(child_user)
     # On the CPU backend every process times with one thread: the solution's C++ runs on one, and an
     # eager baseline's OpenMP threads would otherwise be timed against whatever else the machine runs.
     env = {WARM_ENV: backend.device} if backend.is_cuda else {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # The reference worker compiles the task's model for every evaluation (its baselines are timed paired with
+    # the solution): its Inductor and Triton caches are the home's, shared by every reference worker and out
+    # of the children's reach (the home is the harness user's alone), so a task compiles from scratch once.
+    compiled = subdir("inductor")
+    ref_env = {**env, "TORCHINDUCTOR_CACHE_DIR": str(compiled), "TRITON_CACHE_DIR": str(compiled / "triton")}
+    if spare:
+        ref_env[WARM_COMPILE_ENV] = lock_name(backend.device) if config.quiet_host else ""
     try:
-        ref = Process("cuda_agent.harness.workers.reference", cwd=ex.private, log=ex.private / "reference.log", env=env)
+        ref = Process("cuda_agent.harness.workers.reference", cwd=ex.private, log=ex.private / "reference.log",
+                      env=ref_env)
         child = Process("cuda_agent.harness.workers.child", cwd=ex.public, log=ex.private / "child.log",
                         user=child_user, memory_bytes=int(config.memory_limit_gb * 2**30),
                         limit_address_space=not backend.is_cuda, isolate_network=True, env=env)
@@ -104,7 +118,7 @@ def take_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig) ->
         pair.pin(_cores["background"])  # the reference stays there (a pair started just now was not)
         pair.pin(_cores["foreground"], child_only=True)
         while len(_spares) < max(_depths, default=0) and (_cores["background"] or not config.profile):
-            spare = start_pair(user, backend, config)
+            spare = start_pair(user, backend, config, spare=True)
             spare.pin(_cores["background"])
             _spares.append(spare)
     return pair

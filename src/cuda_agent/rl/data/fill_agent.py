@@ -17,8 +17,9 @@ verify or profile call it was); the agent loop reports `pass_turn1` and `first_p
 `correct` (verl's validation metrics average them: pass at turn 1 against pass within the turns
 given), and `runs_summary` gives pass after turn k for every k over a folder of runs, by operator.
 
-The stages: `fill_collect` (a trained actor, frozen, on the held-out tasks: the measurement) and
-`fill_agentic` (multi-turn PPO on the training tasks, validated on the held-out ones), both in
+The stages: `fill_agentic_rft` (SFT on scripted runs of these tasks that the harness passed:
+rl/driver/fill_demos.py), `fill_collect` (a trained actor, frozen, on the held-out tasks: the measurement)
+and `fill_agentic` (multi-turn PPO on the training tasks, validated on the held-out ones), in
 rl/driver/train.py, with STAGE_OVERRIDES for a short conversation.
 """
 

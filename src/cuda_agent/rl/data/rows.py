@@ -218,6 +218,8 @@ def clean_message(message: dict[str, Any]) -> dict[str, Any]:
                              for i, c in enumerate(calls)]
     if message.get("tool_call_id"):
         out["tool_call_id"] = message["tool_call_id"]
+    if message.get("train") is False:   # in the text, out of the loss (rl/workers/sft_dataset.py)
+        out["train"] = False
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from cuda_agent.rl.data.rows import (AGENTIC, KERNELBENCH, REPLAY, SINGLE_TURN, KernelBenchGuard, load_training_tasks,
                                      read_parquet, rl_row, rl_rows, split_tasks, write_parquet)
-from cuda_agent.rl.driver import launch
+from cuda_agent.rl.driver import fill_demos, launch
 from cuda_agent.rl.driver.stages import COLLECTS, SPECS, RunConfig, TrainError, mapping_overrides
 
 Report = Callable[[dict[str, Any]], None]   # progress events, see train.run_stage
@@ -193,6 +193,8 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
                 {"actor": actor, "data": str(train), "tier": run.fill.tier})
     if stage in ("fill_collect", "fill_agentic"):
         return _fill_agent_overrides(run, stage, journal, user, common)
+    if stage == "fill_agentic_rft":   # scripted demonstrations through the harness, then SFT on them
+        return fill_demos.stage_overrides(run, user, common, report)
     if stage == "warmup":
         actor = critic = run.model
     elif stage in COLLECTS:   # the actor frozen, on the training tasks (verl's validation pass alone)
@@ -230,9 +232,8 @@ def generated_overrides(run: RunConfig, stage: str, data: dict[str, Path], journ
 
 def _fill_agent_overrides(run: RunConfig, stage: str, journal: launch.StageJournal, user: list[str],
                           common: list[str]) -> tuple[list[str], int, dict[str, Any]]:
-    """The fill family's multi-turn form (rl/data/fill_agent.py): fill_collect runs a trained actor, frozen,
-    on the held-out tasks (the measurement); fill_agentic trains on the training tasks from fill_rft's
-    actor, validated on the held-out ones."""
+    """The fill family's multi-turn form (rl/data/fill_agent.py): fill_collect runs a trained actor, frozen, on the
+    held-out tasks (the measurement); fill_agentic trains fill_agentic_rft's actor on the training tasks."""
     from cuda_agent.rl.data.fill_agent import STAGE_OVERRIDES, write_fill_agent_data
 
     d, key = run.out / stage, "actor_rollout_ref.model.path"
@@ -241,17 +242,16 @@ def _fill_agent_overrides(run: RunConfig, stage: str, journal: launch.StageJourn
     short = mapping_overrides(STAGE_OVERRIDES)
     if stage == "fill_collect":
         named = _given_value(user, key)
-        done = journal.finished("fill") or journal.finished("fill_rft")
+        done = next(filter(None, map(journal.finished, ("fill_agentic_rft", "fill", "fill_rft"))), None)
         actor = named or (done or {}).get("outputs", {}).get("actor")
         if actor is None:
-            raise TrainError(f"fill_collect runs the fill stage's actor (or fill_rft's), and neither has finished in "
-                             f"{run.out}: run `cuda-agent train fill_rft --config {run.path}` first, or name the "
-                             f"model yourself: fill_collect:{key}=FOLDER")
+            raise TrainError(f"fill_collect runs fill_agentic_rft's actor (else fill's, fill_rft's); none finished in {run.out}: "
+                             f"run `cuda-agent train fill_agentic_rft --config {run.path}`, or name it: fill_collect:{key}=DIR")
         paths = [f"data.train_files={val}", f"data.val_files={val}", "trainer.val_only=true",
                  "trainer.val_before_train=true"]
         return ([*common, *_models(None if named else actor, None), *short, *paths, *_ppo_logs(run, d)],
                 len(read_parquet(val)), {"actor": actor, "tasks": str(val), "tier": run.fill.tier})
-    actor = _given_value(user, key) or _previous(journal, run, stage, "fill_rft", "actor", user, key)
+    actor = _given_value(user, key) or _previous(journal, run, stage, "fill_agentic_rft", "actor", user, key)
     paths = [f"data.train_files={train}", f"data.val_files={val}"]
     return ([*common, *_models(actor, actor), *short, *paths, *_ppo_logs(run, d)], len(read_parquet(train)),
             {"actor": actor, "tasks": str(train), "tier": run.fill.tier})

@@ -97,6 +97,8 @@ def check_ppo(stage: str, cfg, train_rows: int, device: str) -> None:
         raise TrainError(f"{stage}: actor_rollout_ref.rollout.tensor_model_parallel_size must be 1 on one GPU")
     check_reward(stage, cfg, device)
     check_agent_loop(stage, cfg)
+    if cfg.actor_rollout_ref.rollout.agent.default_agent_loop in ("cuda_agent", "cuda_agent_replay"):
+        require_tool_template(cfg.actor_rollout_ref.model.path, stage)   # the policy must see its tools
     if train_rows < cfg.data.train_batch_size:
         raise TrainError(f"{stage}: {train_rows} training rows, fewer than data.train_batch_size="
                          f"{cfg.data.train_batch_size}; lower it ({stage}:data.train_batch_size=N, with "
@@ -167,6 +169,23 @@ def check_agent_loop(stage: str, cfg) -> None:
         raise TrainError(f"{stage}: its agent loop {agent.default_agent_loop!r} is {target}, which does not import "
                          f"here ({e}); install the cuda-agent that has it, or point "
                          "actor_rollout_ref.rollout.agent.agent_loop_config_path at a file that names another") from None
+
+
+def require_tool_template(model: str | Path, stage: str) -> None:
+    """TrainError unless the model folder's chat template shows hermes tool calls (the agent loop's
+    policy could never call a tool otherwise; rl/rollout/chat_template.py tells them apart); a path
+    that is not a model folder is left to verl."""
+    if not (Path(model) / "tokenizer_config.json").is_file():
+        return
+    from transformers import AutoTokenizer
+
+    from cuda_agent.rl.rollout.chat_template import renders_tool_calls
+
+    if not renders_tool_calls(AutoTokenizer.from_pretrained(str(model))):
+        raise TrainError(f"{stage}: the chat template of {model} does not show tool calls (no <tool_call> block, or "
+                         "no tools listed), so the policy in the agent loop could never call a tool. Give the model "
+                         f"cuda-agent's tool template: `python -m cuda_agent.rl.rollout.chat_template {model}` "
+                         "(SmolLM2: convert it with `python -m cuda_agent.rl.tools.pretrained OUT --tool-template`)")
 
 
 def check_reward(stage: str, cfg, device: str) -> None:

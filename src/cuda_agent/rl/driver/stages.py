@@ -26,9 +26,9 @@ PACKAGE_DIR = CONFIG_DIR.parents[2]          # the installed cuda_agent package
 # the agent loops' list (rl/rollout/agent_loop.py), with defaults; a path, so that the driver imports no verl
 AGENT_LOOPS = PACKAGE_DIR / "rl" / "rollout" / "agent_loops.yaml"
 STAGES = ("warmup", "collect", "rft", "collect_rft", "value", "agentic")
-# a collecting stage -> the stage whose actor it runs (fill_collect: fill's, else fill_rft's)
+# a collecting stage -> the stage whose actor it runs (fill_collect: fill_agentic_rft's, fill's or fill_rft's)
 COLLECTS = {"collect": "warmup", "collect_rft": "rft", "fill_collect": "fill"}
-FILL_STAGES = ("fill_rft", "fill", "fill_collect", "fill_agentic")   # they write their own data (rl/data/fill*.py)
+FILL_STAGES = ("fill_rft", "fill", "fill_agentic_rft", "fill_collect", "fill_agentic")   # own data (rl/data/fill*.py, fill_demos.py)
 PLATFORMS = ("gpu", "cpu")
 
 
@@ -64,11 +64,15 @@ SPECS = {
     "fill": StageSpec("fill", "ppo", "fill", ("actor", "critic"),
                       "PPO with a critic on the fill family, from fill_rft's actor (or the model named)"),
     # its multi-turn form (rl/data/fill_agent.py): the same tasks in the agent loop, verify and retry
+    "fill_agentic_rft": StageSpec("fill_agentic_rft", "sft", "fill_agentic_rft", (),
+                                  "RFT of the actor on scripted runs of the multi-turn form that the harness passed "
+                                  "(edit, verify, read the verdict, fix: rl/driver/fill_demos.py)"),
     "fill_collect": StageSpec("fill_collect", "ppo", "collect", (),
-                              "fill's actor (or fill_rft's) runs the agent loop on the fill family's held-out "
-                              "tasks: pass after turn k vs turn 1"),
+                              "fill_agentic_rft's actor (or fill's, or fill_rft's) runs the agent loop on the fill "
+                              "family's held-out tasks: pass after turn k vs turn 1"),
     "fill_agentic": StageSpec("fill_agentic", "ppo", "agentic", ("actor", "critic"),
-                              "multi-turn PPO on the fill family's tasks in the agent loop, from fill_rft's actor"),
+                              "multi-turn PPO on the fill family's tasks in the agent loop, from fill_agentic_rft's "
+                              "actor"),
 }
 
 
@@ -109,11 +113,14 @@ class FillSettings:
     """The fill family's run (rl/data/fill.py): which training operators fill_rft's correct examples show
     (null: all of them; the others are learned in the fill stage from the harness's reward alone),
     and the tier: 1, the expression, judged for correctness (reward -1 or 1); 2, the expression and
-    a choice that changes only speed (EPT), every correct reply timed (reward up to 3)."""
+    a choice that changes only speed (EPT), every correct reply timed (reward up to 3). fill_agentic_rft
+    runs `demos` scripted demonstrations of the multi-turn form, `wrong_share` of them first wrong."""
 
     rft_ops: list[str] | None = None
     copies: int = 1            # each correct example this many times
     tier: int = 1
+    demos: int = 128           # fill_agentic_rft's demonstrations (rl/driver/fill_demos.py)
+    wrong_share: float = 0.4   # of them, those that write a plausible wrong expression first, then fix it
 
 
 @dataclass
@@ -217,6 +224,9 @@ def load_run_config(path: str | Path) -> RunConfig:
     if fill_settings.tier not in (1, 2):
         raise TrainError(f"{path}: fill.tier is {fill_settings.tier}; use 1 (the expression, correctness) or 2 "
                          "(the expression and EPT, timed)")
+    if fill_settings.demos < 1 or not 0 <= fill_settings.wrong_share <= 1:
+        raise TrainError(f"{path}: fill.demos is {fill_settings.demos} and fill.wrong_share {fill_settings.wrong_share}; "
+                         "demos must be at least 1, wrong_share between 0 and 1")
     if fill_settings.rft_ops is not None:
         from cuda_agent.rl.data.fill import OPS
 

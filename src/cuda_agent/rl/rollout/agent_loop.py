@@ -68,6 +68,7 @@ from cuda_agent.devices import resolve_backend
 from cuda_agent.harness import EvalResult, RewardSchedule, TimingPlan
 from cuda_agent.home import subdir
 from cuda_agent.rl.data.rft import first_pass
+from cuda_agent.rl.rollout.chat_template import token_builder
 from cuda_agent.rl.rollout.evaluation import EVALUATORS, RL_TIMING, make_evaluator_factory
 from cuda_agent.rl.rollout.token_model import VerlTokenModel
 from cuda_agent.rl.rollout.token_trajectory import TokenTrajectory
@@ -166,6 +167,7 @@ class CudaAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, tools: Any = None, name: str | None = None, **kwargs: Any):
         self.settings = LoopSettings.from_options(_pop_options(kwargs))  # `tools`, `name`: verl's, unused
         super().__init__(*args, **kwargs)
+        self.continuous_token_builder = token_builder(self.continuous_token_builder, self.tokenizer)
         self.device = resolve_backend(self.settings.device).device
         self.agent_config = rl_config(load_config(self.settings.agent_config), self.rollout_config,
                                       self.settings.final_profile)
@@ -229,6 +231,7 @@ class ReplayAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, tools: Any = None, name: str | None = None, **kwargs: Any):
         self.settings = LoopSettings.from_options(_pop_options(kwargs))
         super().__init__(*args, **kwargs)
+        self.continuous_token_builder = token_builder(self.continuous_token_builder, self.tokenizer)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         info = kwargs.get("extra_info") or {}

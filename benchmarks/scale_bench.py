@@ -1,0 +1,132 @@
+"""The evaluation service across the GPUs of one host (issue 27): throughput on the demo task with 1
+and with N GPUs in one run, then the soak on all N (1,000 requests, every tenth faulty, one GPU's
+evaluator killed half-way: one verdict per request, each fault with its reason, nothing lost).
+
+    python benchmarks/scale_bench.py --gpus 1 4 --soak 1000 --summary benchmarks/scale/summary.json
+    python benchmarks/scale_bench.py --device cpu --gpus 1 2 --evals-per-gpu 4 --soak 20   # the plumbing
+
+Each N gets a service of its own (`ServiceSettings.gpus`; on the CPU, N evaluators stand in for N
+GPUs) and `--evals-per-gpu` x N evaluations of the demo solution submitted at once, its build and
+baselines cached first. The figures merge into `--summary` (other steps of issue 27, such as
+`bench_wall_s` and `rl_step_s`, keep theirs); `--json` keeps every figure. Prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "src"))
+
+from service_bench import soak, throughput  # noqa: E402  (the one-device benchmark's measurements)
+
+GOALS = {"evals_per_hour_per_gpu": 2500, "scaling": 0.9}
+
+
+def settings_for(device: str, gpus: int, per_device: int):
+    from cuda_agent.service import ServiceSettings
+
+    return ServiceSettings(device=device, gpus=gpus, evaluators_per_device=per_device,
+                           cpu_evaluators=gpus * per_device)
+
+
+def device_name(device: str, gpus: int) -> str:
+    if device != "cuda":
+        return f"cpu ({gpus} evaluators as GPUs)"
+    import torch
+
+    return f"{gpus}x {torch.cuda.get_device_name(0)}"
+
+
+def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int, soak_n: int) -> dict:
+    """Throughput per GPU count, then the soak on the largest."""
+    from cuda_agent.harness import EvalConfig
+    from cuda_agent.service import EvalService
+    from service_bench import demo
+
+    out: dict = {"throughput": {}}
+    for n in counts:
+        t0 = time.perf_counter()
+        with EvalService(settings_for(device, n, per_device)) as svc:
+            start_s = time.perf_counter() - t0
+            row = throughput(svc, device, evals_per_gpu * n)
+            row.update(evaluators=svc.evaluators, service_start_s=start_s)
+        out["throughput"][str(n)] = row
+        print(f"{n} GPU(s): {row['evals_per_hour']:.0f} evaluations/h over {row['evaluators']} evaluators, "
+              f"rewards {row['rewards']}", flush=True)
+    if soak_n:
+        n = max(counts)
+        task, sol = demo(device)
+        with EvalService(settings_for(device, n, per_device)) as svc:
+            svc.evaluate(task, sol, EvalConfig(device=device))  # built, baselines cached
+            out["soak"] = soak(svc, device, soak_n, out["throughput"][str(n)]["eval_s"])
+            out["soak"]["gpus"] = n
+        print("soak", json.dumps({k: v for k, v in out["soak"].items() if k != "stats"})[:800], flush=True)
+    return out
+
+
+def summarize(out: dict, device: str, old: dict | None = None) -> dict:
+    """summary.json's fields from a run (merged into `old`: the other steps' figures stay)."""
+    counts = sorted(int(n) for n in out["throughput"])
+    per_hour = {str(n): round(out["throughput"][str(n)]["evals_per_hour"]) for n in counts}
+    summary = dict(old or {})
+    summary.update(device=device_name(device, max(counts)), date=time.strftime("%Y-%m-%d"), gpus=max(counts),
+                   evals_per_hour=per_hour)
+    if 1 in counts and len(counts) > 1:
+        n = max(counts)
+        summary["scaling"] = {"gpus": n, "ratio": round(per_hour[str(n)] / (n * per_hour["1"]), 3),
+                              "goal": GOALS["scaling"]}
+    if "soak" in out:
+        k = out["soak"]
+        summary["soak"] = {"requests": k["requests"], "verdicts": k["verdicts"], "lost": k["requests"] - k["verdicts"],
+                           "wrong": len(k["wrong"]), "killed_evaluator": k["killed_evaluator"], "gpus": k["gpus"],
+                           "retried": k["retried"], "harness_errors": k["harness_errors"]}
+    return summary
+
+
+def table(summary: dict) -> str:
+    per_hour = summary["evals_per_hour"]
+    lines = ["| GPUs | evaluations/h | per GPU | goal per GPU |", "|--:|--:|--:|--:|"]
+    for n, v in sorted(per_hour.items(), key=lambda kv: int(kv[0])):
+        lines.append(f"| {n} | {v} | {v / int(n):.0f} | {GOALS['evals_per_hour_per_gpu']} |")
+    if "scaling" in summary:
+        s = summary["scaling"]
+        lines.append(f"\n{s['gpus']} GPUs / (N x 1 GPU): **{s['ratio']:.2f}** (goal >= {s['goal']})")
+    if "soak" in summary:
+        k = summary["soak"]
+        lines.append(f"soak on {k['gpus']}: {k['requests']} requests, {k['verdicts']} verdicts, {k['lost']} lost, "
+                     f"{k['wrong']} wrong, evaluator killed {k['killed_evaluator']}, {k['retried']} retried")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--gpus", type=int, nargs="+", default=[1, 2], help="GPU counts to measure, each its own service")
+    ap.add_argument("--per-device", type=int, default=1, help="evaluators sharing a GPU")
+    ap.add_argument("--evals-per-gpu", type=int, default=60)
+    ap.add_argument("--soak", type=int, default=0, help="soak requests on the largest count (0: no soak)")
+    ap.add_argument("--summary", type=Path, default=None, help="summary.json to merge the figures into")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    from cuda_agent.devices import default_device
+
+    device = args.device or default_device()
+    out = measure(device, sorted(set(args.gpus)), args.per_device, args.evals_per_gpu, args.soak)
+    old = json.loads(args.summary.read_text()) if args.summary and args.summary.exists() else None
+    summary = summarize(out, device, old)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1, default=str))
+    if args.summary:
+        args.summary.parent.mkdir(parents=True, exist_ok=True)
+        args.summary.write_text(json.dumps(summary, indent=1) + "\n")
+    print(table(summary))
+
+
+if __name__ == "__main__":
+    main()

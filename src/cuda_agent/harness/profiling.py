@@ -1,0 +1,207 @@
+"""The profile stage of one evaluation: the solution and its baselines timed paired
+(measure.paired), driven from here over the two processes of session.py, and the speed-ups taken
+from the paired figures.
+
+What runs where:
+- here, trusted: the clock, the loop (`measure.drive_paired`), every call's seed, the statistics,
+  and the watch on the solution's figures (`measure.watch`, with the eager calls of the same run
+  as the trusted ones);
+- the reference worker, trusted: the eager and torch.compile calls, each timed by its CallTimer;
+- the solution's child: the solution's calls, each timed by its CallTimer. It is sent one call at
+  a time and never learns a figure but its own.
+This process holds the device's lock alone for the whole run; neither worker takes the lock while
+it times, so the two can never wait for each other. The baselines' windows of each round run with
+every process of the solution's user stopped (sandbox.frozen): nothing the solution left running
+can slow them, and so inflate its speed-up.
+
+The judge's cached baselines are recorded beside the paired figures (a drift check; never the
+reward's), stored where there were none, and replaced where the paired eager figure is faster than
+the cached one by more than baselines.CACHE_AGREEMENT (a figure poisoned when it was taken).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import suppress
+from dataclasses import asdict
+
+from cuda_agent.devices import Backend, lock_name
+from cuda_agent.harness import baselines
+from cuda_agent.harness.config import EvalConfig
+from cuda_agent.harness.result import EvalResult
+from cuda_agent.harness.session import Session, Stop, new_seed, timed
+from cuda_agent.harness.workers.calls import read_times
+from cuda_agent.home import subdir
+from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed, device_lock,
+                                drive_paired, side_stats, watch)
+from cuda_agent.sandbox import frozen
+from cuda_agent.tasks import Task
+
+BASELINES = ("eager", "compile")
+SOLUTION = "solution"
+
+
+def profile(session: Session, task: Task, backend: Backend, result: EvalResult) -> None:
+    """torch.compile of the reference (CPU work, before the device is taken), then the paired run
+    with the device held alone; a speed-up past the sanity bound is measured once more."""
+    result.stage = "profile"
+    with timed(result, "compile"):  # the reference worker holds the lock shared itself (reference._compile)
+        session.ask_reference({"op": "compile", "seed": new_seed(), "quiet": session.config.quiet_host,
+                               "lock": lock_name(backend.device), "lock_dir": str(subdir("locks"))})
+    with device_lock(lock_name(backend.device)), timed(result, "timing"):
+        paired = _watched_run(session, result, backend.is_cuda)
+        if paired.ratios["compile"].value > session.config.sanity_speedup:
+            result.flags.append("speedup_remeasured")
+            result.details["first_solution_timing"] = asdict(result.solution)
+            result.details["first_paired"] = paired.to_dict()
+            paired = _watched_run(session, result, backend.is_cuda)
+    if not result.solution.median_ms > 0:
+        raise Stop("profile", f"the timed runs report {result.solution.median_ms} ms per call, which no real call "
+                              "takes: was the timer tampered with?")
+    _against_cache(task, backend, session.config, result, paired)
+    if "solution_not_captured" in result.flags:
+        result.reason = f"{result.reason}; {result.details['graph']}"
+    result.paired = paired
+    result.speedup_vs_eager = paired.ratios["eager"].value
+    result.speedup_vs_compile = paired.ratios["compile"].value
+    if result.speedup_vs_compile > session.config.sanity_speedup:
+        result.flags.append("speedup_beyond_sanity_bound")
+
+
+def _watched_run(session: Session, result: EvalResult, cuda: bool) -> PairedTiming:
+    """A paired run whose solution figures the harness's own clock confirms (measure.watch). A run
+    that disagrees is timed once more before the solution is accused: a burst of load on the host
+    can land on the solution's calls and miss the trusted ones (2 of 8 honest evaluations on the
+    2-core CPU with three busy loops beside, 2026-11-26); a lie repeats."""
+    for attempt in (1, 2):
+        run, calls = _paired_run(session, result, cuda)
+        replays = side_stats(run, SOLUTION, cuda)   # the figures as the harness's clock saw each request
+        seen = watch(replays, run.calls(SOLUTION), run.calls("eager"), "cuda" if cuda else "cpu")
+        result.details["watch"] = seen.to_dict()
+        if seen.ok:
+            stats = {side: side_stats(run, side, cuda, per=calls or 1) for side in run.windows}
+            result.eager, result.compile, result.solution = stats["eager"], stats["compile"], stats[SOLUTION]
+            result.details["timed_outputs_checked"] = len(run.checked)
+            if run.cut_short:
+                result.flags.append("timing_cut_short")
+            return PairedTiming.of(run, session.config.timing, cuda, graph_calls=calls)
+        if attempt == 1:
+            result.flags.append("watch_retimed")
+            result.details["first_watch"] = seen.to_dict()
+    raise Stop("profile", _lie(seen))
+
+
+def _lie(seen: Watch) -> str:
+    return (f"the solution's process reported {seen.reported_ms:.4g} ms per call, but the harness's own clock saw "
+            f"{seen.seen_ms:.4g} ms per call beyond its own work (tolerance {seen.tolerance_ms:.2g} ms), twice: "
+            "figures that are not the timed calls' own (a clock or timer tampered with in the solution's process?)")
+
+
+def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[PairedRun, int]:
+    """One paired run: the solution in the child, eager and torch.compile in the reference worker,
+    each call's inputs drawn from a seed sent with it (timed by graph replays where `_capture` got
+    graphs: returns how many calls each holds, else 0). The outputs of solution calls chosen after
+    they returned (and of the last; of a replay, those of all its calls) are checked before the
+    next call is made, so results cached across calls or work skipped on some calls fail it."""
+    tag, plan = session.next_tag(), session.config.timing
+    calls = 0
+
+    def check(i: int, seed: int) -> None:
+        for j in range(calls or 1):
+            name = f"{tag}_{i}_{j}" if calls else f"{tag}_{i}"
+            meta = session.ask_child({"op": "check", "tag": name, **({"index": j} if calls else {})},
+                                     "profile").get("meta")
+            session.ask_reference({"op": "reference", "tag": name, "seed": call_seed(seed, j) if calls else seed})
+            v = session.check_output(name, meta)
+            if not v["ok"]:
+                where = f"call {j + 1} of the graph replayed as timed call {i}" if calls else f"timed call {i}"
+                raise Stop("profile", f"output of {where} is wrong ({v['reason']}): results cached across calls, "
+                                      "work skipped on some calls, or behaviour that changes with the number of "
+                                      "calls (or under CUDA graph capture)?")
+
+    def side(name: str) -> Side:
+        if name == SOLUTION:
+            return Side(name, lambda seed: _call_times(session.ask_child({"op": "call", "seed": seed}, "profile")))
+        return Side(name, lambda seed: _call_times(session.ask_reference({"op": "call", "which": name, "seed": seed})))
+
+    child_uid = _uid_of(session.child.proc.pid)
+    ends = [lambda: session.ask_reference({"op": "time_end"})]
+    try:
+        start = session.ask_reference({"op": "time_start", "sides": list(BASELINES), "plan": plan.to_dict()})
+        result.details["device_name"] = start.get("device_name")
+        session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
+        ends.insert(0, lambda: session.ask_child({"op": "time_end"}, "profile"))  # its guarded calls after the timed
+        if cuda and plan.graphs:
+            calls = _capture(session, result)
+        run = drive_paired(side(SOLUTION), [side(b) for b in BASELINES], plan, cuda=cuda, check=check,
+                           checks=session.config.timed_outputs_checked,
+                           quiet=lambda: frozen([child_uid] if child_uid else []))
+    except BaseException:
+        for end in ends:  # what failed first is the verdict's reason, not a worker gone since
+            with suppress(Exception):
+                end()
+        raise
+    for end in ends:
+        end()
+    return run, calls
+
+
+def _capture(session: Session, result: EvalResult) -> int:
+    """CUDA graphs for every side, the method chosen by the reference: where eager and torch.compile
+    can be captured (the reference worker picks how many calls a graph holds), the solution is
+    captured with as many; where it cannot be while they could, every side is timed per call and
+    the verdict says why (flag `solution_not_captured`). Returns the calls a graph holds, else 0."""
+    seed = new_seed()
+    ref = session.ask_reference({"op": "graph", "seed": seed})
+    if not ref.get("captured"):
+        result.details["graph"] = f"timed per call: the reference cannot be captured in a CUDA graph ({ref.get('reason')})"
+        return 0
+    calls = int(ref["calls"])
+    ours = session.ask_child({"op": "graph", "seed": seed, "calls": calls}, "profile")
+    if not ours.get("captured"):
+        session.ask_reference({"op": "graph_end"})
+        if "solution_not_captured" not in result.flags:   # once, where the speed-up is measured again
+            result.flags.append("solution_not_captured")
+        result.details["graph"] = ("timed per call, as its baselines: the reference could be captured in a CUDA graph "
+                                   f"and the solution could not ({ours.get('reason')}); launch every kernel on the "
+                                   "current stream and keep forward free of host synchronisation to be timed by "
+                                   "graph replays")
+        return 0
+    result.details["graph"] = f"timed by replays of CUDA graphs of {calls} calls"
+    return calls
+
+
+def _uid_of(pid: int) -> int | None:
+    """The user a process runs as (the solution's child: its sandbox user), None where it is gone."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def _call_times(reply: dict) -> CallTimes:
+    times = read_times(reply)
+    if times is None:
+        raise Stop("profile", "a timed call's figures are not three non-negative numbers: was the timer tampered with?")
+    return CallTimes(*times)
+
+
+def _against_cache(task: Task, backend: Backend, config: EvalConfig, result: EvalResult, paired: PairedTiming) -> None:
+    """The judge's cached baselines beside the paired ones (paired.cached_ms; flag `baseline_cached`);
+    stored where there were none and the host was kept quiet, replaced where the paired eager figure
+    is faster than the cached one by more than CACHE_AGREEMENT (flag `baseline_cache_disagreed`: a
+    cached figure slower than the truth was poisoned when it was taken; a faster one is drift,
+    recorded and kept)."""
+    key = baselines.cache_key(task.code, backend.device, config.timing)
+    cached = baselines.load(key) if config.use_baseline_cache else None
+    fresh: tuple[TimingStats, TimingStats] = (result.eager, result.compile)
+    if cached is not None:
+        paired.cached_ms = {"eager": cached[0].median_ms, "compile": cached[1].median_ms}
+        if cached[0].median_ms <= baselines.CACHE_AGREEMENT * fresh[0].median_ms:
+            result.flags.append("baseline_cached")   # found, recorded beside the paired figures, kept
+            return
+        result.flags.append("baseline_cache_disagreed")
+    if config.quiet_host:  # figures taken beside compiles are not for others to reuse
+        baselines.store(key, *fresh, {"task": result.task, "device_name": result.details.get("device_name"),
+                                      "stored": time.strftime("%Y-%m-%dT%H:%M:%S")})

@@ -1,0 +1,222 @@
+"""The profile stage (harness/profiling.py) on the CPU backend: the solution and its baselines are
+timed paired in one run, the baselines' windows with the solution's processes stopped; the
+solution's child is sent seeds and nothing of the figures; the verdict carries how every figure
+was taken (method, rounds, windows, standard errors, what ended the run) and the reward is the
+paired speed-ups'. One evaluation, watched, serves every test here."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness import EvalConfig, TimingPlan, evaluate
+from cuda_agent.harness.result import EvalResult
+from cuda_agent.tasks import load_task
+
+HACKS = Path(__file__).resolve().parent.parent / "hacks"
+PLAN = TimingPlan(min_runs=5, max_runs=40, budget_s=0.3, warmup_s=0.0, min_warmup=2, min_rounds=4)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory):
+    """One evaluation of the honest fused kernel with every request to the two workers recorded,
+    each with whether the solution's user was stopped (sandbox.frozen) when it was made."""
+    from cuda_agent.harness import profiling
+    from cuda_agent.harness.session import Session
+
+    mp = pytest.MonkeyPatch()
+    log: list[tuple[str, dict, tuple]] = []
+    stopped: list[tuple] = []
+    frozen = profiling.frozen
+
+    def recording_frozen(uids):
+        uids = tuple(uids)
+
+        class Block:
+            def __enter__(self):
+                self.inner = frozen(uids)
+                stopped.append(uids)
+                return self.inner.__enter__()
+
+            def __exit__(self, *exc):
+                stopped.pop()
+                return self.inner.__exit__(*exc)
+        return Block()
+
+    ask_ref, ask_child = Session.ask_reference, Session.ask_child
+
+    def ref(self, message, *a, **kw):
+        log.append(("reference", dict(message), tuple(stopped)))
+        return ask_ref(self, message, *a, **kw)
+
+    def child(self, message, stage):
+        log.append(("child", dict(message or {}), tuple(stopped)))
+        return ask_child(self, message, stage)
+
+    mp.setattr(profiling, "frozen", recording_frozen)
+    mp.setattr(Session, "ask_reference", ref)
+    mp.setattr(Session, "ask_child", child)
+    solution = tmp_path_factory.mktemp("profiling") / "solution"
+    shutil.copytree(HACKS / "cpu" / "honest_fused", solution, ignore=shutil.ignore_patterns("expect.json"))
+    try:
+        result = evaluate(load_task(HACKS / "tasks" / "sbr_small.py"), solution,
+                          EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False))
+    finally:
+        mp.undo()
+    assert result.correct and result.paired is not None, result.reason
+    return result, log
+
+
+def _timing(log: list) -> list:
+    """The requests of the profile stage: from the baselines' time_start to the last time_end."""
+    first = next(i for i, (who, m, _) in enumerate(log) if who == "reference" and m.get("op") == "time_start")
+    last = max(i for i, (_, m, _) in enumerate(log) if m.get("op") == "time_end")
+    return log[first:last + 1]
+
+
+def test_the_baselines_are_called_only_while_the_solutions_processes_are_stopped(watched):
+    import os
+
+    result, log = watched
+    calls = [(who, m, stopped) for who, m, stopped in _timing(log) if m.get("op") == "call"]
+    ref_calls = [stopped for who, _, stopped in calls if who == "reference"]
+    child_calls = [stopped for who, _, stopped in calls if who == "child"]
+    assert ref_calls and child_calls
+    assert all(stopped == () for stopped in child_calls)
+    if os.geteuid() == 0:   # sandbox users exist: the child's own is the one stopped
+        assert all(len(s) == 1 and len(s[0]) == 1 and s[0][0] > 0 for s in ref_calls)
+    else:
+        assert all(len(s) == 1 for s in ref_calls)
+    assert {m["which"] for who, m, _ in calls if who == "reference"} == {"eager", "compile"}
+
+
+def test_the_solution_is_sent_seeds_and_nothing_of_the_figures(watched):
+    """The solution's process computes no statistic and sees none: in the profile stage it is sent
+    its plan once, a seed per call, a tag per check, and the end."""
+    _, log = watched
+    sent = [m for who, m, _ in _timing(log) if who == "child"]
+    assert {m["op"] for m in sent} == {"time_start", "call", "check", "time_end"}
+    for m in sent:
+        allowed = {"time_start": {"op", "plan", "route"}, "call": {"op", "seed"}, "check": {"op", "tag"},
+                   "time_end": {"op"}}[m["op"]]
+        assert set(m) == allowed, m
+    seeds = [m["seed"] for m in sent if m["op"] == "call"]
+    assert len(set(seeds)) == len(seeds) or len(set(seeds)) > 0.5 * len(seeds)
+
+
+def test_the_reference_times_the_same_inputs_as_the_solution_round_by_round(watched):
+    _, log = watched
+    calls = [(who, m) for who, m, _ in _timing(log) if m.get("op") == "call"]
+    ours = {m["seed"] for who, m in calls if who == "child"}
+    eager = {m["seed"] for who, m in calls if who == "reference" and m["which"] == "eager"}
+    assert eager and eager <= ours
+
+
+def test_the_verdict_says_how_each_figure_was_taken_and_the_reward_is_the_paired_one(watched):
+    result, _ = watched
+    p = result.paired
+    assert p.method == "per_call" and p.stopped in ("target", "budget", "max_runs", "wall_limit")
+    assert p.met == (p.stopped == "target") and p.target_se == PLAN.target_se
+    assert p.rounds >= 2 and p.window >= 1 and p.warmup_rounds >= PLAN.min_warmup
+    assert set(p.ratios) == {"eager", "compile"} and all(math.isfinite(r.se) for r in p.ratios.values())
+    assert (result.speedup_vs_eager, result.speedup_vs_compile) == (p.ratios["eager"].value, p.ratios["compile"].value)
+    for stats in (result.eager, result.compile, result.solution):
+        assert stats.windows == p.rounds and stats.runs >= p.rounds and stats.window_spread >= 0
+    assert "paired (per call)" in result.render("eval") and f"{p.rounds} rounds" in result.render("eval")
+
+
+def test_the_paired_record_survives_a_journal_line(watched):
+    result, _ = watched
+    back = EvalResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back.paired.rounds == result.paired.rounds and back.paired.stopped == result.paired.stopped
+    assert back.paired.ratios["eager"].value == pytest.approx(result.paired.ratios["eager"].value, rel=1e-4)
+    assert back.eager.windows == result.eager.windows
+
+
+class _Workers:
+    """Stands in for a Session in the graph negotiation: each worker's reply by op, and what was sent."""
+
+    def __init__(self, reference: dict, child: dict):
+        self.replies = {"reference": reference, "child": child}
+        self.sent: list[tuple[str, dict]] = []
+
+    def ask_reference(self, message: dict) -> dict:
+        self.sent.append(("reference", message))
+        return self.replies["reference"][message["op"]]
+
+    def ask_child(self, message: dict, stage: str) -> dict:
+        self.sent.append(("child", message))
+        return self.replies["child"][message["op"]]
+
+
+def _verdict() -> EvalResult:
+    return EvalResult(task="t", reward=1.0, correct=True, stage="profile", reason="correct")
+
+
+def test_graphs_where_the_reference_and_the_solution_can_be_captured():
+    from cuda_agent.harness.profiling import _capture
+
+    w = _Workers({"graph": {"ok": True, "captured": True, "calls": 16}},
+                 {"graph": {"ok": True, "captured": True, "calls": 16}})
+    r = _verdict()
+    assert _capture(w, r) == 16 and not r.flags and "graphs of 16 calls" in r.details["graph"]
+    (_, asked_ref), (_, asked_child) = w.sent
+    assert asked_child == {"op": "graph", "seed": asked_ref["seed"], "calls": 16}   # the reference's count, its seed
+
+
+def test_a_solution_that_cannot_be_captured_where_the_reference_could_is_timed_per_call_and_told_why():
+    """Not a crash: every side goes back to per-call timing (the reference drops its graphs), and
+    the verdict carries a flag and the reason capture gave."""
+    from cuda_agent.harness.profiling import _capture
+
+    why = "RuntimeError: operation not permitted when stream is capturing"
+    w = _Workers({"graph": {"ok": True, "captured": True, "calls": 8}, "graph_end": {"ok": True}},
+                 {"graph": {"ok": True, "captured": False, "reason": why}})
+    r = _verdict()
+    assert _capture(w, r) == 0
+    assert r.flags == ["solution_not_captured"] and why in r.details["graph"] and "current stream" in r.details["graph"]
+    assert w.sent[-1] == ("reference", {"op": "graph_end"})
+
+
+def test_a_reference_that_cannot_be_captured_times_every_side_per_call():
+    from cuda_agent.harness.profiling import _capture
+
+    w = _Workers({"graph": {"ok": True, "captured": False, "reason": "NotCapturable: a host sync"}}, {})
+    r = _verdict()
+    assert _capture(w, r) == 0 and not r.flags and "reference cannot be captured" in r.details["graph"]
+    assert [who for who, _ in w.sent] == ["reference"]   # the solution is never asked
+
+
+def test_on_the_cpu_nothing_is_captured():
+    import torch
+
+    from cuda_agent.harness.workers.calls import CallServer
+    from cuda_agent.measure import module_from_source
+
+    task = module_from_source((HACKS / "tasks" / "sbr_small.py").read_text(), "task", "task.py")
+    server = CallServer({"eager": torch.relu}, task, torch.device("cpu"), PLAN)
+    try:
+        assert server.capture(1, None) == {"ok": True, "captured": False, "reason": "CUDA graphs need a CUDA device"}
+        assert server.call(7, "eager")["ok"] and server.output(None) is server.last
+    finally:
+        server.close()
+
+
+@pytest.mark.cuda
+def test_on_the_device_every_side_is_timed_by_graph_replays():
+    """The demo's fused kernel and its baselines can all be captured: every side is timed by
+    replays of graphs of the same calls, and the verdict says so (the figures per call)."""
+    r = evaluate(load_task("scale_bias_relu"), HACKS / "cuda" / "honest_fused",
+                 EvalConfig(device="cuda", timing=TimingPlan(budget_s=1.0)))
+    assert r.reward >= 2, r.reason
+    p = r.paired
+    assert p.method == "graph" and p.graph_calls >= 1 and f"graphs of {p.graph_calls} calls" in r.details["graph"]
+    assert "solution_not_captured" not in r.flags
+    assert 0 < r.solution.median_ms < r.eager.median_ms
+    assert f"replays of a graph of {p.graph_calls} calls" in r.render("profile")

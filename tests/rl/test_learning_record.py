@@ -1,0 +1,46 @@
+"""The committed learning run (benchmarks/rl/learning/): its summary's figures are remade from the committed
+held-out verdicts by the committed table script, so a figure in summary.json cannot drift from its rows."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LEARNING = ROOT / "benchmarks" / "rl" / "learning"
+RFT_OPS = ["affine", "clamp", "leaky_relu", "abs", "sigmoid", "silu"]
+
+
+def figures(run: str, tmp_path: Path) -> dict[str, dict]:
+    out = tmp_path / f"{run}.json"
+    table = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "rl" / "ops_by_step.py"),
+                            str(LEARNING / "run4_fleet" / run / "validation"), "--rft-ops", *RFT_OPS, "--json", str(out)],
+                           capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "src")}, check=True)
+    assert table.stdout.startswith("| step | pass |"), table.stdout
+    return json.loads(out.read_text())
+
+
+def test_summary_figures_are_remade_from_the_committed_verdicts(tmp_path):
+    summary = json.loads((LEARNING / "summary.json").read_text())
+    stages = summary["stages"]
+    ppo, control = figures("ppo", tmp_path), figures("control", tmp_path)
+    assert all(step["prompts"] == summary["heldout_prompts"] == 73 for step in [*ppo.values(), *control.values()])
+    last = ppo["10"]
+    for key in ("pass", "compile", "reward_mean", "rft_ops_pass", "held_back_ops_pass", "unseen_ops_pass"):
+        assert stages["ppo"][key] == last[key], key
+        assert stages["control"][key] == control["10"][key], key
+    assert stages["rft"]["runs"] == [control["0"]["pass"], ppo["0"]["pass"]]
+    assert stages["ppo"]["pass_by_step"] == {step: f["pass"] for step, f in ppo.items()}
+    goal = summary["goal"]
+    assert goal["ppo_minus_rft"] == round(stages["ppo"]["pass"] - stages["rft"]["pass"], 4)
+    assert goal["met"]["ppo >= rft + 0.10"] is (stages["ppo"]["pass"] >= stages["rft"]["pass"] + 0.10)
+
+
+def test_json_is_refused_for_training_rollouts(tmp_path):
+    rollouts = tmp_path / "rollouts"
+    rollouts.mkdir()
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "rl" / "ops_by_step.py"), str(rollouts),
+                           "--json", str(tmp_path / "x.json")], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode == 2 and "reads a validation folder" in done.stderr

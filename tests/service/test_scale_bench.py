@@ -1,0 +1,43 @@
+"""benchmarks/scale_bench.py (issue 27): its summary from a run's figures, and (long) the whole script
+on the CPU backend, where N evaluators stand in for N GPUs."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def test_the_summary_keeps_other_steps_figures_and_states_the_scaling_and_the_soak():
+    from scale_bench import summarize, table
+
+    out = {"throughput": {"1": {"evals_per_hour": 2600.4}, "4": {"evals_per_hour": 9880.0}},
+           "soak": {"requests": 1000, "verdicts": 1000, "wrong": [], "killed_evaluator": True, "gpus": 4,
+                    "retried": 3, "harness_errors": 0}}
+    summary = summarize(out, "cpu", {"bench_wall_s": {"1": 900, "4": 260}, "evals_per_hour": {"1": 1}})
+    assert summary["bench_wall_s"] == {"1": 900, "4": 260}          # another step's figures stay
+    assert summary["evals_per_hour"] == {"1": 2600, "4": 9880}      # this step's replace the old
+    assert summary["gpus"] == 4 and summary["scaling"]["ratio"] == round(9880 / (4 * 2600), 3)
+    assert summary["soak"] == {"requests": 1000, "verdicts": 1000, "lost": 0, "wrong": 0, "killed_evaluator": True,
+                               "gpus": 4, "retried": 3, "harness_errors": 0}
+    text = table(summary)
+    assert "| 4 | 9880 | 2470 | 2500 |" in text and "**0.95**" in text and "0 lost" in text
+
+
+@pytest.mark.long   # 3-8 minutes on 2 loaded cores
+def test_the_script_measures_one_and_two_evaluators_and_soaks_with_one_killed(tmp_path):
+    summary = tmp_path / "scale" / "summary.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scale_bench.py"), "--device", "cpu",
+                           "--gpus", "1", "2", "--evals-per-gpu", "2", "--soak", "10", "--summary", str(summary)],
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    s = json.loads(summary.read_text())
+    assert set(s["evals_per_hour"]) == {"1", "2"} and all(v > 0 for v in s["evals_per_hour"].values())
+    assert s["soak"]["verdicts"] == s["soak"]["requests"] == 10 and s["soak"]["lost"] == 0
+    assert s["soak"]["wrong"] == 0 and s["soak"]["killed_evaluator"] is True
+    assert "| GPUs | evaluations/h |" in done.stdout
