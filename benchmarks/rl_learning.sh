@@ -62,7 +62,7 @@ run_file() {  # out-folder, extra yaml lines
 }
 KW=reward.custom_reward_function.reward_kwargs
 REWARD="fill:$KW.evaluators=${EVALUATORS:-6} fill:$KW.build_workers=${BUILDERS:-3}"  # the reward route per run
-actor_of() {  # stage folder -> its actor (the run's journal, rl/launch.StageJournal)
+actor_of() {  # stage folder -> its actor (the run's journal, rl/driver/launch.StageJournal)
   python3 -c 'import sys; from pathlib import Path; from cuda_agent.rl.driver.launch import StageJournal
 p = Path(sys.argv[1]); done = StageJournal(p.parent).finished(p.name)
 print((done or {}).get("outputs", {}).get("actor", ""))' "$1"
