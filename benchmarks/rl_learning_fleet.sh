@@ -5,6 +5,7 @@
 #                scripts under the running shells) and launch the four chains below
 #   watch SECS   wait up to SECS for them, printing progress each minute, then a table
 #   collect      everything small into $OUT (fleet.tgz: logs, metrics, rollouts, verdicts)
+#   turns        the multi-turn plan instead of start (see the case below: PPO, PPO n=8, arft + turns)
 #   stop GPU     end one chain by its process group (never `ray stop`: it ends every run's Ray on the machine)
 # GPU 0: prep, RFT on 6 operators, PPO (n=4)     GPU 1: the shuffled-reward control
 # WIDE=1 adds GPU 2: PPO with 8 replies a prompt (TAG=n8); GPU 3: PPO again, another data order (TAG=s7).
@@ -37,6 +38,23 @@ case ${1:-} in
       launch 3 s7 "fill:data.seed=7" await:rft:400 ppo:1500
     fi
     ;;
+  turns)  # PLAN B (2026-11-27): GPU 0 prep, RFT, PPO; GPU 1 PPO with 8 replies a prompt (TAG=n8);
+          # GPU 2 the multi-turn form: demonstrations + SFT from RFT's actor (arft), then pass after turn k
+          # for that actor and for RFT's (turns:arft, turns:rft). GPU 3 is left to other work.
+    mkdir -p $F && rm -rf $F/tree && mkdir -p $F/tree
+    tar cf - --exclude=.git --exclude=.whl --exclude=.devold . | tar xf - -C $F/tree
+    export JUDGE=cpu SAMPLED=0 RFT_OPS="affine clamp leaky_relu abs sigmoid silu" EVALUATORS=10 BUILDERS=4
+    S=$F/tree/benchmarks/rl_learning.sh
+    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=2 fill:actor_rollout_ref.actor.optim.lr=1e-5"
+    one=fill_collect:actor_rollout_ref.rollout.val_kwargs.n=1
+    go() { local gpu=$1 tag=$2 more=$3; shift 3
+      setsid nohup env CUDA_VISIBLE_DEVICES=$gpu RAY_TMPDIR=/tmp/ray$gpu OUT=$F/o$gpu TAG="$tag" EXTRA="$base $more" \
+        ARFT_FROM=rft TURNS="$one" bash $S "$@" > $F/$gpu.log 2>&1 < /dev/null &
+      echo "GPU $gpu: TAG=$tag $more: $*"; }
+    go 0 "" "" prep rft ppo:1700
+    go 1 n8 "fill:actor_rollout_ref.rollout.n=8" await:rft:400 ppo:1700
+    go 2 "" "" await:rft:400 arft:500 turns:arft:500 turns:rft:500
+    ;;
   watch)
     t0=$SECONDS; limit=${2:-540}
     while [ $((SECONDS - t0)) -lt "$limit" ]; do
@@ -58,5 +76,5 @@ case ${1:-} in
       --exclude='checkpoints' --exclude='global_step_*' --exclude='smollm2' --exclude='actor' --exclude='actor_step*' \
       --exclude='critic' -C / tmp/rl tmp/fleet/0.log tmp/fleet/1.log tmp/fleet/2.log tmp/fleet/3.log 2>/dev/null
     ls -la "$OUT" ;;
-  *) echo "usage: $0 start | watch SECS | stop GPU | collect"; exit 2 ;;
+  *) echo "usage: $0 start | turns | watch SECS | stop GPU | collect"; exit 2 ;;
 esac

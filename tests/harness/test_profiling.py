@@ -10,6 +10,7 @@ import json
 import math
 import shutil
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -142,9 +143,13 @@ def test_the_paired_record_survives_a_journal_line(watched):
 class _Workers:
     """Stands in for a Session in the graph negotiation: each worker's reply by op, and what was sent."""
 
-    def __init__(self, reference: dict, child: dict):
-        self.replies = {"reference": reference, "child": child}
+    def __init__(self, reference: dict, child: dict, right: Callable[[str], bool] = lambda tag: True):
+        self.replies = {"reference": {"reference": {"ok": True}, **reference},
+                        "child": {"call": {"ok": True, "t": [1.0, 1.0, 0.0]}, "check": {"ok": True, "meta": {}},
+                                  "graph_end": {"ok": True}, **child}}
         self.sent: list[tuple[str, dict]] = []
+        self.right = right   # is the output checked under this tag the reference's?
+        self.tags = 0
 
     def ask_reference(self, message: dict) -> dict:
         self.sent.append(("reference", message))
@@ -153,6 +158,16 @@ class _Workers:
     def ask_child(self, message: dict, stage: str) -> dict:
         self.sent.append(("child", message))
         return self.replies["child"][message["op"]]
+
+    def next_tag(self) -> str:
+        self.tags += 1
+        return f"t{self.tags}"
+
+    def check_output(self, tag: str, meta) -> dict:
+        return {"ok": True} if self.right(tag) else {"ok": False, "reason": "output differs from the reference"}
+
+    def ops(self, who: str) -> list[str]:
+        return [m["op"] for w, m in self.sent if w == who]
 
 
 def _verdict() -> EvalResult:
@@ -166,8 +181,38 @@ def test_graphs_where_the_reference_and_the_solution_can_be_captured():
                  {"graph": {"ok": True, "captured": True, "calls": 16}})
     r = _verdict()
     assert _capture(w, r) == 16 and not r.flags and "graphs of 16 calls" in r.details["graph"]
-    (_, asked_ref), (_, asked_child) = w.sent
+    (_, asked_ref), (_, asked_child) = w.sent[:2]
     assert asked_child == {"op": "graph", "seed": asked_ref["seed"], "calls": 16}   # the reference's count, its seed
+    # one replay on new inputs, every one of its 16 calls' outputs checked before the graphs are timed
+    assert w.ops("child")[1:] == ["call"] + ["check"] * 16 and w.ops("reference")[1:] == ["reference"] * 16
+
+
+def test_a_solution_whose_replays_do_not_compute_is_timed_per_call_and_told_why():
+    """Kernels launched on the legacy default stream run during capture and are not in the graph
+    (an H200, 2026-11-27): the replay's outputs are stale. Not a -1 for an honest solution: every
+    side is timed per call, and the first call per call is checked."""
+    from cuda_agent.harness.profiling import _capture
+
+    w = _Workers({"graph": {"ok": True, "captured": True, "calls": 4}, "graph_end": {"ok": True}},
+                 {"graph": {"ok": True, "captured": True, "calls": 4}},
+                 right=lambda tag: tag != "t1_2")   # call 3 of the checked replay is stale
+    r = _verdict()
+    assert _capture(w, r) == 0
+    assert r.flags == ["solution_not_captured"] and "replays do not compute" in r.details["graph"]
+    assert "call 3 of a replay" in r.details["graph"] and "legacy default stream" in r.details["graph"]
+    assert ("child", {"op": "graph_end"}) in w.sent and ("reference", {"op": "graph_end"}) in w.sent
+    assert w.ops("child")[-2:] == ["call", "check"]   # the per-call check after the graphs were dropped
+
+
+def test_a_process_a_failed_capture_left_unable_to_compute_is_refused_with_the_reason():
+    from cuda_agent.harness.profiling import _capture
+    from cuda_agent.harness.session import Stop
+
+    w = _Workers({"graph": {"ok": True, "captured": True, "calls": 4}, "graph_end": {"ok": True}},
+                 {"graph": {"ok": True, "captured": False, "reason": "RuntimeError: capture unjoined"}},
+                 right=lambda tag: False)
+    with pytest.raises(Stop, match="after its CUDA graph capture failed.*side stream"):
+        _capture(w, _verdict())
 
 
 def test_a_solution_that_cannot_be_captured_where_the_reference_could_is_timed_per_call_and_told_why():
@@ -181,7 +226,8 @@ def test_a_solution_that_cannot_be_captured_where_the_reference_could_is_timed_p
     r = _verdict()
     assert _capture(w, r) == 0
     assert r.flags == ["solution_not_captured"] and why in r.details["graph"] and "current stream" in r.details["graph"]
-    assert w.sent[-1] == ("reference", {"op": "graph_end"})
+    assert ("reference", {"op": "graph_end"}) in w.sent
+    assert w.ops("child")[-2:] == ["call", "check"]   # a failed capture may have broken it: one call checked
 
 
 def test_a_reference_that_cannot_be_captured_times_every_side_per_call():

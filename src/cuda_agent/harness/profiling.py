@@ -108,17 +108,11 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     calls = 0
 
     def check(i: int, seed: int) -> None:
-        for j in range(calls or 1):
-            name = f"{tag}_{i}_{j}" if calls else f"{tag}_{i}"
-            meta = session.ask_child({"op": "check", "tag": name, **({"index": j} if calls else {})},
-                                     "profile").get("meta")
-            session.ask_reference({"op": "reference", "tag": name, "seed": call_seed(seed, j) if calls else seed})
-            v = session.check_output(name, meta)
-            if not v["ok"]:
-                where = f"call {j + 1} of the graph replayed as timed call {i}" if calls else f"timed call {i}"
-                raise Stop("profile", f"output of {where} is wrong ({v['reason']}): results cached across calls, "
-                                      "work skipped on some calls, or behaviour that changes with the number of "
-                                      "calls (or under CUDA graph capture)?")
+        if bad := _wrong_output(session, f"{tag}_{i}", seed, calls):
+            where = f"call {bad[0] + 1} of the graph replayed as timed call {i}" if calls else f"timed call {i}"
+            raise Stop("profile", f"output of {where} is wrong ({bad[1]}): results cached across calls, "
+                                  "work skipped on some calls, or behaviour that changes with the number of "
+                                  "calls (or under CUDA graph capture)?")
 
     def side(name: str) -> Side:
         if name == SOLUTION:
@@ -147,11 +141,30 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     return run, calls
 
 
+def _wrong_output(session: Session, tag: str, seed: int, calls: int) -> tuple[int, str] | None:
+    """The last call's outputs (after a replay: those of its `calls` calls, each on the inputs of
+    `call_seed(seed, j)`) compared with the reference's: (the call's index, why) for the first that
+    is wrong, None where all are right."""
+    for j in range(calls or 1):
+        name = f"{tag}_{j}" if calls else tag
+        meta = session.ask_child({"op": "check", "tag": name, **({"index": j} if calls else {})}, "profile").get("meta")
+        session.ask_reference({"op": "reference", "tag": name, "seed": call_seed(seed, j) if calls else seed})
+        v = session.check_output(name, meta)
+        if not v["ok"]:
+            return j, str(v["reason"])
+    return None
+
+
 def _capture(session: Session, result: EvalResult) -> int:
     """CUDA graphs for every side, the method chosen by the reference: where eager and torch.compile
     can be captured (the reference worker picks how many calls a graph holds), the solution is
-    captured with as many; where it cannot be while they could, every side is timed per call and
-    the verdict says why (flag `solution_not_captured`). Returns the calls a graph holds, else 0."""
+    captured with as many, and one replay on new inputs must give every call's right output. Where
+    the solution cannot be captured, or its replays do not compute its outputs (kernels launched on
+    the legacy default stream run during capture and are not in the graph), every side is timed
+    per call and the verdict says why (flag `solution_not_captured`); a first call of the solution
+    is checked then, since a failed capture can leave a process unable to compute (a side stream
+    the current one never waits for stays in the dead capture). Returns the calls a graph holds,
+    else 0."""
     seed = new_seed()
     ref = session.ask_reference({"op": "graph", "seed": seed})
     if not ref.get("captured"):
@@ -159,17 +172,32 @@ def _capture(session: Session, result: EvalResult) -> int:
         return 0
     calls = int(ref["calls"])
     ours = session.ask_child({"op": "graph", "seed": seed, "calls": calls}, "profile")
-    if not ours.get("captured"):
-        session.ask_reference({"op": "graph_end"})
-        if "solution_not_captured" not in result.flags:   # once, where the speed-up is measured again
-            result.flags.append("solution_not_captured")
-        result.details["graph"] = ("timed per call, as its baselines: the reference could be captured in a CUDA graph "
-                                   f"and the solution could not ({ours.get('reason')}); launch every kernel on the "
-                                   "current stream and keep forward free of host synchronisation to be timed by "
-                                   "graph replays")
-        return 0
-    result.details["graph"] = f"timed by replays of CUDA graphs of {calls} calls"
-    return calls
+    why = ours.get("reason")
+    if ours.get("captured"):
+        tag, seed = session.next_tag(), new_seed()
+        session.ask_child({"op": "call", "seed": seed}, "profile")   # one replay, its figures unused
+        bad = _wrong_output(session, tag, seed, calls)
+        if bad is None:
+            result.details["graph"] = f"timed by replays of CUDA graphs of {calls} calls"
+            return calls
+        session.ask_child({"op": "graph_end"}, "profile")
+        why = (f"its graph's replays do not compute its outputs (call {bad[0] + 1} of a replay on new inputs: "
+               f"{bad[1]}): work launched outside the stream being captured is not in the graph")
+    session.ask_reference({"op": "graph_end"})
+    if "solution_not_captured" not in result.flags:   # once, where the speed-up is measured again
+        result.flags.append("solution_not_captured")
+    result.details["graph"] = ("timed per call, as its baselines: the reference could be captured in a CUDA graph "
+                               f"and the solution could not ({why}); launch every kernel on the current stream "
+                               "(at::cuda::getCurrentCUDAStream(), not <<<grid, block>>> on the legacy default "
+                               "stream), join every side stream before forward returns and keep forward free of "
+                               "host synchronisation to be timed by graph replays")
+    tag, seed = session.next_tag(), new_seed()
+    session.ask_child({"op": "call", "seed": seed}, "profile")
+    if bad := _wrong_output(session, tag, seed, 0):
+        raise Stop("profile", f"after its CUDA graph capture failed, a call of the solution computes a wrong output "
+                              f"({bad[1]}): work on a side stream that the current stream never waits for (join "
+                              "every side stream before forward returns), or state a failed capture leaves broken")
+    return 0
 
 
 def _uid_of(pid: int) -> int | None:

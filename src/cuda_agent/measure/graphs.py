@@ -62,6 +62,19 @@ def _clear_launch_error() -> None:
             continue
 
 
+def _repair_generator() -> None:
+    """A capture that fails leaves the device's default random generator marked as capturing (the
+    capture's end raised before the generator's epilogue ran: torch 2.11 on an H200, 2026-11-27), and
+    every later random draw on the device raises "Offset increment outside graph capture encountered
+    unexpectedly". Its state is replaced by a copy of itself: the seed and offset kept, the marks of
+    the dead capture dropped."""
+    try:
+        generator = torch.cuda.default_generators[torch.cuda.current_device()]
+        generator.graphsafe_set_state(generator.clone_state())
+    except Exception:  # an older torch without graph-safe states: nothing to repair this way
+        pass
+
+
 class Graph:
     """`fn` captured once per input set of `sets` into one CUDA graph (after two calls on a side
     stream, as capture asks). Raises NotCapturable where capture fails, or where the sets differ in
@@ -89,6 +102,7 @@ class Graph:
         except Exception as e:
             self.inputs, self.outputs = [], []
             _clear_launch_error()
+            _repair_generator()
             raise NotCapturable(f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
 
     @property

@@ -2,7 +2,8 @@
 device evaluators holding warm harness processes, CPU-only builders ahead of them, a priority
 queue, retries and a journal. `EvalService` (service.py) is its door: its life and the ways to ask
 it; scheduler.py the queues, retries and verdicts; fleet.py and actors.py the Ray actors;
-inflight.py the one loop that keeps N requests in flight."""
+cores.py the host's cores each service claims for its evaluators' timing; inflight.py the one loop
+that keeps N requests in flight."""
 
 from cuda_agent.service.actors import JobContext
 from cuda_agent.service.inflight import in_flight

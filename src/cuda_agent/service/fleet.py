@@ -3,18 +3,22 @@ on which cores, started, replaced when one dies, and stopped (the actors themsel
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cuda_agent.devices import Backend
 from cuda_agent.service.actors import Builder, Evaluator
+from cuda_agent.service.cores import CoreClaim, claim_cores
 from cuda_agent.service.settings import ServiceError, ServiceSettings
 
 if TYPE_CHECKING:
     from cuda_agent.service.scheduler import Item
 
 MAX_BUILDERS = 8  # by default: enough to build ahead of a GPU; each is a process holding torch
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Fleet:
         self.builders: list[Any] = []
         self.free_builders: list[Any] = []
         self.backend: Backend | None = None   # what the builders build for: the evaluators' device and arch
+        self.cores = CoreClaim(None, None)   # the evaluators' cores, claimed host-wide in start(), given back in stop()
 
     def start(self) -> None:
         """An evaluator per device (or CPU slot) and the builders the cores left allow; raises
@@ -66,8 +71,9 @@ class Fleet:
         else:
             count = s.cpu_evaluators
         cores = int(resources.get("CPU", os.cpu_count() or 1))
+        self.cores = self.core_plan(count)
         for i in range(count):
-            self.slots.append(Slot(i, self._new_evaluator(i, count)))
+            self.slots.append(Slot(i, self._new_evaluator(i)))
         try:
             described = ray.get([slot.handle.describe.remote() for slot in self.slots], timeout=600)
         except ray.exceptions.GetTimeoutError:
@@ -82,23 +88,22 @@ class Fleet:
         self.builders = [self._new_builder() for _ in range(min(wanted, free))]
         self.free_builders = list(self.builders)
 
-    def core_plan(self, evaluators: int) -> tuple[list[list[int]] | None, list[int] | None]:
+    def core_plan(self, evaluators: int) -> CoreClaim:
         """Two cores of its own for each evaluator's solution child (the process that times), the
-        rest for builds, start-ups and reference workers; only on a local Ray with room for it."""
+        rest for builds, start-ups and reference workers; claimed host-wide (cores.py), so that
+        other services on this host time elsewhere; only on a local Ray. Held until `stop()`."""
         if not self.settings.pin_cores or self.settings.resolved_address():
-            return None, None
-        cores = sorted(os.sched_getaffinity(0))
-        if len(cores) < 2 * evaluators + 2:
-            return None, None
-        # From the end: the first cores take most of the machine's interrupts and housekeeping.
-        foreground = [cores[len(cores) - 2 * i - 2:len(cores) - 2 * i] for i in range(evaluators)]
-        return foreground, cores[:len(cores) - 2 * evaluators]
+            return CoreClaim(None, None)
+        claim = claim_cores(evaluators)
+        if claim.reason in ("taken", "no_folder"):
+            log.warning("evaluation service: %s", claim.note)
+        return claim
 
-    def _new_evaluator(self, index: int, count: int) -> Any:
+    def _new_evaluator(self, index: int) -> Any:
         import ray
 
         s = self.settings
-        foreground, background = self.core_plan(count)
+        foreground, background = self.cores.foreground, self.cores.background
         spares = s.spares if s.spares is not None else (3 if self.device == "cuda" else 1)
         options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1}
         if self.device == "cuda" and s.shared_gpu is None:
@@ -109,14 +114,13 @@ class Fleet:
     def _new_builder(self) -> Any:
         import ray
 
-        return ray.remote(Builder).options(num_cpus=1).remote(self.core_plan(len(self.slots))[1],
-                                                              self.settings.quiet_builds)
+        return ray.remote(Builder).options(num_cpus=1).remote(self.cores.background, self.settings.quiet_builds)
 
     def restart(self, slot: Slot) -> None:
         """A fresh evaluator in `slot`, the old one killed (dead, hung, or in a state not to trust)."""
         self.stats["restarts"] += 1
         kill(slot.handle)
-        slot.handle = self._new_evaluator(slot.index, len(self.slots))
+        slot.handle = self._new_evaluator(slot.index)
 
     def replace_builder(self, dead: Any) -> None:
         self.builders.remove(dead)
@@ -127,8 +131,8 @@ class Fleet:
         self.free_builders.append(fresh)
 
     def stop(self, wait: bool) -> None:
-        """Every actor stopped and killed; `wait`: an evaluator closes what it started first (up to
-        30 s each), else it is killed at once."""
+        """Every actor stopped and killed, and their cores given back; `wait`: an evaluator closes
+        what it started first (up to 30 s each), else it is killed at once."""
         import ray
 
         if not ray.is_initialized():   # the Ray went first (shut down by its owner): so did the actors;
@@ -143,3 +147,4 @@ class Fleet:
         for b in self.builders:
             kill(b)
         self.slots, self.builders, self.free_builders = [], [], []
+        self.cores.close()   # the children pinned there died with their evaluators

@@ -74,12 +74,23 @@ def create_workspace(task: Task, dest: str | Path, device: str = "cuda", *, over
     return Workspace(dest, task, device)
 
 
+# How the CUDA timing treats a solution (harness/profiling._capture): kernels on the legacy default stream
+# are not in a CUDA graph, so such a solution and its baselines are timed per call, launch overhead included.
+CUDA_TIMING_NOTE = (
+    "\n- Timing: where the reference can be captured in a CUDA graph, every side is timed by replaying\n"
+    "  graphs of about 1 ms of calls (launch overhead left out of every side alike). Launch every kernel\n"
+    "  on the stream the binding passes (`c10::cuda::getCurrentCUDAStream()`, as the example does), never\n"
+    "  `<<<grid, block>>>` on the legacy default stream, and keep `forward` free of host synchronisation:\n"
+    "  otherwise your solution and its baselines are timed call by call, and the verdict says why.")
+
+
 def render_skill(task: Task, device: str, skill: SkillParams) -> str:
     r = skill.rewards
     return template_text("SKILL.md").format(
         task_name=task.name, device=device, device_upper=device.upper(),
         kernel_ext="cu" if device == "cuda" else "cpp",
         stream_note=" and the `cudaStream_t` to launch on" if device == "cuda" else "",
+        timing_note=CUDA_TIMING_NOTE if device == "cuda" else "",
         margin_pct=round(skill.margin * 100), tol=skill.tolerance, trials=skill.trials,
         r_failed=r[0], r_correct=r[1], r_eager=r[2], r_compile=r[3])
 

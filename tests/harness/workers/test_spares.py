@@ -104,8 +104,8 @@ def test_a_spares_reference_worker_warms_torch_compile_and_shares_the_homes_comp
     from cuda_agent.harness.workers import spares
     from cuda_agent.home import subdir
 
-    backend, config = Backend("cpu"), EvalConfig(device="cpu", profile=False)
-    with keep_warm():
+    backend, config = Backend("cpu"), EvalConfig(device="cpu", profile=True)
+    with keep_warm(1, background=set(os.sched_getaffinity(0))):   # spares for evaluations that time: cores aside
         now = take_pair(ensure_user(), backend, config)
         try:
             ahead = spares._spares[0]
@@ -114,5 +114,19 @@ def test_a_spares_reference_worker_warms_torch_compile_and_shares_the_homes_comp
             for pair in (now, ahead):
                 assert _environ(pair.ref.proc.pid)["TORCHINDUCTOR_CACHE_DIR"] == str(subdir("inductor"))
                 assert _environ(pair.child.proc.pid)["TORCHINDUCTOR_CACHE_DIR"] != str(subdir("inductor"))
+        finally:
+            now.close()
+
+
+def test_a_spare_for_evaluations_that_do_not_time_compiles_nothing_ahead():
+    """An RL reward that only checks correctness never compiles the reference: its spares' reference
+    workers would spend seconds of CPU on a compile nobody uses (a 64-core host with three RL runs,
+    2026-11-27: a correctness-only evaluation took a median 34 s)."""
+    from cuda_agent.harness.workers import spares
+
+    with keep_warm():
+        now = take_pair(ensure_user(), Backend("cpu"), EvalConfig(device="cpu", profile=False))
+        try:
+            assert spares.WARM_COMPILE_ENV not in _environ(spares._spares[0].ref.proc.pid)
         finally:
             now.close()

@@ -78,7 +78,7 @@ def start_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig, s
     # of the children's reach (the home is the harness user's alone), so a task compiles from scratch once.
     compiled = subdir("inductor")
     ref_env = {**env, "TORCHINDUCTOR_CACHE_DIR": str(compiled), "TRITON_CACHE_DIR": str(compiled / "triton")}
-    if spare:
+    if spare and config.profile:  # an evaluation that only checks correctness (RL rewards often) never compiles
         ref_env[WARM_COMPILE_ENV] = lock_name(backend.device) if config.quiet_host else ""
     try:
         ref = Process("cuda_agent.harness.workers.reference", cwd=ex.private, log=ex.private / "reference.log",
