@@ -18,6 +18,8 @@
 #                 verify; a share wrong first, fixed after the verdict: rl/driver/fill_demos.py) judged by the harness, then
 #                 SFT on those that passed, from the pretrained model (ARFT_FROM=rft: from RFT's actor, in arft_rft/ and
 #                 measured by turns:arft into turns_arft_rft.json; DEMOS=N demonstrations, default 128)
+#   agentic       cuda-agent train fill_agentic: multi-turn PPO from arft's actor on the training tasks, in arft's run
+#                 folder (AGENTIC="fill_agentic:trainer.total_training_steps=8 ..." overrides); validation/ as ppo's
 #   turns:NAME    the multi-turn form (rl/data/fill_agent.py): NAME's actor (rft, ppo, arft) runs the agent loop on the held-out
 #                 tasks (cuda-agent train fill_collect; TURNS="fill_collect:..." overrides, e.g. val_kwargs.n=1), then
 #                 pass after turn k vs turn 1 from its runs (fill_eval --runs) into learning/turns_NAME.json
@@ -131,6 +133,10 @@ for arg in "$@"; do
       harness="harness: {cpu_evaluators: ${EVALUATORS:-6}, build_workers: ${BUILDERS:-3}}"  # the demonstrations' service
       timeout -k 60 "$limit" python3 -m cuda_agent train fill_agentic_rft --config "$(run_file $R/arft${ARFT_FROM:+_$ARFT_FROM} "$FILL
 $harness")" --quiet $from 2>&1 | tail -15 ;;
+    agentic)  # multi-turn PPO (fill_agentic) from arft's actor, in arft's run folder (its journal names the actor)
+      harness="harness: {cpu_evaluators: ${EVALUATORS:-6}, build_workers: ${BUILDERS:-3}}"
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill_agentic --config "$(run_file $R/arft${ARFT_FROM:+_$ARFT_FROM} "$FILL
+$harness")" --quiet ${AGENTIC:-} 2>&1 | tail -15 ;;
     table)
       for v in $R/fill*/fill/validation; do
         [ -d "$v" ] || continue
@@ -148,7 +154,7 @@ $harness")" --quiet ${TURNS:-} fill_collect:actor_rollout_ref.model.path=$model 
     speed)
       timeout -k 30 "$limit" python3 benchmarks/fill_tier2_speed.py --build-workers 8 ${SPEED:-} \
         --json $W/learning/tier2_speed.json 2>&1 | grep -v "Warning\|WARN" ;;
-    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation arft turns:NAME speed table)"; exit 2 ;;
+    *) echo "unknown step $step (prep eval:NAME rft await:rft ppo control ablation arft agentic turns:NAME speed table)"; exit 2 ;;
   esac
   echo "== $arg: exit ${PIPESTATUS[0]} after $((SECONDS - t0))s"
 done

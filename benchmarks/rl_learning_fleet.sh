@@ -39,8 +39,8 @@ case ${1:-} in
     fi
     ;;
   turns)  # PLAN B (2026-11-27): GPU 0 prep, RFT, PPO; GPU 1 PPO with 8 replies a prompt (TAG=n8);
-          # GPU 2 the multi-turn form: demonstrations + SFT from RFT's actor (arft), then pass after turn k
-          # for that actor and for RFT's (turns:arft, turns:rft). GPU 3 is left to other work.
+          # GPU 2 the multi-turn form: demonstrations + SFT from RFT's actor (arft), pass after turn k for that
+          # actor (turns:arft; RFT's own read 0/73), then multi-turn PPO from it (agentic). GPU 3 is left to other work.
     mkdir -p $F && rm -rf $F/tree && mkdir -p $F/tree
     tar cf - --exclude=.git --exclude=.whl --exclude=.devold . | tar xf - -C $F/tree
     export JUDGE=cpu SAMPLED=0 RFT_OPS="affine clamp leaky_relu abs sigmoid silu" EVALUATORS=10 BUILDERS=4
@@ -53,7 +53,7 @@ case ${1:-} in
       echo "GPU $gpu: TAG=$tag $more: $*"; }
     go 0 "" "" prep rft ppo:1700
     go 1 n8 "fill:actor_rollout_ref.rollout.n=8" await:rft:400 ppo:1700
-    go 2 "" "" await:rft:400 arft:500 turns:arft:500 turns:rft:500
+    go 2 "" "" await:rft:400 arft:800 turns:arft:500 agentic:900   # turns:rft read 0/73 (2026-11-27)
     ;;
   watch)
     t0=$SECONDS; limit=${2:-540}
