@@ -13,13 +13,27 @@ REPO = Path(__file__).resolve().parent.parent
 KERNELBENCH_JSONL = REPO.parent / "shared" / "kernelbench" / "kernelbench.jsonl"
 
 
+# Under pytest-xdist (`-n 2`, as CI runs), the files whose tests each worker takes one by one: parametrized
+# cases with nothing costly shared at module scope. Every other file goes to one worker whole
+# (`--dist loadgroup`), so that its module-scoped fixtures (evaluations, services) are made once.
+SPREAD = {"tests/hacks/test_corpus.py"}
+
+
 def pytest_configure(config):
-    os.environ.setdefault("CUDA_AGENT_HOME", str(Path(os.environ.get("TMPDIR", "/tmp")) / "cuda_agent_test_home"))
+    home = os.environ.setdefault("CUDA_AGENT_HOME", str(Path(os.environ.get("TMPDIR", "/tmp")) / "cuda_agent_test_home"))
+    if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+        # a home of its own per worker: the device lock, the baseline cache and the build cache are a
+        # home's, and a test that asserts the lock is free must not see the other worker's evaluation
+        os.environ["CUDA_AGENT_HOME"] = f"{home}_{worker}"
 
 
 def pytest_collection_modifyitems(config, items):
     import torch
 
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        if path not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(path))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (run on the device)")
