@@ -35,8 +35,9 @@ def run_logged(cmd: list[str], env: dict[str, str], cwd: Path, log: Path, on_lin
     with log.open("a") as f, _signals_raise():
         f.write(f"\n$ {' '.join(cmd)}\n")
         f.flush()
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                bufsize=1, errors="replace", start_new_session=True)
+        with _sigint_heard():
+            proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    bufsize=1, errors="replace", start_new_session=True)
         pid_file = cwd / PID_FILE
         try:
             pid_file.write_text(f"{proc.pid} {_program(cmd)}\n")
@@ -84,6 +85,25 @@ def _leader_is(pgid: int, names: list[str]) -> bool:
     except OSError:
         return True
     return not names or any(name in cmdline for name in names)
+
+
+@contextlib.contextmanager
+def _sigint_heard():
+    """verl is stopped gently with SIGINT first (sandbox.groups.GENTLY), but a process started in the
+    background (`cmd &` in a script, `nohup`) ignores SIGINT, and an ignored signal stays ignored across
+    exec: verl would ignore it too and every stop would wait out SIGINT's 30 s before SIGTERM (each of
+    test_launch_signals' three tests took 31 s run so). A handler is reset to the default at exec, so
+    one set here while verl starts gives verl the default; the ignore is put back after."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @contextlib.contextmanager
