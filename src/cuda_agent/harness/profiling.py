@@ -155,6 +155,14 @@ def _wrong_output(session: Session, tag: str, seed: int, calls: int) -> tuple[in
     return None
 
 
+def _checked_call(session: Session, calls: int) -> tuple[int, str] | None:
+    """One call of the solution (a replay of its graph of `calls` calls; 0: a plain call) on new
+    inputs, its outputs compared as `_wrong_output` does."""
+    tag, seed = session.next_tag(), new_seed()
+    session.ask_child({"op": "call", "seed": seed}, "profile")
+    return _wrong_output(session, tag, seed, calls)
+
+
 def _capture(session: Session, result: EvalResult) -> int:
     """CUDA graphs for every side, the method chosen by the reference: where eager and torch.compile
     can be captured (the reference worker picks how many calls a graph holds), the solution is
@@ -174,9 +182,7 @@ def _capture(session: Session, result: EvalResult) -> int:
     ours = session.ask_child({"op": "graph", "seed": seed, "calls": calls}, "profile")
     why = ours.get("reason")
     if ours.get("captured"):
-        tag, seed = session.next_tag(), new_seed()
-        session.ask_child({"op": "call", "seed": seed}, "profile")   # one replay, its figures unused
-        bad = _wrong_output(session, tag, seed, calls)
+        bad = _checked_call(session, calls)   # one replay, its figures unused
         if bad is None:
             result.details["graph"] = f"timed by replays of CUDA graphs of {calls} calls"
             return calls
@@ -191,9 +197,7 @@ def _capture(session: Session, result: EvalResult) -> int:
                                "(at::cuda::getCurrentCUDAStream(), not <<<grid, block>>> on the legacy default "
                                "stream), join every side stream before forward returns and keep forward free of "
                                "host synchronisation to be timed by graph replays")
-    tag, seed = session.next_tag(), new_seed()
-    session.ask_child({"op": "call", "seed": seed}, "profile")
-    if bad := _wrong_output(session, tag, seed, 0):
+    if bad := _checked_call(session, 0):
         raise Stop("profile", f"after its CUDA graph capture failed, a call of the solution computes a wrong output "
                               f"({bad[1]}): work on a side stream that the current stream never waits for (join "
                               "every side stream before forward returns), or state a failed capture leaves broken")
