@@ -5,7 +5,8 @@
 #                scripts under the running shells) and launch the four chains below
 #   watch SECS   wait up to SECS for them, printing progress each minute, then a table
 #   collect      everything small into $OUT (fleet.tgz: logs, metrics, rollouts, verdicts)
-#   turns        the multi-turn plan instead of start (see the case below: PPO, PPO n=8, arft + turns)
+#   turns        the multi-turn plan instead of start (see the case below: PPO, PPO n=8, arft + turns);
+#                MORE="fill:trainer.test_freq=4 ..." adds overrides to its PPO runs
 #   stop GPU     end one chain by its process group (never `ray stop`: it ends every run's Ray on the machine)
 # GPU 0: prep, RFT on 6 operators, PPO (n=4)     GPU 1: the shuffled-reward control
 # WIDE=1 adds GPU 2: PPO with 8 replies a prompt (TAG=n8); GPU 3: PPO again, another data order (TAG=s7).
@@ -45,7 +46,7 @@ case ${1:-} in
     tar cf - --exclude=.git --exclude=.whl --exclude=.devold . | tar xf - -C $F/tree
     export JUDGE=cpu SAMPLED=0 RFT_OPS="affine clamp leaky_relu abs sigmoid silu" EVALUATORS=10 BUILDERS=4
     S=$F/tree/benchmarks/rl_learning.sh
-    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=2 fill:actor_rollout_ref.actor.optim.lr=1e-5"
+    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=2 fill:actor_rollout_ref.actor.optim.lr=1e-5 ${MORE:-}"
     one=fill_collect:actor_rollout_ref.rollout.val_kwargs.n=1
     go() { local gpu=$1 tag=$2 more=$3; shift 3
       setsid nohup env CUDA_VISIBLE_DEVICES=$gpu RAY_TMPDIR=/tmp/ray$gpu OUT=$F/o$gpu TAG="$tag" EXTRA="$base $more" \

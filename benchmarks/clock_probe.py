@@ -1,0 +1,240 @@
+"""Do the SM clocks explain why a speed-up moves between processes? (issue 24: the demo solution's
+paired speed-up read 3.02-3.26x eager and 0.895-1.046x torch.compile over five evaluations on an H100,
+each run's standard error 0.02-0.24% and eager's median within 0.1-0.16%: the solution's and compile's
+own times move from one process to the next, eager's do not.)
+
+    python benchmarks/clock_probe.py [--procs 8] [--rounds 40] [--json OUT]
+
+The demo solution's kernel (benchmarks/solutions/scale_bias_relu_cuda/kernels/sbr.cu) is built once,
+then each of --procs fresh processes loads it and times three sides on the demo task's shape (4096 x 2048
+float32): the kernel, eager (three kernels) and torch.compile (compiled afresh in every process), each
+as a CUDA graph of calls on distinct inputs (about 1 ms a replay), in rounds of shuffled order. Beside
+the timing, `nvidia-smi -lms` samples the GPU's SM and memory clocks, power, temperature and the active
+clock-event reasons; each sample is matched to the side being timed when it arrived. Printed: per
+process, each side's median us/call and the mean SM clock seen while it ran; then the spread of each
+side over processes and the correlation of the kernel's time with the SM clock. A spread that follows
+the clock says the GPU's boost state, not the timer or the placement (benchmarks/placement_probe.py),
+moves the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+KERNEL = REPO / "benchmarks" / "solutions" / "scale_bias_relu_cuda" / "kernels" / "sbr.cu"
+ROWS, COLS = 4096, 2048
+FIELDS = "clocks.sm,clocks.mem,power.draw,temperature.gpu"
+REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")  # newer drivers, older ones
+WRAPPER = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+extern "C" void sbr_launch(const float* x, const float* s, const float* b, float* y, long long rows, long long cols,
+                           int config, cudaStream_t stream);
+torch::Tensor sbr_forward(torch::Tensor x, torch::Tensor s, torch::Tensor b) {
+  auto y = torch::empty_like(x);
+  sbr_launch(x.data_ptr<float>(), s.data_ptr<float>(), b.data_ptr<float>(), y.data_ptr<float>(), x.size(0), x.size(1),
+             0, c10::cuda::getCurrentCUDAStream().stream());
+  return y;
+}
+"""
+
+
+def build(build_dir: Path):
+    from torch.utils.cpp_extension import load_inline
+
+    build_dir.mkdir(parents=True, exist_ok=True)
+    return load_inline("clock_probe_sbr", cpp_sources=[WRAPPER], cuda_sources=[KERNEL.read_text()],
+                       functions=["sbr_forward"], build_directory=str(build_dir), verbose=False)
+
+
+class Clocks:
+    """`nvidia-smi -lms` in the background; each sample tagged with the side being timed when it came."""
+
+    def __init__(self, uuid: str, every_ms: int = 20):
+        self.side = "idle"
+        self.samples: list[tuple[str, list[str]]] = []
+        query = FIELDS
+        for field in REASONS:  # the first name this driver knows
+            try:
+                ok = subprocess.run(["nvidia-smi", "-i", uuid, f"--query-gpu={FIELDS},{field}", "--format=csv"],
+                                    capture_output=True, timeout=30).returncode == 0
+            except (FileNotFoundError, subprocess.TimeoutExpired):
+                ok = False
+            if ok:
+                query = f"{FIELDS},{field}"
+                break
+        try:
+            self.proc = subprocess.Popen(["nvidia-smi", "-i", uuid, f"--query-gpu={query}",
+                                          "--format=csv,noheader,nounits", f"-lms={every_ms}"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except FileNotFoundError:
+            self.proc = None
+            return
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.samples.append((self.side, [f.strip() for f in line.split(",")]))
+
+    def stop(self) -> None:
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait()
+
+    def summary(self, side: str) -> dict:
+        rows = [f for s, f in self.samples if s == side]
+        def num(i):
+            vals = []
+            for f in rows:
+                try:
+                    vals.append(float(f[i]))
+                except (ValueError, IndexError):
+                    pass
+            return vals
+        sm, mem, power, temp = num(0), num(1), num(2), num(3)
+        reasons = sorted({f[4] for f in rows if len(f) > 4})
+        mean = lambda v: round(statistics.fmean(v), 1) if v else None
+        return {"samples": len(rows), "sm_mhz": mean(sm), "sm_min": min(sm, default=None),
+                "sm_max": max(sm, default=None), "mem_mhz": mean(mem), "power_w": mean(power),
+                "temp_c": mean(temp), "event_reasons": reasons}
+
+
+def child(build_dir: Path, rounds: int, seed: int) -> dict:
+    import torch
+
+    ext = build(build_dir)
+    torch.manual_seed(0)
+    calls = 8
+    xs = [torch.randn(ROWS, COLS, device="cuda") for _ in range(calls)]
+    s, b = torch.randn(COLS, device="cuda"), torch.randn(COLS, device="cuda")
+    eager = lambda x: torch.relu(x * s + b)
+    t0 = time.perf_counter()
+    compiled = torch.compile(eager)
+    compiled(xs[0])
+    compile_s = time.perf_counter() - t0
+    sides = {"kernel": lambda x: ext.sbr_forward(x, s, b), "eager": eager, "compile": compiled}
+    ref = eager(xs[1])
+    for name, fn in sides.items():
+        assert torch.allclose(fn(xs[1]), ref, atol=1e-5), f"{name} disagrees with eager"
+    graphs = {}
+    for name, fn in sides.items():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for x in xs[:3]:
+                fn(x)
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            outs = [fn(x) for x in xs]
+        graphs[name] = (g, outs)
+    props = torch.cuda.get_device_properties(0)
+    clocks = Clocks(f"GPU-{props.uuid}" if not str(props.uuid).startswith("GPU-") else str(props.uuid))
+    time.sleep(0.2)
+    times = {name: [] for name in sides}
+    order = list(sides)
+    rng = random.Random(seed)
+    for name in order:  # warm-up: a few replays each
+        for _ in range(20):
+            graphs[name][0].replay()
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for name in order:
+            clocks.side = name
+            g = graphs[name][0]
+            reps = []
+            for _ in range(10):
+                a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                g.replay()
+                z.record()
+                z.synchronize()
+                reps.append(a.elapsed_time(z) * 1000 / calls)
+            times[name].append(statistics.median(reps))
+        clocks.side = "idle"
+    time.sleep(0.1)
+    clocks.stop()
+    out = {"pid": os.getpid(), "compile_s": round(compile_s, 2), "sides": {}}
+    for name, ts in times.items():
+        ts.sort()
+        q = lambda p: ts[min(len(ts) - 1, int(p * len(ts)))]
+        out["sides"][name] = {"median_us": round(statistics.median(ts), 3),
+                              "iqr_rel": round((q(0.75) - q(0.25)) / statistics.median(ts), 5),
+                              "clocks": clocks.summary(name)}
+    return out
+
+
+def pearson(xs: list[float], ys: list[float]) -> float | None:
+    if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    cov = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    return round(cov / (sum((x - mx) ** 2 for x in xs) * sum((y - my) ** 2 for y in ys)) ** 0.5, 3)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--procs", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--build-dir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "clock_probe_build")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child is not None:
+        print(json.dumps(child(a.build_dir, a.rounds, a.child)))
+        return
+    import torch
+
+    build(a.build_dir)  # once, so that no child builds
+    device = torch.cuda.get_device_name()
+    print(f"# clock_probe: {device}, torch {torch.__version__}, {a.procs} processes x {a.rounds} rounds")
+    print("| proc | kernel us | SM MHz | eager us | SM MHz | compile us | SM MHz | power W | temp C | reasons |")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+    runs = []
+    for i in range(a.procs):
+        p = subprocess.run([sys.executable, __file__, "--child", str(i), "--rounds", str(a.rounds),
+                            "--build-dir", str(a.build_dir)], capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            print(f"| {i} | failed: {p.stderr.strip().splitlines()[-1:]} |")
+            continue
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        runs.append(r)
+        k, e, c = (r["sides"][n] for n in ("kernel", "eager", "compile"))
+        reasons = ",".join(sorted(set(k["clocks"]["event_reasons"] + c["clocks"]["event_reasons"])))
+        print(f"| {i} | {k['median_us']:.2f} | {k['clocks']['sm_mhz']} | {e['median_us']:.2f} | "
+              f"{e['clocks']['sm_mhz']} | {c['median_us']:.2f} | {c['clocks']['sm_mhz']} | "
+              f"{k['clocks']['power_w']} | {k['clocks']['temp_c']} | {reasons} |")
+    summary = {"device": device, "date": time.strftime("%Y-%m-%d"), "procs": a.procs, "rounds": a.rounds,
+               "runs": runs, "spread": {}, "corr_time_vs_sm_clock": {}}
+    for n in ("kernel", "eager", "compile"):
+        med = [r["sides"][n]["median_us"] for r in runs]
+        clk = [r["sides"][n]["clocks"]["sm_mhz"] for r in runs]
+        if med:
+            summary["spread"][n] = round(max(med) / min(med) - 1, 4)
+            summary["corr_time_vs_sm_clock"][n] = pearson(med, [c for c in clk if c is not None]) \
+                if all(c is not None for c in clk) else None
+    ratio = [r["sides"]["eager"]["median_us"] / r["sides"]["kernel"]["median_us"] for r in runs]
+    ratio_c = [r["sides"]["compile"]["median_us"] / r["sides"]["kernel"]["median_us"] for r in runs]
+    if ratio:
+        summary["spread"]["speedup_vs_eager"] = round(max(ratio) / min(ratio) - 1, 4)
+        summary["spread"]["speedup_vs_compile"] = round(max(ratio_c) / min(ratio_c) - 1, 4)
+    print(f"\nspread over processes (max/min - 1): " +
+          ", ".join(f"{k} {v:.2%}" for k, v in summary["spread"].items()))
+    print(f"correlation of median time with mean SM clock: {summary['corr_time_vs_sm_clock']}")
+    if a.json:
+        a.json.write_text(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
