@@ -45,13 +45,29 @@ def busy(n: int):
             p.join()
 
 
-def evaluations(device: str, evals: int, budget: float) -> list[dict]:
-    from cuda_agent.harness import EvalConfig, TimingPlan, evaluate
+def plan_of(budget: float, overrides: list[str]):
+    """The timing plan with `--plan field=value` overrides (each parsed as its default's type)."""
+    from dataclasses import fields
+
+    from cuda_agent.harness import TimingPlan
+
+    kinds = {f.name: type(f.default) for f in fields(TimingPlan)}
+    values = {"budget_s": budget}
+    for item in overrides:
+        name, _, value = item.partition("=")
+        if name not in kinds:
+            raise SystemExit(f"--plan {item}: no timing-plan field {name!r} (fields: {', '.join(kinds)})")
+        values[name] = value.lower() in ("1", "true", "yes") if kinds[name] is bool else kinds[name](value)
+    return TimingPlan(**values)
+
+
+def evaluations(device: str, evals: int, budget: float, overrides: list[str] = ()) -> list[dict]:
+    from cuda_agent.harness import EvalConfig, evaluate
     from cuda_agent.tasks import load_task
 
     task = load_task("scale_bias_relu")
     sol = REPO / "benchmarks" / "solutions" / f"scale_bias_relu_{device}"
-    config = EvalConfig(device=device, timing=TimingPlan(budget_s=budget))
+    config = EvalConfig(device=device, timing=plan_of(budget, list(overrides)))
     rows, cached_eager = [], None
     for i in range(evals):
         t0 = time.perf_counter()
@@ -67,6 +83,7 @@ def evaluations(device: str, evals: int, budget: float) -> list[dict]:
                      "rounds": p.rounds, "window": p.window, "stopped": p.stopped,
                      "method": f"graph of {p.graph_calls}" if p.graph_calls else p.method,
                      "solution_ms": r.solution.median_ms, "eager_ms": r.eager.median_ms,
+                     "compile_ms": r.compile.median_ms if r.compile else None,
                      "cached_eager_ms": cached_eager, "unpaired_vs_eager": cached_eager / r.solution.median_ms,
                      "timing_s": r.stage_seconds.get("timing"), "flags": r.flags})
     return rows
@@ -92,7 +109,8 @@ def table(rows: list[dict]) -> str:
               f"| unpaired speed-up vs eager (cached eager / solution median; evaluations 2-) "
               f"| {spread([r['unpaired_vs_eager'] for r in later]):.2f} |",
               f"| solution median | {spread([r['solution_ms'] for r in rows]):.2f} |",
-              f"| eager median (paired) | {spread([r['eager_ms'] for r in rows]):.2f} |"]
+              f"| eager median (paired) | {spread([r['eager_ms'] for r in rows]):.2f} |",
+              f"| torch.compile median (paired) | {spread([r['compile_ms'] for r in rows if r.get('compile_ms')]):.2f} |"]
     return "\n".join(lines)
 
 
@@ -102,6 +120,8 @@ def main() -> None:
     ap.add_argument("--evals", type=int, default=5)
     ap.add_argument("--busy", type=int, default=0, help="busy CPU processes beside the run")
     ap.add_argument("--budget", type=float, default=2.0, help="the timing plan's budget_s")
+    ap.add_argument("--plan", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a timing-plan field for every evaluation, e.g. --plan window_s=0.1 (repeatable)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     import torch
@@ -110,13 +130,15 @@ def main() -> None:
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     with busy(args.busy):
-        rows = evaluations(device, args.evals, args.budget)
+        rows = evaluations(device, args.evals, args.budget, args.plan)
     where = machine(device)
-    print(f"# paired_bench: {args.evals} evaluations of the demo solution, {args.busy} busy processes beside; "
+    print(f"# paired_bench: {args.evals} evaluations of the demo solution, {args.busy} busy processes beside, "
+          f"plan overrides {args.plan or 'none'}; "
           f"{where['device']}, torch {where['torch']}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
     print(table(rows))
     if args.json:
-        args.json.write_text(json.dumps({"machine": where, "busy": args.busy, "rows": rows}, indent=1))
+        args.json.write_text(json.dumps({"machine": where, "busy": args.busy, "plan": args.plan, "rows": rows},
+                                        indent=1))
 
 
 if __name__ == "__main__":

@@ -265,3 +265,32 @@ def test_graph_calls_follow_the_time_and_the_memory():
     assert graph_calls(0.1, 1 << 20, 1.0) == 10
     assert graph_calls(5.0, 1 << 20, 1.0) == 1             # one call is already longer
     assert graph_calls(0.01, 1 << 30, 1.0) == 2            # two gigabytes of inputs and outputs at most
+
+
+def test_on_cuda_a_window_holds_the_baselines_gpu_time_and_not_the_solutions_say():
+    """A graph replay's wall time is mostly its round trip: sized by wall time alone, a window held a few
+    replays (~0.3 ms of GPU work) and speed-ups moved 11.5% between evaluations on an H100. On CUDA the
+    window also holds `window_gpu_ms` of the slowest baseline's own GPU time; the solution's figures,
+    which it could inflate, never size it."""
+    plan = TimingPlan(**{**PLAN.to_dict(), "window_s": 0.01, "window_gpu_ms": 6.0, "target_se": 1.0})
+
+    def sides(m: Machine, solution_ms: float):
+        return (m.side("solution", solution_ms, 0.0, overhead_ms=2.0),
+                [m.side("eager", 0.6, 0.0, overhead_ms=2.0), m.side("compile", 0.3, 0.0, overhead_ms=2.0)])
+
+    m = Machine(seed=3)
+    sol, base = sides(m, 0.2)
+    by_wall = drive_paired(sol, base, plan, clock=m.clock, cuda=False)
+    assert by_wall.window == round(10 / 2.6)                      # window_s over the slowest call's wall time
+    m = Machine(seed=3)
+    sol, base = sides(m, 0.2)
+    on_gpu = drive_paired(sol, base, plan, clock=m.clock, cuda=True)
+    assert on_gpu.window == math.ceil(6.0 / 0.6)                  # eager's 0.6 ms of GPU a call: 10 calls
+    m = Machine(seed=3)
+    sol, base = sides(m, 0.2)
+    liar = Side("solution", lambda seed: CallTimes(50.0, 0.0, 0.0))   # claims 50 ms of GPU a call
+    assert drive_paired(liar, base, plan, clock=m.clock, cuda=True).window == on_gpu.window
+    with_cap = TimingPlan(**{**plan.to_dict(), "window_gpu_ms": 1000.0})
+    assert drive_paired(*sides(Machine(), 0.2), with_cap, clock=Machine().clock, cuda=True).window == 32
+    with pytest.raises(ValueError, match="window_gpu_ms"):
+        TimingPlan(window_gpu_ms=-1.0)

@@ -12,10 +12,10 @@ LEARNING = ROOT / "benchmarks" / "rl" / "learning"
 RFT_OPS = ["affine", "clamp", "leaky_relu", "abs", "sigmoid", "silu"]
 
 
-def figures(run: str, tmp_path: Path) -> dict[str, dict]:
-    out = tmp_path / f"{run}.json"
+def figures(run: str, tmp_path: Path, fleet: str = "run4_fleet") -> dict[str, dict]:
+    out = tmp_path / f"{fleet}_{run}.json"
     table = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "rl" / "ops_by_step.py"),
-                            str(LEARNING / "run4_fleet" / run / "validation"), "--rft-ops", *RFT_OPS, "--json", str(out)],
+                            str(LEARNING / fleet / run / "validation"), "--rft-ops", *RFT_OPS, "--json", str(out)],
                            capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "src")}, check=True)
     assert table.stdout.startswith("| step | pass |"), table.stdout
     return json.loads(out.read_text())
@@ -35,6 +35,19 @@ def test_summary_figures_are_remade_from_the_committed_verdicts(tmp_path):
     goal = summary["goal"]
     assert goal["ppo_minus_rft"] == round(stages["ppo"]["pass"] - stages["rft"]["pass"], 4)
     assert goal["met"]["ppo >= rft + 0.10"] is (stages["ppo"]["pass"] >= stages["rft"]["pass"] + 0.10)
+
+
+def test_run5_figures_are_remade_from_the_committed_verdicts(tmp_path):
+    run5 = json.loads((LEARNING / "summary.json").read_text())["run5_n8"]
+    stages, goal = run5["stages"], run5["goal"]
+    n4, n8 = figures("ppo", tmp_path, "run5_fleet"), figures("n8", tmp_path, "run5_fleet")
+    for key in ("pass", "compile", "reward_mean", "rft_ops_pass", "held_back_ops_pass", "unseen_ops_pass"):
+        assert stages["ppo_n4"][key] == n4["16"][key], key
+        assert stages["ppo_n8"][key] == n8["16"][key], key
+    assert stages["rft"]["runs"] == [n4["0"]["pass"], n8["0"]["pass"]]
+    assert goal["ppo_n8_minus_rft_same_run"] == round(n8["16"]["pass"] - n8["0"]["pass"], 4)
+    assert goal["met"]["ppo n=8 >= rft + 0.10"] is (n8["16"]["pass"] >= n8["0"]["pass"] + 0.10)
+    assert goal["met"]["ppo n=4 >= rft + 0.10"] is (n4["16"]["pass"] >= n4["0"]["pass"] + 0.10)
 
 
 def test_json_is_refused_for_training_rollouts(tmp_path):

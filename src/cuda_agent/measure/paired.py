@@ -11,7 +11,8 @@ The loop, driven here where the clock is trusted (`drive_paired`); each side's c
 wherever `Side.call` makes them (the harness: the solution's child and the reference worker):
 1. estimate: rounds of one call of each side until `min_warmup` rounds and `warmup_s` have
    passed. Each side's median wall time per call sets the window: `window_s` on the slowest side,
-   1 to MAX_WINDOW calls, and no more than `max_runs / min_rounds`.
+   on CUDA at least `window_gpu_ms` of the baselines' GPU time, 1 to MAX_WINDOW calls, and no more
+   than `max_runs / min_rounds` (`window_length`).
 2. settle: rounds of windows, not timed, until each side's last two window figures agree within
    `settle`, at most `max_settle_rounds` of them or a quarter of `budget_s`.
 3. timed rounds, until the standard error of every speed-up is below `target_se` (after
@@ -30,6 +31,7 @@ extra calls as are missing, each checked.
 
 from __future__ import annotations
 
+import math
 import secrets
 import statistics
 import time
@@ -117,6 +119,18 @@ def side_stats(run: PairedRun, side: str, cuda: bool, per: int = 1) -> TimingSta
                                     [x / per for x in window_figures(run.windows[side], cuda)])
 
 
+def window_length(plan: TimingPlan, est: dict[str, float], warm: Windows, baselines: Sequence[Side],
+                  cuda: bool) -> int:
+    """Calls a window: `window_s` of wall time on the slowest side (`est`: each side's median wall time per
+    call) and, on CUDA, at least `window_gpu_ms` of the slowest baseline's own GPU time (the reference's
+    figures, never the solution's), 1 to MAX_WINDOW and no more than `max_runs / min_rounds`."""
+    k = round(plan.window_s * 1000 / max(est.values()))
+    if cuda and plan.window_gpu_ms > 0 and baselines:
+        gpu = max(statistics.median([w[0].device_ms for w in warm[b.name]]) for b in baselines)
+        k = max(k, math.ceil(plan.window_gpu_ms / max(gpu, 1e-3)))
+    return max(1, min(MAX_WINDOW, k, plan.max_runs // plan.min_rounds))
+
+
 def drive_paired(solution: Side, baselines: Sequence[Side], plan: TimingPlan, *, cuda: bool = False,
                  check: Callable[[int, int], None] | None = None, checks: int = 0,
                  quiet: Callable[[], ContextManager] = nullcontext,
@@ -164,7 +178,7 @@ def drive_paired(solution: Side, baselines: Sequence[Side], plan: TimingPlan, *,
         if len(warm[solution.name]) >= 50:
             break
     est = {s.name: max(statistics.median([w[0].wall_ms for w in warm[s.name]]), 1e-3) for s in sides}
-    k = max(1, min(MAX_WINDOW, round(plan.window_s * 1000 / max(est.values())), plan.max_runs // plan.min_rounds))
+    k = window_length(plan, est, warm, baselines, cuda)
     settle: Windows = {s.name: [] for s in sides}
     is_settled = False
     t0 = clock()

@@ -33,6 +33,11 @@ class TimingPlan:
     target_se: float = 0.005
     min_rounds: int = 6          # rounds (one window of each side) before the target may end the run
     window_s: float = 0.01       # a window's calls last about this long (on the slowest side), 1 to MAX_WINDOW calls
+    # CUDA: ... and hold at least this much of the baselines' own GPU time (their events, trusted). A call's wall
+    # time is mostly its round trip to the process that makes it: sized by it alone, a window of graph replays
+    # held ~0.3 ms of GPU work and the demo's speed-up moved 11.5% between evaluations (H100, 2026-11-27; windows
+    # of 25-32 replays: eager within 0.03-0.11%, benchmarks/device_2026-11-27b). 0: wall time alone.
+    window_gpu_ms: float = 20.0
     settle: float = 0.05         # warm-up windows until each side's last two agree within this share ...
     max_settle_rounds: int = 6   # ... or this many rounds of them have run
     # CUDA: where the reference can be captured in a CUDA graph, every side is timed by replays of a
@@ -50,6 +55,9 @@ class TimingPlan:
             raise ValueError("timing plan: warmup_s must be >= 0 and min_warmup >= 1")
         if self.flush not in FLUSHES:
             raise ValueError(f"timing plan: flush is one of {', '.join(FLUSHES)}, not {self.flush!r}")
+        if self.window_gpu_ms < 0:
+            raise ValueError(f"timing plan: window_gpu_ms is milliseconds >= 0 (0: windows sized by wall time "
+                             f"alone), not {self.window_gpu_ms}")
         if not (self.target_se > 0 and self.window_s > 0 and self.settle > 0 and self.graph_ms > 0):
             raise ValueError("timing plan: target_se, window_s, settle and graph_ms must be positive (a share, "
                              "seconds, a share, milliseconds)")
