@@ -5,7 +5,7 @@
 #                scripts under the running shells) and launch the four chains below
 #   watch SECS   wait up to SECS for them, printing progress each minute, then a table
 #   collect      everything small into $OUT (fleet.tgz: logs, metrics, rollouts, verdicts)
-#   repeat       PPO (8 replies, fill.yaml's default) three times from one RFT actor, and arft + multi-turn PPO;
+#   repeat       PPO (8 replies, fill.yaml's default) twice from one RFT actor, its control, arft + multi-turn PPO;
 #   turns        the multi-turn plan instead of start (see the case below: PPO, PPO n=8, arft + turns);
 #                MORE="fill:trainer.test_freq=4 ..." adds overrides to its PPO runs
 #   stop GPU     end one chain by its process group (never `ray stop`: it ends every run's Ray on the machine)
@@ -58,7 +58,7 @@ case ${1:-} in
     go 2 "" "" await:rft:400 arft:800 turns:arft:500 agentic:900   # turns:rft read 0/73 (2026-11-27)
     ;;
   repeat)  # PLAN C (for the session after run 5): does 8 replies a prompt (fill.yaml's default since run 5) repeat?
-           # GPU 0 prep, RFT, PPO; GPUs 1-2 PPO again from that RFT actor with other data orders (TAG=s7, s11);
+           # GPU 0 prep, RFT, PPO; GPU 1 the shuffled-reward control at 8 replies; GPU 2 PPO again, another data order (s7);
            # GPU 3 arft from RFT's actor, then multi-turn PPO from it (agentic; run 5 cut it before its first step).
     mkdir -p $F && rm -rf $F/tree && mkdir -p $F/tree
     tar cf - --exclude=.git --exclude=.whl --exclude=.devold . | tar xf - -C $F/tree
@@ -70,8 +70,8 @@ case ${1:-} in
         ARFT_FROM=rft bash $S "$@" > $F/$gpu.log 2>&1 < /dev/null &
       echo "GPU $gpu: TAG=$tag $more: $*"; }
     go 0 "" "" prep rft ppo:1700
-    go 1 s7 "fill:data.seed=7" await:rft:400 ppo:1700
-    go 2 s11 "fill:data.seed=11" await:rft:400 ppo:1700
+    go 1 "" "" await:rft:400 control:1700
+    go 2 s7 "fill:data.seed=7" await:rft:400 ppo:1700
     go 3 "" "" await:rft:400 arft:800 agentic:1200
     ;;
   watch)
