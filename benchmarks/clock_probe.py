@@ -4,6 +4,7 @@ each run's standard error 0.02-0.24% and eager's median within 0.1-0.16%: the so
 own times move from one process to the next, eager's do not.)
 
     python benchmarks/clock_probe.py [--procs 8] [--rounds 40] [--json OUT]
+    python benchmarks/clock_probe.py --placements 8 --procs 6 --rounds 10   # modes: placement or process?
 
 The demo solution's kernel (benchmarks/solutions/scale_bias_relu_cuda/kernels/sbr.cu) is built once,
 then each of --procs fresh processes loads it and times three sides on the demo task's shape (4096 x 2048
@@ -175,6 +176,84 @@ def child(build_dir: Path, rounds: int, seed: int) -> dict:
     return out
 
 
+def placements_child(build_dir: Path, placements: int, rounds: int, seed: int) -> dict:
+    """The kernel and eager, graphs of 12 calls as the harness makes them, re-made `placements` times in one
+    process, each time after a spacer of another size (inputs, scale and bias land elsewhere), the L2 read
+    through before each replay: does the kernel's time move between placements within a process as much as
+    between processes? (issue 24: the solution's median took one of two values per evaluation on an H100,
+    24.65 or 26.0-26.1 us.)"""
+    import torch
+
+    ext = build(build_dir)
+    rng = random.Random(seed)
+    flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.int8, device="cuda")
+    out = []
+    for _ in range(placements):
+        spacer = torch.empty(rng.randrange(0, 512) << 18, device="cuda")   # 0-511 MB of floats
+        xs = [torch.randn(ROWS, COLS, device="cuda") for _ in range(12)]
+        sc, bi = torch.randn(COLS, device="cuda"), torch.randn(COLS, device="cuda")
+        sides = {"kernel": lambda x: ext.sbr_forward(x, sc, bi), "eager": lambda x: torch.relu(x * sc + bi)}
+        graphs = {}
+        for name, fn in sides.items():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                fn(xs[0])
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                outs = [fn(x) for x in xs]
+            graphs[name] = (g, outs)
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        for _ in range(rounds):
+            for name in rng.sample(list(sides), len(sides)):
+                for _ in range(5):
+                    flush.sum()
+                    a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    graphs[name][0].replay()
+                    z.record()
+                    z.synchronize()
+                    times[name].append(a.elapsed_time(z) * 1000 / 12)
+        out.append({name: round(statistics.median(t), 3) for name, t in times.items()})
+        del graphs, xs, spacer
+        torch.cuda.empty_cache()
+    return {"pid": os.getpid(), "placements": out}
+
+
+def placements_main(a) -> None:
+    import torch
+
+    build(a.build_dir)
+    print(f"# clock_probe --placements {a.placements}: {torch.cuda.get_device_name()}, {a.procs} processes")
+    print("| proc | kernel us by placement | min-max | eager us min-max |")
+    print("|--:|---|--:|--:|")
+    runs = []
+    for i in range(a.procs):
+        p = subprocess.run([sys.executable, __file__, "--child", str(i), "--placements", str(a.placements),
+                            "--rounds", str(a.rounds), "--build-dir", str(a.build_dir)],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            print(f"| {i} | failed: {p.stderr.strip().splitlines()[-1:]} |")
+            continue
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        runs.append(r)
+        k = [x["kernel"] for x in r["placements"]]
+        e = [x["eager"] for x in r["placements"]]
+        print(f"| {i} | {' '.join(f'{v:.2f}' for v in k)} | {min(k):.2f}-{max(k):.2f} ({max(k) / min(k) - 1:.1%}) | "
+              f"{min(e):.2f}-{max(e):.2f} ({max(e) / min(e) - 1:.1%}) |")
+    within = [max(x["kernel"] for x in r["placements"]) / min(x["kernel"] for x in r["placements"]) - 1 for r in runs]
+    medians = [statistics.median(x["kernel"] for x in r["placements"]) for r in runs]
+    summary = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "procs": a.procs,
+               "placements": a.placements, "runs": runs,
+               "kernel_within_process_spread_max": round(max(within), 4) if within else None,
+               "kernel_between_process_spread_of_medians": round(max(medians) / min(medians) - 1, 4) if medians else None}
+    print(f"\nkernel: spread within a process (worst) {summary['kernel_within_process_spread_max']}, "
+          f"between processes' medians {summary['kernel_between_process_spread_of_medians']}")
+    if a.json:
+        a.json.write_text(json.dumps(summary, indent=1))
+
+
 def pearson(xs: list[float], ys: list[float]) -> float | None:
     if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
         return None
@@ -189,10 +268,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--build-dir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "clock_probe_build")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--placements", type=int, default=0,
+                    help="instead: the kernel and eager re-made N times per process at other addresses (no clocks)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child is not None:
-        print(json.dumps(child(a.build_dir, a.rounds, a.child)))
+        r = (placements_child(a.build_dir, a.placements, a.rounds, a.child) if a.placements
+             else child(a.build_dir, a.rounds, a.child))
+        print(json.dumps(r))
+        return
+    if a.placements:
+        placements_main(a)
         return
     import torch
 
@@ -229,7 +315,7 @@ def main() -> None:
     if ratio:
         summary["spread"]["speedup_vs_eager"] = round(max(ratio) / min(ratio) - 1, 4)
         summary["spread"]["speedup_vs_compile"] = round(max(ratio_c) / min(ratio_c) - 1, 4)
-    print(f"\nspread over processes (max/min - 1): " +
+    print("\nspread over processes (max/min - 1): " +
           ", ".join(f"{k} {v:.2%}" for k, v in summary["spread"].items()))
     print(f"correlation of median time with mean SM clock: {summary['corr_time_vs_sm_clock']}")
     if a.json:
