@@ -110,6 +110,32 @@ class Clocks:
                 "temp_c": mean(temp), "event_reasons": reasons}
 
 
+def capture(fn, xs: list, warm: int = 1):
+    """A CUDA graph of `fn` over every input of `xs` (after `warm` calls on a side stream), and its outputs."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for x in xs[:warm]:
+            fn(x)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        outs = [fn(x) for x in xs]
+    return g, outs
+
+
+def run_child(i: int, a, *extra: str) -> dict | None:
+    """One fresh process of the probe (`--child i`), its JSON line; None (and a table row) when it failed."""
+    p = subprocess.run([sys.executable, __file__, "--child", str(i), "--rounds", str(a.rounds),
+                        "--build-dir", str(a.build_dir), *extra], capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        print(f"| {i} | failed: {p.stderr.strip().splitlines()[-1:]} |")
+        return None
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def child(build_dir: Path, rounds: int, seed: int) -> dict:
     import torch
 
@@ -127,18 +153,7 @@ def child(build_dir: Path, rounds: int, seed: int) -> dict:
     ref = eager(xs[1])
     for name, fn in sides.items():
         assert torch.allclose(fn(xs[1]), ref, atol=1e-5), f"{name} disagrees with eager"
-    graphs = {}
-    for name, fn in sides.items():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for x in xs[:3]:
-                fn(x)
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            outs = [fn(x) for x in xs]
-        graphs[name] = (g, outs)
+    graphs = {name: capture(fn, xs, warm=3) for name, fn in sides.items()}
     props = torch.cuda.get_device_properties(0)
     clocks = Clocks(f"GPU-{props.uuid}" if not str(props.uuid).startswith("GPU-") else str(props.uuid))
     time.sleep(0.2)
@@ -193,17 +208,7 @@ def placements_child(build_dir: Path, placements: int, rounds: int, seed: int) -
         xs = [torch.randn(ROWS, COLS, device="cuda") for _ in range(12)]
         sc, bi = torch.randn(COLS, device="cuda"), torch.randn(COLS, device="cuda")
         sides = {"kernel": lambda x: ext.sbr_forward(x, sc, bi), "eager": lambda x: torch.relu(x * sc + bi)}
-        graphs = {}
-        for name, fn in sides.items():
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                fn(xs[0])
-            torch.cuda.current_stream().wait_stream(side)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                outs = [fn(x) for x in xs]
-            graphs[name] = (g, outs)
+        graphs = {name: capture(fn, xs) for name, fn in sides.items()}
         times: dict[str, list[float]] = {name: [] for name in sides}
         for _ in range(rounds):
             for name in rng.sample(list(sides), len(sides)):
@@ -230,13 +235,9 @@ def placements_main(a) -> None:
     print("|--:|---|--:|--:|")
     runs = []
     for i in range(a.procs):
-        p = subprocess.run([sys.executable, __file__, "--child", str(i), "--placements", str(a.placements),
-                            "--rounds", str(a.rounds), "--build-dir", str(a.build_dir)],
-                           capture_output=True, text=True, timeout=600)
-        if p.returncode != 0:
-            print(f"| {i} | failed: {p.stderr.strip().splitlines()[-1:]} |")
+        r = run_child(i, a, "--placements", str(a.placements))
+        if r is None:
             continue
-        r = json.loads(p.stdout.strip().splitlines()[-1])
         runs.append(r)
         k = [x["kernel"] for x in r["placements"]]
         e = [x["eager"] for x in r["placements"]]
@@ -289,12 +290,9 @@ def main() -> None:
     print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
     runs = []
     for i in range(a.procs):
-        p = subprocess.run([sys.executable, __file__, "--child", str(i), "--rounds", str(a.rounds),
-                            "--build-dir", str(a.build_dir)], capture_output=True, text=True, timeout=600)
-        if p.returncode != 0:
-            print(f"| {i} | failed: {p.stderr.strip().splitlines()[-1:]} |")
+        r = run_child(i, a)
+        if r is None:
             continue
-        r = json.loads(p.stdout.strip().splitlines()[-1])
         runs.append(r)
         k, e, c = (r["sides"][n] for n in ("kernel", "eager", "compile"))
         reasons = ",".join(sorted(set(k["clocks"]["event_reasons"] + c["clocks"]["event_reasons"])))
