@@ -7,7 +7,7 @@
 #   collect      everything small into $OUT (fleet.tgz: logs, metrics, rollouts, verdicts)
 #   repeat       PPO (8 replies, fill.yaml's default) twice from one RFT actor, its control, arft + multi-turn PPO;
 #   turns        the multi-turn plan instead of start (see the case below: PPO, PPO n=8, arft + turns);
-#                MORE="fill:trainer.test_freq=4 ..." adds overrides to its PPO runs
+#                MORE="fill:trainer.test_freq=4 ..." adds overrides to the PPO runs of every plan
 #   stop GPU     end one chain by its process group (never `ray stop`: it ends every run's Ray on the machine)
 # GPU 0: prep, RFT on 6 operators, PPO (n=4)     GPU 1: the shuffled-reward control
 # WIDE=1 adds GPU 2: PPO with 8 replies a prompt (TAG=n8); GPU 3: PPO again, another data order (TAG=s7).
@@ -20,39 +20,33 @@ cd "$(dirname "$0")/.."
 F=/tmp/fleet
 OUT=${OUT:-device_out}
 STEPS=${STEPS:-10}
+fleet_tree() {  # a copy of the tree for the chains (see `start` above) and what every chain shares
+  mkdir -p $F && rm -rf $F/tree && mkdir -p $F/tree
+  tar cf - --exclude=.git --exclude=.whl --exclude=.devold . | tar xf - -C $F/tree
+  export JUDGE=cpu SAMPLED=0 RFT_OPS="affine clamp leaky_relu abs sigmoid silu" EVALUATORS=10 BUILDERS=4
+}
+go() {  # gpu, tag ("" for none), overrides added to $base, steps...: one chain, detached, its own GPU, Ray and log
+  local gpu=$1 tag=$2 more=$3; shift 3
+  setsid nohup env CUDA_VISIBLE_DEVICES=$gpu RAY_TMPDIR=/tmp/ray$gpu OUT=$F/o$gpu TAG="$tag" EXTRA="$base $more" \
+    ARFT_FROM=rft TURNS=fill_collect:actor_rollout_ref.rollout.val_kwargs.n=1 \
+    bash $F/tree/benchmarks/rl_learning.sh "$@" > $F/$gpu.log 2>&1 < /dev/null &
+  echo "GPU $gpu: TAG=$tag $more: $*"
+}
+base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=2 fill:actor_rollout_ref.actor.optim.lr=1e-5 ${MORE:-}"
 case ${1:-} in
   start)
-    mkdir -p $F && rm -rf $F/tree && mkdir -p $F/tree
-    tar cf - --exclude=.git --exclude=.whl --exclude=.devold . | tar xf - -C $F/tree
-    export JUDGE=cpu SAMPLED=0 RFT_OPS="affine clamp leaky_relu abs sigmoid silu" EVALUATORS=10 BUILDERS=4
-    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=2 fill:actor_rollout_ref.actor.optim.lr=1e-5"
-    S=$F/tree/benchmarks/rl_learning.sh
-    launch() {  # gpu, tag ("" for none), overrides added to the base, steps...
-      local gpu=$1 tag=$2 more=$3; shift 3
-      setsid nohup env CUDA_VISIBLE_DEVICES=$gpu RAY_TMPDIR=/tmp/ray$gpu OUT=$F/o$gpu TAG="$tag" EXTRA="$base $more" \
-        bash $S "$@" > $F/$gpu.log 2>&1 < /dev/null &
-      echo "GPU $gpu: TAG=$tag $more: $*"
-    }
-    launch 0 "" "" prep rft ppo:1500
-    launch 1 "" "" await:rft:400 control:1500
+    fleet_tree
+    go 0 "" "" prep rft ppo:1500
+    go 1 "" "" await:rft:400 control:1500
     if [ -n "${WIDE:-}" ]; then
-      launch 2 n8 "fill:actor_rollout_ref.rollout.n=8" await:rft:400 ppo:1500
-      launch 3 s7 "fill:data.seed=7" await:rft:400 ppo:1500
+      go 2 n8 "fill:actor_rollout_ref.rollout.n=8" await:rft:400 ppo:1500
+      go 3 s7 "fill:data.seed=7" await:rft:400 ppo:1500
     fi
     ;;
   turns)  # PLAN B (2026-11-27): GPU 0 prep, RFT, PPO; GPU 1 PPO with 8 replies a prompt (TAG=n8);
           # GPU 2 the multi-turn form: demonstrations + SFT from RFT's actor (arft), pass after turn k for that
           # actor (turns:arft; RFT's own read 0/73), then multi-turn PPO from it (agentic). GPU 3 is left to other work.
-    mkdir -p $F && rm -rf $F/tree && mkdir -p $F/tree
-    tar cf - --exclude=.git --exclude=.whl --exclude=.devold . | tar xf - -C $F/tree
-    export JUDGE=cpu SAMPLED=0 RFT_OPS="affine clamp leaky_relu abs sigmoid silu" EVALUATORS=10 BUILDERS=4
-    S=$F/tree/benchmarks/rl_learning.sh
-    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=2 fill:actor_rollout_ref.actor.optim.lr=1e-5 ${MORE:-}"
-    one=fill_collect:actor_rollout_ref.rollout.val_kwargs.n=1
-    go() { local gpu=$1 tag=$2 more=$3; shift 3
-      setsid nohup env CUDA_VISIBLE_DEVICES=$gpu RAY_TMPDIR=/tmp/ray$gpu OUT=$F/o$gpu TAG="$tag" EXTRA="$base $more" \
-        ARFT_FROM=rft TURNS="$one" bash $S "$@" > $F/$gpu.log 2>&1 < /dev/null &
-      echo "GPU $gpu: TAG=$tag $more: $*"; }
+    fleet_tree
     go 0 "" "" prep rft ppo:1700
     go 1 n8 "fill:actor_rollout_ref.rollout.n=8" await:rft:400 ppo:1700
     go 2 "" "" await:rft:400 arft:800 turns:arft:500 agentic:900   # turns:rft read 0/73 (2026-11-27)
@@ -60,15 +54,8 @@ case ${1:-} in
   repeat)  # PLAN C (for the session after run 5): does 8 replies a prompt (fill.yaml's default since run 5) repeat?
            # GPU 0 prep, RFT, PPO; GPU 1 the shuffled-reward control at 8 replies; GPU 2 PPO again, another data order (s7);
            # GPU 3 arft from RFT's actor, then multi-turn PPO from it (agentic; run 5 cut it before its first step).
-    mkdir -p $F && rm -rf $F/tree && mkdir -p $F/tree
-    tar cf - --exclude=.git --exclude=.whl --exclude=.devold . | tar xf - -C $F/tree
-    export JUDGE=cpu SAMPLED=0 RFT_OPS="affine clamp leaky_relu abs sigmoid silu" EVALUATORS=10 BUILDERS=4
-    S=$F/tree/benchmarks/rl_learning.sh
-    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=4 ${MORE:-}"
-    go() { local gpu=$1 tag=$2 more=$3; shift 3
-      setsid nohup env CUDA_VISIBLE_DEVICES=$gpu RAY_TMPDIR=/tmp/ray$gpu OUT=$F/o$gpu TAG="$tag" EXTRA="$base $more" \
-        ARFT_FROM=rft bash $S "$@" > $F/$gpu.log 2>&1 < /dev/null &
-      echo "GPU $gpu: TAG=$tag $more: $*"; }
+    fleet_tree
+    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=4 ${MORE:-}"   # lr: fill.yaml's 1e-5
     go 0 "" "" prep rft ppo:1700
     go 1 "" "" await:rft:400 control:1700
     go 2 s7 "fill:data.seed=7" await:rft:400 ppo:1700
