@@ -22,7 +22,30 @@ def figures(run: str, tmp_path: Path, fleet: str = "run4_fleet") -> dict[str, di
 
 
 def test_summary_figures_are_remade_from_the_committed_verdicts(tmp_path):
+    """The top level is run 6 (8 replies a prompt, its control and a second data order)."""
     summary = json.loads((LEARNING / "summary.json").read_text())
+    stages, goal = summary["stages"], summary["goal"]
+    runs = {name: figures(name, tmp_path, "run6_repeat") for name in ("ppo", "s7", "control")}
+    last = {"ppo": runs["ppo"]["14"], "ppo_s7": runs["s7"]["16"], "control": runs["control"]["16"]}
+    assert all(step["prompts"] == summary["heldout_prompts"] == 73 for run in runs.values() for step in run.values())
+    for stage, figures_at_end in last.items():
+        for key in ("pass", "compile", "reward_mean", "rft_ops_pass", "held_back_ops_pass", "unseen_ops_pass"):
+            assert stages[stage][key] == figures_at_end[key], (stage, key)
+    zeros = [runs[name]["0"] for name in ("ppo", "control", "s7")]
+    assert stages["rft"]["runs"] == [z["pass"] for z in zeros]
+    rft = round(sum(z["pass"] for z in zeros) / 3, 4)
+    assert stages["rft"]["pass"] == rft and stages["rft"]["compile"] == round(sum(z["compile"] for z in zeros) / 3, 4)
+    assert stages["ppo"]["pass_by_step"] == {step: f["pass"] for step, f in runs["ppo"].items()}
+    assert goal["ppo_minus_rft"] == round(stages["ppo"]["pass"] - rft, 4)
+    assert goal["control_minus_rft"] == round(stages["control"]["pass"] - rft, 4)
+    assert goal["met"] == {"ppo >= rft + 0.10": stages["ppo"]["pass"] >= rft + 0.10,
+                           "ppo_s7 >= rft + 0.10": stages["ppo_s7"]["pass"] >= rft + 0.10,
+                           "ppo >= pretrained + 0.30": stages["ppo"]["pass"] >= stages["pretrained"]["pass"] + 0.30,
+                           "control <= rft + 0.03": stages["control"]["pass"] <= rft + 0.03}
+
+
+def test_run4_figures_are_remade_from_the_committed_verdicts(tmp_path):
+    summary = json.loads((LEARNING / "summary.json").read_text())["run4"]
     stages = summary["stages"]
     ppo, control = figures("ppo", tmp_path), figures("control", tmp_path)
     assert all(step["prompts"] == summary["heldout_prompts"] == 73 for step in [*ppo.values(), *control.values()])
