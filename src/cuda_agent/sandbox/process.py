@@ -6,6 +6,7 @@ wall-clock limit per request, a host-memory limit and the confinement of isolati
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import shutil
@@ -17,10 +18,12 @@ import time
 from pathlib import Path
 
 from cuda_agent.devices import TIMING_CORES_ENV
+from cuda_agent.sandbox import forkserver
 from cuda_agent.sandbox.groups import kill_group
 from cuda_agent.sandbox.isolation import PACKAGE_ROOT, Confinement, SandboxUser
 
 MAX_MESSAGE = 1 << 20
+_log = logging.getLogger(__name__)
 
 
 class ChildFailed(RuntimeError):
@@ -54,11 +57,13 @@ class Exchange:
 
 class Process:
     """A child speaking JSON lines over two pipes that are not its stdin/stdout, so nothing it
-    prints can be taken for a message."""
+    prints can be taken for a message. With `fork_server` (or CUDA_AGENT_FORK_SERVER=1; =0 turns it
+    off), it is forked from a process that has imported torch already (forkserver.py) instead of
+    starting a fresh interpreter."""
 
     def __init__(self, module: str, *, cwd: Path, log: Path, user: SandboxUser | None = None,
                  memory_bytes: int | None = None, limit_address_space: bool = False,
-                 isolate_network: bool = False,
+                 isolate_network: bool = False, fork_server: bool = False,
                  env: dict[str, str] | None = None):
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
@@ -77,13 +82,28 @@ class Process:
             if k in os.environ:
                 child_env[k] = os.environ[k]
         child_env.update(env or {})
+        self.env = child_env  # what the child runs with (a forked child's /proc/PID/environ shows its server's)
         self._log = open(log, "wb")
         self.log_path = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-s", "-m", module, str(to_child_r), str(from_child_w)],
-            cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-            pass_fds=(to_child_r, from_child_w),
-            preexec_fn=Confinement(user, memory_bytes if limit_address_space else None, network=not isolate_network).preexec())
+        confinement = Confinement(user, memory_bytes if limit_address_space else None, network=not isolate_network)
+        self.proc: subprocess.Popen | forkserver.ForkedChild | None = None
+        try:
+            if forkserver.wanted(fork_server):
+                try:
+                    self.proc = forkserver.spawn(module, cwd=cwd, env=child_env, confinement=confinement,
+                                                 channel=(to_child_r, from_child_w), log_fd=self._log.fileno())
+                except forkserver.ForkServerFailed as e:  # a fresh interpreter instead, as without one
+                    _log.warning("%s; starting %s without it", e, module)
+            if self.proc is None:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-s", "-m", module, str(to_child_r), str(from_child_w)],
+                    cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                    pass_fds=(to_child_r, from_child_w), preexec_fn=confinement.preexec())
+        except BaseException:
+            for fd in (to_child_r, self._to_child, self._from_child, from_child_w):
+                os.close(fd)
+            self._log.close()
+            raise
         os.close(to_child_r)
         os.close(from_child_w)
         self._buffer = b""

@@ -10,6 +10,7 @@ import pytest
 
 from cuda_agent.devices import Backend
 from cuda_agent.harness.config import EvalConfig
+from cuda_agent.sandbox import Process
 from cuda_agent.sandbox.isolation import ensure_user
 from cuda_agent.harness.workers.spares import keep_warm, take_pair
 
@@ -92,9 +93,9 @@ def test_a_deeper_block_keeps_that_many_spares_on_the_background_cores():
     assert not spares._spares
 
 
-def _environ(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    return dict(kv.decode().split("=", 1) for kv in raw if b"=" in kv)
+def _environ(process: Process) -> dict[str, str]:
+    """The environment a process was started with (a forked child's /proc/PID/environ is its server's)."""
+    return process.env
 
 
 def test_a_spares_reference_worker_warms_torch_compile_and_shares_the_homes_compile_cache():
@@ -109,11 +110,11 @@ def test_a_spares_reference_worker_warms_torch_compile_and_shares_the_homes_comp
         now = take_pair(ensure_user(), backend, config)
         try:
             ahead = spares._spares[0]
-            assert spares.WARM_COMPILE_ENV not in _environ(now.ref.proc.pid)
-            assert _environ(ahead.ref.proc.pid)[spares.WARM_COMPILE_ENV] == "cpu0"
+            assert spares.WARM_COMPILE_ENV not in _environ(now.ref)
+            assert _environ(ahead.ref)[spares.WARM_COMPILE_ENV] == "cpu0"
             for pair in (now, ahead):
-                assert _environ(pair.ref.proc.pid)["TORCHINDUCTOR_CACHE_DIR"] == str(subdir("inductor"))
-                assert _environ(pair.child.proc.pid)["TORCHINDUCTOR_CACHE_DIR"] != str(subdir("inductor"))
+                assert _environ(pair.ref)["TORCHINDUCTOR_CACHE_DIR"] == str(subdir("inductor"))
+                assert _environ(pair.child)["TORCHINDUCTOR_CACHE_DIR"] != str(subdir("inductor"))
         finally:
             now.close()
 
@@ -127,6 +128,6 @@ def test_a_spare_for_evaluations_that_do_not_time_compiles_nothing_ahead():
     with keep_warm():
         now = take_pair(ensure_user(), Backend("cpu"), EvalConfig(device="cpu", profile=False))
         try:
-            assert spares.WARM_COMPILE_ENV not in _environ(spares._spares[0].ref.proc.pid)
+            assert spares.WARM_COMPILE_ENV not in _environ(spares._spares[0].ref)
         finally:
             now.close()

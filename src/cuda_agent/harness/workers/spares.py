@@ -81,11 +81,13 @@ def start_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig, s
     if spare and config.profile:  # an evaluation that only checks correctness (RL rewards often) never compiles
         ref_env[WARM_COMPILE_ENV] = lock_name(backend.device) if config.quiet_host else ""
     try:
+        # Forked from a process that imported torch once, on the CPU backend (on CUDA: not yet run on the device).
+        forked = not backend.is_cuda
         ref = Process("cuda_agent.harness.workers.reference", cwd=ex.private, log=ex.private / "reference.log",
-                      env=ref_env)
+                      fork_server=forked, env=ref_env)
         child = Process("cuda_agent.harness.workers.child", cwd=ex.public, log=ex.private / "child.log",
                         user=child_user, memory_bytes=int(config.memory_limit_gb * 2**30),
-                        limit_address_space=not backend.is_cuda, isolate_network=True, env=env)
+                        limit_address_space=not backend.is_cuda, isolate_network=True, fork_server=forked, env=env)
     except BaseException:
         ex.close()
         if slot is not None:

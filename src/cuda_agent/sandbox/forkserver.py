@@ -1,0 +1,442 @@
+"""A fork server: a process that imports torch once and forks the sandboxed children of `Process`
+from there, so that a child starts in milliseconds instead of seconds of `import torch` (about 2
+CPU-seconds each on a small CPU; every evaluation starts two).
+
+One server per client process and environment: the client starts it (`BOOT`) with a child's environment minus the variables each child sets
+for itself (`AFTER_FORK`, read by nothing torch runs at import), so that everything torch reads
+while importing (the loader's paths, thread counts, CUDA_HOME) is what a fresh child would have
+read. The server never creates a CUDA context (children do, after the fork), holds no module of
+ours that a child could find already imported (it drops them from `sys.modules`), and ends when its
+client does (end of file on its socket), killing its children first.
+
+A child, right after the fork: its log as stdout and stderr, /dev/null as stdin, every other
+descriptor closed except its two channel pipes, the client's CPU affinity, its working folder,
+its confinement (`Confinement`: session, limits, namespaces, user), its own environment, and
+then its module run as `python -m` runs one. The client holds a pidfd of each child (signals go
+to that process and no other) and learns its exit status from the server.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import importlib
+import os
+import pickle
+import runpy
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from cuda_agent.sandbox.isolation import PACKAGE_ROOT, Confinement, SandboxUser
+
+PRELOAD = ("torch", "torch.utils.cpp_extension")
+AFTER_FORK = ("HOME", "TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+AFTER_FORK_PREFIX = "CUDA_AGENT_"
+SWITCH_ENV = "CUDA_AGENT_FORK_SERVER"  # "0": every child is a fresh interpreter; "1": forked wherever asked
+MAX_MESSAGE = 1 << 20
+START_S = 120.0
+SET_UP_S = 30
+MAX_SERVERS = 4  # per client process; the least recently used one without children goes first
+# The server runs `python -s -c BOOT FD ROOT`: our package is importable while the server imports this module and
+# not after, so a child's `sys.path` is what its own environment makes it (a child's `-m` folder set after the fork).
+BOOT = ("import sys; sys.path.insert(1, sys.argv[2]); from cuda_agent.sandbox.forkserver import main; "
+        "del sys.path[1]; main()")
+
+
+def wanted(default: bool) -> bool:
+    """Whether a caller that would use the server by `default` does: CUDA_AGENT_FORK_SERVER=0/1 overrides."""
+    value = os.environ.get(SWITCH_ENV, "").strip()
+    return default if value not in ("0", "1") else value == "1"
+
+
+def server_env(env: dict[str, str]) -> dict[str, str]:
+    """The part of a child's environment its server is started with (and keyed by)."""
+    return {k: v for k, v in env.items() if k not in AFTER_FORK and not k.startswith(AFTER_FORK_PREFIX)}
+
+
+class ForkServerFailed(RuntimeError):
+    """The fork server could not start or stopped answering; `Process` then says why the child could not start."""
+
+
+# ---- the client's side ---------------------------------------------------------------------------
+
+class ForkedChild:
+    """A forked child as the client sees it, with what `Process` uses of `subprocess.Popen`."""
+
+    def __init__(self, server: "ForkServer", pid: int, pidfd: int):
+        self.server, self.pid, self._pidfd = server, pid, pidfd
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.server.exit_code(self.pid, 0.0)
+            if self.returncode is not None:
+                self._close_pidfd()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self.server.exit_code(self.pid, timeout)
+            if self.returncode is None:
+                raise subprocess.TimeoutExpired(f"forked {self.pid}", timeout or 0)
+            self._close_pidfd()
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None and self._pidfd >= 0:
+            try:
+                signal.pidfd_send_signal(self._pidfd, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
+
+    def __del__(self):
+        try:
+            self._close_pidfd()
+        except OSError:
+            pass
+
+
+class ForkServer:
+    """The client's end of one server: `spawn` a child, learn when each one ends."""
+
+    def __init__(self, env: dict[str, str]):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fd, log_name = tempfile.mkstemp(prefix="cuda_agent_forkserver_", suffix=".log")
+        self.log = Path(log_name)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-s", "-c", BOOT, str(theirs.fileno()), PACKAGE_ROOT],
+                cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
+                pass_fds=(theirs.fileno(),), start_new_session=True)
+        finally:
+            os.close(fd)
+            theirs.close()
+        self._sock = ours
+        self._lock = threading.Lock()              # one spawn at a time on the socket
+        self._done = threading.Condition()
+        self._codes: dict[int, int] = {}
+        self._replies: list[tuple[dict, list[int]]] = []
+        self._running: set[int] = set()
+        self._dead = False
+        self.used = time.monotonic()
+        ready, _ = self._receive(START_S)
+        if not ready.get("ready"):
+            tail = self.log_tail()
+            self.close()
+            raise ForkServerFailed(f"the fork server did not start: {tail}")
+        threading.Thread(target=self._read, name="forkserver-reader", daemon=True).start()
+
+    def _receive(self, timeout_s: float) -> tuple[dict, list[int]]:
+        """One message straight from the socket (before the reader thread runs)."""
+        ready, _, _ = select.select([self._sock], [], [], timeout_s)
+        if not ready:
+            return {}, []
+        data, fds, _, _ = socket.recv_fds(self._sock, MAX_MESSAGE, 1)
+        return (pickle.loads(data) if data else {}), list(fds)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self._sock, MAX_MESSAGE, 1)
+            except OSError:
+                data, fds = b"", []
+            with self._done:
+                if not data:  # the server is gone, and with it (parent-death signal) every child of it
+                    self._dead = True
+                    self._done.notify_all()
+                    return
+                message = pickle.loads(data)
+                if "exit" in message:
+                    self._codes[message["exit"]] = message["code"]
+                    self._running.discard(message["exit"])
+                else:
+                    self._replies.append((message, list(fds)))
+                self._done.notify_all()
+
+    def alive(self) -> bool:
+        return not self._dead and self.proc.poll() is None
+
+    def idle(self) -> bool:
+        with self._done:
+            return not self._running
+
+    def spawn(self, module: str, *, cwd: Path, env: dict[str, str], confinement: Confinement,
+              channel: tuple[int, int], log_fd: int) -> ForkedChild:
+        self.used = time.monotonic()
+        # Plain data only: unpickling a class of ours would import our package into the server.
+        request = {"module": module, "cwd": str(cwd), "env": env, "confinement": dataclasses.asdict(confinement),
+                   "affinity": sorted(os.sched_getaffinity(0)),
+                   "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+        with self._lock:
+            try:
+                socket.send_fds(self._sock, [pickle.dumps(request)], [*channel, log_fd])
+            except OSError as e:
+                raise ForkServerFailed(f"the fork server stopped answering ({e})") from None
+            deadline = time.monotonic() + 30
+            with self._done:
+                while not self._replies and not self._dead and time.monotonic() < deadline:
+                    self._done.wait(0.5)
+                if not self._replies:
+                    raise ForkServerFailed(f"the fork server did not fork: {self.log_tail()}")
+                reply, fds = self._replies.pop(0)
+                if "pid" in reply:
+                    self._running.add(reply["pid"])
+        if "pid" not in reply:
+            for fd in fds:
+                os.close(fd)
+            if "set_up" in reply:  # as Popen raises when its preexec fails: no fresh interpreter instead
+                raise subprocess.SubprocessError(reply["error"])
+            raise ForkServerFailed(f"the fork server could not fork: {reply.get('error', '?')}")
+        return ForkedChild(self, reply["pid"], fds[0] if fds else -1)
+
+    def exit_code(self, pid: int, timeout: float | None) -> int | None:
+        """The child's exit status as Popen gives it (-N for signal N), or None if it still runs."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._done:
+            while pid not in self._codes:
+                if self._dead:
+                    return -signal.SIGKILL  # its parent died: the parent-death signal killed it
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._done.wait(left if left is not None else 1.0)
+            return self._codes.pop(pid) if pid in self._codes else None
+
+    def log_tail(self, chars: int = 1500) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:].strip() or "(no output)"
+        except OSError:
+            return "(no log)"
+
+    def close(self) -> None:
+        try:  # end of file for the server (it kills its children and exits), and for our reader thread
+            self._sock.shutdown(socket.SHUT_RDWR)  # (a bare close would wait for the reader's recv to end)
+        except OSError:
+            pass
+        self._sock.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.unlink(missing_ok=True)
+
+
+_servers: dict[tuple, ForkServer] = {}
+_servers_lock = threading.Lock()
+
+
+def spawn(module: str, *, cwd: Path, env: dict[str, str], confinement: Confinement,
+          channel: tuple[int, int], log_fd: int) -> ForkedChild:
+    """A child forked from this process's server for `env` (started now if there is none, or it died)."""
+    base = server_env(env)
+    key = (os.getpid(), tuple(sorted(base.items())))
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is None or not server.alive():
+            if server is not None:
+                _servers.pop(key).close()
+            _evict(keep=MAX_SERVERS - 1)
+            server = _servers[key] = ForkServer(base)
+    return server.spawn(module, cwd=cwd, env=env, confinement=confinement, channel=channel, log_fd=log_fd)
+
+
+def _evict(keep: int) -> None:
+    """Close this process's least recently used servers that have no child running, down to `keep`."""
+    mine = sorted((s.used, k) for k, s in _servers.items() if k[0] == os.getpid())
+    for _, key in mine[:max(0, len(mine) - keep)]:
+        if _servers[key].idle():
+            _servers.pop(key).close()
+
+
+@atexit.register
+def close_all() -> None:
+    """Stop this process's servers (each kills the children it still has)."""
+    with _servers_lock:
+        mine = [k for k in _servers if k[0] == os.getpid()]
+        servers = [_servers.pop(k) for k in mine]
+    for server in servers:
+        server.close()
+
+
+# ---- the server's side ---------------------------------------------------------------------------
+
+def _send(sock: socket.socket, message: dict, fds: list[int] = ()) -> None:
+    socket.send_fds(sock, [pickle.dumps(message)], list(fds))
+
+
+def _status(status: int) -> int:
+    return os.waitstatus_to_exitcode(status)
+
+
+def _read_ready(ready_r: int, pidfd: int) -> bytes:
+    """What the child says once set up (its confinement in place), until end of file; a child that says
+    nothing within SET_UP_S is killed."""
+    said = b""
+    deadline = time.monotonic() + SET_UP_S
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([ready_r], [], [], left)[0]:
+                continue
+            chunk = os.read(ready_r, 4096)
+            if not chunk:
+                return said
+            said += chunk
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        return said or b"not set up within %d s" % SET_UP_S
+    finally:
+        os.close(ready_r)
+
+
+def serve(sock: socket.socket) -> None:
+    for name in PRELOAD:
+        importlib.import_module(name)
+    for name in [m for m in sys.modules if m == "cuda_agent" or m.startswith("cuda_agent.")]:
+        del sys.modules[name]  # a child imports ours afresh, under its own environment
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: set[int] = set()
+    _send(sock, {"ready": True})
+    while True:
+        readable, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in readable:
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            children.discard(pid)
+            _send(sock, {"exit": pid, "code": _status(status)})
+        if sock not in readable:
+            continue
+        data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 3)
+        if not data:
+            break
+        request = pickle.loads(data)
+        ready_r, ready_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            for fd in (*fds, ready_r, ready_w):
+                os.close(fd)
+            _send(sock, {"error": f"fork failed: {e}"})
+            continue
+        if pid == 0:
+            _child(request, list(fds), ready_w)  # never returns
+        for fd in (*fds, ready_w):
+            os.close(fd)
+        children.add(pid)
+        pidfd = os.pidfd_open(pid)
+        said = _read_ready(ready_r, pidfd)
+        if said == b"ok":
+            _send(sock, {"pid": pid}, [pidfd])
+        else:
+            _send(sock, {"error": f"the child could not be set up: {said.decode(errors='replace') or 'it died'}",
+                         "set_up": False})
+        os.close(pidfd)
+        del request
+    for pid in children:  # the client is gone: so are its children
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _child(request: dict, fds: list[int], ready: int) -> None:
+    """In the forked child: become what `python -s -m MODULE IN OUT` started by Popen would be. The
+    server hears "ok" on `ready` once the confinement holds (as Popen returns once its preexec ran),
+    or why it could not be set up."""
+    try:
+        to_child_r, from_child_w = _set_up(request, fds, ready)
+    except BaseException as e:  # noqa: BLE001 - told to the server, which tells the client
+        try:
+            os.write(ready, f"{type(e).__name__}: {e}".encode()[:4000])
+        finally:
+            os._exit(126)
+    os.write(ready, b"ok")
+    os.close(ready)
+    code = 0
+    try:
+        sys.argv = [request["module"], str(to_child_r), str(from_child_w)]
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        if e.code is None:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:  # what the interpreter does on its way out: non-daemon threads, atexit, buffered output
+        threading._shutdown()
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code & 0xFF)
+
+
+def _set_up(request: dict, fds: list[int], ready: int) -> tuple[int, int]:
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    to_child_r, from_child_w, log_fd = fds
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    keep = {0, 1, 2, to_child_r, from_child_w, ready}
+    for name in os.listdir("/proc/self/fd"):  # the server's socket and pipes, the other children's descriptors
+        if int(name) not in keep:
+            try:
+                os.close(int(name))
+            except OSError:
+                pass
+    os.sched_setaffinity(0, request["affinity"])
+    fields = dict(request["confinement"])
+    user = fields.pop("user")
+    confinement = Confinement(user=SandboxUser(**user) if user else None, **fields)
+    if confinement.nice is None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, request["nice"])
+        except OSError:
+            pass
+    os.chdir(request["cwd"])
+    confinement.preexec()()
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.path[0] = request["cwd"]  # where `python -m` puts the working folder
+    return to_child_r, from_child_w
+
+
+def main() -> None:
+    serve(socket.socket(fileno=int(sys.argv[1])))

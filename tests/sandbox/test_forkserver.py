@@ -1,0 +1,197 @@
+"""The fork server (sandbox/forkserver.py): a forked child is what a fresh interpreter started by Popen
+would be (folder, path, environment, arguments, descriptors, session, user, limits, exit status), ours
+is not preloaded, and the server's children die with it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.sandbox import ChildFailed, Process, claim_user
+from cuda_agent.sandbox import forkserver
+
+PROBE = """
+import json, os, resource, sys
+before = sorted(m for m in sys.modules if m == 'torch' or m.startswith('cuda_agent'))
+fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))
+state = {'cwd': os.getcwd(), 'path0': sys.path[0], 'fds': fds, 'argv': sys.argv[1:], 'main': __name__,
+         'home': os.environ.get('HOME'), 'mine': os.environ.get('CUDA_AGENT_PROBE'), 'before': before,
+         'leader': os.getpgid(0) == os.getpid() == os.getsid(0), 'uid': os.getuid(),
+         'as': resource.getrlimit(resource.RLIMIT_AS)[0], 'stdin': os.read(0, 10).decode()}
+os.write(int(sys.argv[2]), (json.dumps(state) + '\\n').encode())
+line = os.fdopen(int(sys.argv[1])).readline()
+print('to the log:', line.strip())
+action = json.loads(line)
+if action == 'segv':
+    os.kill(os.getpid(), 11)
+if action == 'sleep':
+    import time; time.sleep(600)
+sys.exit(action)
+"""
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> Path:
+    (tmp_path / "probe.py").write_text(PROBE)
+    (tmp_path / "work").mkdir()
+    return tmp_path
+
+
+def start(probe: Path, forked: bool, **kwargs) -> Process:
+    env = {"PYTHONPATH": str(probe), "CUDA_AGENT_PROBE": kwargs.pop("mine", "1")}
+    return Process("probe", cwd=probe / "work", log=probe / "log", fork_server=forked, env=env, **kwargs)
+
+
+def test_a_forked_child_is_what_a_fresh_one_would_be(probe):
+    states = {}
+    for forked in (False, True):
+        p = start(probe, forked)
+        try:
+            states[forked] = p.recv(60)
+            p.send(7)
+            assert p.proc.wait(30) == 7
+        finally:
+            p.close()
+        assert "to the log: 7" in (probe / "log").read_text()
+    fresh, forked = states[False], states[True]
+    for state in (fresh, forked):
+        assert state["cwd"] == state["path0"] == state["home"] == str(probe / "work")
+        assert state["main"] == "__main__" and state["mine"] == "1" and state["leader"] and state["stdin"] == ""
+        assert len(state["fds"]) <= 6 and {0, 1, 2, *map(int, state["argv"])} <= set(state["fds"])  # + listdir's own
+    assert fresh["before"] == [] and forked["before"] == ["torch"]  # torch preloaded, nothing of ours
+    assert forked["uid"] == fresh["uid"]
+
+
+def test_exit_by_signal_and_kill_read_as_from_popen(probe):
+    p = start(probe, True)
+    try:
+        p.recv(60)
+        p.send("segv")
+        with pytest.raises(ChildFailed, match="SIGSEGV"):
+            p.recv(30)
+    finally:
+        p.close()
+    p = start(probe, True)
+    try:
+        p.recv(60)
+        p.send("sleep")
+        with pytest.raises(ChildFailed, match="timed out"):
+            p.recv(0.5)
+        assert p.proc.wait(10) == -signal.SIGKILL
+    finally:
+        p.close()
+
+
+def test_per_child_variables_share_one_server_and_others_do_not(probe):
+    used = []
+    for mine, threads in (("a", "1"), ("b", "1"), ("a", "3")):
+        p = Process("probe", cwd=probe / "work", log=probe / "log", fork_server=True,
+                    env={"PYTHONPATH": str(probe), "CUDA_AGENT_PROBE": mine, "OMP_NUM_THREADS": threads})
+        try:
+            assert p.recv(60)["mine"] == mine
+            p.send(0)
+            used.append(p.proc.server)
+        finally:
+            p.close()
+    assert used[0] is used[1] and used[2] is not used[0]
+    assert forkserver.server_env({"HOME": "/x", "CUDA_AGENT_HOME": "/y", "OMP_NUM_THREADS": "1"}) == {
+        "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users need root")
+def test_a_forked_child_gets_its_confinement(tmp_path):
+    probe = Path(tempfile.mkdtemp(prefix="cuda_agent_probe_"))  # readable by the sandbox user, unlike tmp_path
+    os.chmod(probe, 0o755)
+    (probe / "probe.py").write_text(PROBE)
+    (probe / "work").mkdir()
+    slot = claim_user()
+    try:
+        os.chown(probe / "work", slot.user.uid, slot.user.gid)
+        p = start(probe, True, user=slot.user, memory_bytes=3 << 30, limit_address_space=True)
+        try:
+            state = p.recv(60)
+            p.send(0)
+        finally:
+            p.close()
+    finally:
+        slot.release()
+        shutil.rmtree(probe, ignore_errors=True)
+    assert state["uid"] == slot.user.uid and state["as"] == 3 << 30
+
+
+def test_the_servers_children_die_with_it(probe):
+    p = start(probe, True, mine="dies")
+    pid = p.proc.pid
+    try:
+        p.recv(60)
+        forkserver.close_all()
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
+    finally:
+        p.close()
+
+
+def test_a_server_that_cannot_start_leaves_a_fresh_interpreter(probe, monkeypatch, caplog):
+    monkeypatch.setattr(forkserver, "BOOT", "raise SystemExit('no server today')")
+    p = Process("probe", cwd=probe / "work", log=probe / "log", fork_server=True,
+                env={"PYTHONPATH": str(probe), "MARKER": "fallback"})
+    try:
+        assert p.recv(60)["before"] == []  # a fresh interpreter: nothing preloaded
+        p.send(0)
+        assert p.proc.wait(30) == 0
+    finally:
+        p.close()
+    assert "no server today" in caplog.text
+
+
+def test_the_switch_overrides_the_callers_default(monkeypatch):
+    monkeypatch.setenv(forkserver.SWITCH_ENV, "0")
+    assert forkserver.wanted(True) is False
+    monkeypatch.setenv(forkserver.SWITCH_ENV, "1")
+    assert forkserver.wanted(False) is True
+    monkeypatch.delenv(forkserver.SWITCH_ENV)
+    assert forkserver.wanted(True) is True and forkserver.wanted(False) is False
+
+
+def test_the_least_recently_used_idle_server_goes_first(probe, monkeypatch):
+    forkserver.close_all()
+    monkeypatch.setattr(forkserver, "MAX_SERVERS", 1)
+    for n in ("4", "5"):
+        p = Process("probe", cwd=probe / "work", log=probe / "log", fork_server=True,
+                    env={"PYTHONPATH": str(probe), "OMP_NUM_THREADS": n})
+        try:
+            p.recv(60)
+            p.send(0)
+            p.proc.wait(30)
+        finally:
+            p.close()
+    mine = [k for k in forkserver._servers if k[0] == os.getpid()]
+    assert len(mine) == 1 and ("OMP_NUM_THREADS", "5") in mine[0][1]
+
+
+def test_messages_stay_plain_data():
+    """A request holds no object of ours: unpickling one would import our package into the server."""
+    import dataclasses
+    import pickle
+
+    from cuda_agent.sandbox.isolation import Confinement, SandboxUser
+    blob = pickle.dumps({"confinement": dataclasses.asdict(Confinement(SandboxUser(1, 2, "u"), 5, network=False))})
+    assert b"cuda_agent" not in blob
+    assert json.loads(json.dumps(pickle.loads(blob)))["confinement"]["user"] == {"uid": 1, "gid": 2, "name": "u"}
+
+
+def test_a_child_whose_confinement_fails_is_refused_as_popen_refuses_it(probe):
+    """Process() returns only once the confinement holds; where it cannot be set up, no child runs."""
+    with pytest.raises(subprocess.SubprocessError, match="could not be set up: FileNotFoundError"):
+        Process("probe", cwd=probe / "no-such-folder", log=probe / "log", fork_server=True,
+                env={"PYTHONPATH": str(probe)})
