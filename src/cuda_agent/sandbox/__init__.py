@@ -5,6 +5,7 @@
   is timed, and killing them on release.
 - `groups.py`: ending a process group (a sandboxed child, a build's compilers, verl's trainer).
 - `process.py`: a confined child process speaking JSON lines, and its scratch folders.
+- `forkserver.py`: where such a child is forked from a process that imported torch once (CPU backend).
 - `shell.py`: the agent's shell, `Environment` and its `CommandRunner`.
 
 Used by the harness (the solution's child and the reference worker, its builds), by synth (the
