@@ -7,6 +7,7 @@
 #   collect      everything small into $OUT (fleet.tgz: logs, metrics, rollouts, verdicts)
 #   repeat       PPO (8 replies, fill.yaml's default) twice from one RFT actor, its control, arft + multi-turn PPO;
 #   turns        the multi-turn plan instead of start (see the case below: PPO, PPO n=8, arft + turns);
+#   one          prep, RFT, PPO and the control one after another on one GPU (a machine of one GPU);
 #                MORE="fill:trainer.test_freq=4 ..." adds overrides to the PPO runs of every plan
 #   stop GPU     end one chain by its process group (never `ray stop`: it ends every run's Ray on the machine)
 # GPU 0: prep, RFT on 6 operators, PPO (n=4)     GPU 1: the shuffled-reward control
@@ -61,6 +62,13 @@ case ${1:-} in
     go 2 s7 "fill:data.seed=7" await:rft:400 ppo:1700
     go 3 "" "" await:rft:400 arft:800 agentic:1200
     ;;
+  one)     # PLAN D (issue 23's H100 proof on a machine of one GPU, counted at part of its held time): prep, RFT, PPO, then
+           # the control, one after another on GPU 0 (~22 min with STEPS=16: run 6's PPO steps took 35-104 s beside
+           # three other runs, run 5's 23-61 s beside two); then `watch` and `collect` as for the others.
+    fleet_tree
+    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=4 ${MORE:-}"
+    go 0 "" "" prep rft ppo:1500 control:1500
+    ;;
   watch)
     t0=$SECONDS; limit=${2:-540}
     while [ $((SECONDS - t0)) -lt "$limit" ]; do
@@ -82,5 +90,5 @@ case ${1:-} in
       --exclude='checkpoints' --exclude='global_step_*' --exclude='smollm2' --exclude='actor' --exclude='actor_step*' \
       --exclude='critic' -C / tmp/rl tmp/fleet/0.log tmp/fleet/1.log tmp/fleet/2.log tmp/fleet/3.log 2>/dev/null
     ls -la "$OUT" ;;
-  *) echo "usage: $0 start | turns | repeat | watch SECS | stop GPU | collect"; exit 2 ;;
+  *) echo "usage: $0 start | turns | repeat | one | watch SECS | stop GPU | collect"; exit 2 ;;
 esac
