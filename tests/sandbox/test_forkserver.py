@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -34,15 +35,32 @@ if action == 'segv':
     os.kill(os.getpid(), 11)
 if action == 'sleep':
     import time; time.sleep(600)
+if action == 'attack':  # its server: signal it, read its memory, find a descriptor of it left open
+    tried = {}
+    for name, how in (('signal', lambda: os.kill(os.getppid(), 0)),
+                      ('memory', lambda: open(f'/proc/{os.getppid()}/mem', 'rb').close()),
+                      ('fds', lambda: os.listdir(f'/proc/{os.getppid()}/fd'))):
+        try:
+            how()
+            tried[name] = 'done'
+        except OSError as e:
+            tried[name] = type(e).__name__
+    os.write(int(sys.argv[2]), (json.dumps(tried) + '\\n').encode())
+    sys.exit(0)
 sys.exit(action)
 """
 
 
-@pytest.fixture
-def probe(tmp_path: Path) -> Path:
-    (tmp_path / "probe.py").write_text(PROBE)
-    (tmp_path / "work").mkdir()
-    return tmp_path
+@pytest.fixture(scope="module")
+def probe() -> Iterator[Path]:
+    """One folder for the module's tests (so that they share a server: each start imports torch), readable
+    by the sandbox users."""
+    folder = Path(tempfile.mkdtemp(prefix="cuda_agent_probe_"))
+    os.chmod(folder, 0o755)
+    (folder / "probe.py").write_text(PROBE)
+    (folder / "work").mkdir()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def start(probe: Path, forked: bool, **kwargs) -> Process:
@@ -92,9 +110,9 @@ def test_exit_by_signal_and_kill_read_as_from_popen(probe):
 
 def test_per_child_variables_share_one_server_and_others_do_not(probe):
     used = []
-    for mine, threads in (("a", "1"), ("b", "1"), ("a", "3")):
+    for mine, threads in (("a", {}), ("b", {}), ("a", {"OMP_NUM_THREADS": "3"})):
         p = Process("probe", cwd=probe / "work", log=probe / "log", fork_server=True,
-                    env={"PYTHONPATH": str(probe), "CUDA_AGENT_PROBE": mine, "OMP_NUM_THREADS": threads})
+                    env={"PYTHONPATH": str(probe), "CUDA_AGENT_PROBE": mine, **threads})
         try:
             assert p.recv(60)["mine"] == mine
             p.send(0)
@@ -107,24 +125,28 @@ def test_per_child_variables_share_one_server_and_others_do_not(probe):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users need root")
-def test_a_forked_child_gets_its_confinement(tmp_path):
-    probe = Path(tempfile.mkdtemp(prefix="cuda_agent_probe_"))  # readable by the sandbox user, unlike tmp_path
-    os.chmod(probe, 0o755)
-    (probe / "probe.py").write_text(PROBE)
-    (probe / "work").mkdir()
+def test_a_forked_child_gets_its_confinement(probe):
     slot = claim_user()
     try:
         os.chown(probe / "work", slot.user.uid, slot.user.gid)
         p = start(probe, True, user=slot.user, memory_bytes=3 << 30, limit_address_space=True)
         try:
             state = p.recv(60)
-            p.send(0)
+            p.send("attack")
+            tried = p.recv(30)
         finally:
             p.close()
     finally:
         slot.release()
-        shutil.rmtree(probe, ignore_errors=True)
     assert state["uid"] == slot.user.uid and state["as"] == 3 << 30
+    assert tried == {"signal": "PermissionError", "memory": "PermissionError", "fds": "PermissionError"}, tried
+
+
+def test_a_child_whose_confinement_fails_is_refused_as_popen_refuses_it(probe):
+    """Process() returns only once the confinement holds; where it cannot be set up, no child runs."""
+    with pytest.raises(subprocess.SubprocessError, match="could not be set up: FileNotFoundError"):
+        Process("probe", cwd=probe / "no-such-folder", log=probe / "log", fork_server=True,
+                env={"PYTHONPATH": str(probe)})
 
 
 def test_the_servers_children_die_with_it(probe):
@@ -188,10 +210,3 @@ def test_messages_stay_plain_data():
     blob = pickle.dumps({"confinement": dataclasses.asdict(Confinement(SandboxUser(1, 2, "u"), 5, network=False))})
     assert b"cuda_agent" not in blob
     assert json.loads(json.dumps(pickle.loads(blob)))["confinement"]["user"] == {"uid": 1, "gid": 2, "name": "u"}
-
-
-def test_a_child_whose_confinement_fails_is_refused_as_popen_refuses_it(probe):
-    """Process() returns only once the confinement holds; where it cannot be set up, no child runs."""
-    with pytest.raises(subprocess.SubprocessError, match="could not be set up: FileNotFoundError"):
-        Process("probe", cwd=probe / "no-such-folder", log=probe / "log", fork_server=True,
-                env={"PYTHONPATH": str(probe)})
