@@ -149,6 +149,29 @@ def test_a_child_whose_confinement_fails_is_refused_as_popen_refuses_it(probe):
                 env={"PYTHONPATH": str(probe)})
 
 
+def test_a_server_whose_spawn_went_unanswered_is_replaced_and_closed_once_idle(probe):
+    """A late reply must never be read as the next spawn's: such a server takes no more requests."""
+    p = start(probe, True)
+    try:
+        p.recv(60)
+        stuck = p.proc.server
+        stuck._stale = True  # what a spawn that timed out leaves
+        q = start(probe, True)
+        try:
+            q.recv(60)
+            assert q.proc.server is not stuck
+            assert stuck.proc.poll() is None  # p still runs there: not closed under it
+            q.send(0)
+        finally:
+            q.close()
+        p.send(0)
+        assert p.proc.wait(30) == 0
+    finally:
+        p.close()
+    forkserver._close_idle_retired()  # as the next server's start does
+    assert stuck.proc.wait(15) is not None and stuck not in forkserver._retired
+
+
 def test_the_servers_children_die_with_it(probe):
     p = start(probe, True, mine="dies")
     pid = p.proc.pid

@@ -136,6 +136,7 @@ class ForkServer:
         self._replies: list[tuple[dict, list[int]]] = []
         self._running: set[int] = set()
         self._dead = False
+        self._stale = False  # a spawn went unanswered: a late reply must never be taken for the next spawn's
         self.used = time.monotonic()
         ready, _ = self._receive(START_S)
         if not ready.get("ready"):
@@ -172,7 +173,7 @@ class ForkServer:
                 self._done.notify_all()
 
     def alive(self) -> bool:
-        return not self._dead and self.proc.poll() is None
+        return not self._dead and not self._stale and self.proc.poll() is None
 
     def idle(self) -> bool:
         with self._done:
@@ -195,9 +196,10 @@ class ForkServer:
                 while not self._replies and not self._dead and time.monotonic() < deadline:
                     self._done.wait(0.5)
                 if not self._replies:
+                    self._stale = True
                     raise ForkServerFailed(f"the fork server did not fork: {self.log_tail()}")
                 reply, fds = self._replies.pop(0)
-                if "pid" in reply:
+                if "pid" in reply and reply["pid"] not in self._codes:  # (it may have ended already)
                     self._running.add(reply["pid"])
         if "pid" not in reply:
             for fd in fds:
@@ -253,10 +255,25 @@ def spawn(module: str, *, cwd: Path, env: dict[str, str], confinement: Confineme
         server = _servers.get(key)
         if server is None or not server.alive():
             if server is not None:
-                _servers.pop(key).close()
+                _retire(_servers.pop(key))
+            _close_idle_retired()
             _evict(keep=MAX_SERVERS - 1)
             server = _servers[key] = ForkServer(base)
     return server.spawn(module, cwd=cwd, env=env, confinement=confinement, channel=channel, log_fd=log_fd)
+
+
+_retired: list[ForkServer] = []  # replaced while children of theirs still ran: closed once idle, or at exit
+
+
+def _retire(server: ForkServer) -> None:
+    _retired.append(server)
+    _close_idle_retired()
+
+
+def _close_idle_retired() -> None:
+    for old in [s for s in _retired if s.idle() or s.proc.poll() is not None]:
+        _retired.remove(old)
+        old.close()
 
 
 def _evict(keep: int) -> None:
@@ -272,7 +289,8 @@ def close_all() -> None:
     """Stop this process's servers (each kills the children it still has)."""
     with _servers_lock:
         mine = [k for k in _servers if k[0] == os.getpid()]
-        servers = [_servers.pop(k) for k in mine]
+        servers = [_servers.pop(k) for k in mine] + _retired[:]
+        _retired.clear()
     for server in servers:
         server.close()
 
