@@ -89,23 +89,17 @@ def test_a_forked_child_is_what_a_fresh_one_would_be(probe):
 
 
 def test_exit_by_signal_and_kill_read_as_from_popen(probe):
-    p = start(probe, True)
-    try:
-        p.recv(60)
-        p.send("segv")
-        with pytest.raises(ChildFailed, match="SIGSEGV"):
-            p.recv(30)
-    finally:
-        p.close()
-    p = start(probe, True)
-    try:
-        p.recv(60)
-        p.send("sleep")
-        with pytest.raises(ChildFailed, match="timed out"):
-            p.recv(0.5)
-        assert p.proc.wait(10) == -signal.SIGKILL
-    finally:
-        p.close()
+    for action, wait_s, reason, code in (("segv", 30, "SIGSEGV", -signal.SIGSEGV),
+                                         ("sleep", 0.5, "timed out", -signal.SIGKILL)):
+        p = start(probe, True)
+        try:
+            p.recv(60)
+            p.send(action)
+            with pytest.raises(ChildFailed, match=reason):
+                p.recv(wait_s)
+            assert p.proc.wait(10) == code
+        finally:
+            p.close()
 
 
 def test_per_child_variables_share_one_server_and_others_do_not(probe):

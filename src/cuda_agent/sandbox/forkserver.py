@@ -45,6 +45,7 @@ AFTER_FORK_PREFIX = "CUDA_AGENT_"
 SWITCH_ENV = "CUDA_AGENT_FORK_SERVER"  # "0": every child is a fresh interpreter; "1": forked wherever asked
 MAX_MESSAGE = 1 << 20
 START_S = 120.0
+SPAWN_S = 30.0
 SET_UP_S = 30
 MAX_SERVERS = 4  # per client process; the least recently used one without children goes first
 # The server runs `python -s -c BOOT FD ROOT`: our package is importable while the server imports this module and
@@ -138,20 +139,20 @@ class ForkServer:
         self._dead = False
         self._stale = False  # a spawn went unanswered: a late reply must never be taken for the next spawn's
         self.used = time.monotonic()
-        ready, _ = self._receive(START_S)
-        if not ready.get("ready"):
+        threading.Thread(target=self._read, name="forkserver-reader", daemon=True).start()
+        with self._done:
+            ready = self._reply(START_S)
+        if ready is None or not ready[0].get("ready"):
             tail = self.log_tail()
             self.close()
             raise ForkServerFailed(f"the fork server did not start: {tail}")
-        threading.Thread(target=self._read, name="forkserver-reader", daemon=True).start()
 
-    def _receive(self, timeout_s: float) -> tuple[dict, list[int]]:
-        """One message straight from the socket (before the reader thread runs)."""
-        ready, _, _ = select.select([self._sock], [], [], timeout_s)
-        if not ready:
-            return {}, []
-        data, fds, _, _ = socket.recv_fds(self._sock, MAX_MESSAGE, 1)
-        return (pickle.loads(data) if data else {}), list(fds)
+    def _reply(self, timeout_s: float) -> tuple[dict, list[int]] | None:
+        """The next reply (not an exit) within `timeout_s`, or None; called holding `_done`."""
+        deadline = time.monotonic() + timeout_s
+        while not self._replies and not self._dead and time.monotonic() < deadline:
+            self._done.wait(0.5)
+        return self._replies.pop(0) if self._replies else None
 
     def _read(self) -> None:
         while True:
@@ -191,14 +192,12 @@ class ForkServer:
                 socket.send_fds(self._sock, [pickle.dumps(request)], [*channel, log_fd])
             except OSError as e:
                 raise ForkServerFailed(f"the fork server stopped answering ({e})") from None
-            deadline = time.monotonic() + 30
             with self._done:
-                while not self._replies and not self._dead and time.monotonic() < deadline:
-                    self._done.wait(0.5)
-                if not self._replies:
+                answer = self._reply(SPAWN_S)
+                if answer is None:
                     self._stale = True
                     raise ForkServerFailed(f"the fork server did not fork: {self.log_tail()}")
-                reply, fds = self._replies.pop(0)
+                reply, fds = answer
                 if "pid" in reply and reply["pid"] not in self._codes:  # (it may have ended already)
                     self._running.add(reply["pid"])
         if "pid" not in reply:
@@ -220,7 +219,7 @@ class ForkServer:
                 if left is not None and left <= 0:
                     return None
                 self._done.wait(left if left is not None else 1.0)
-            return self._codes.pop(pid) if pid in self._codes else None
+            return self._codes.pop(pid)
 
     def log_tail(self, chars: int = 1500) -> str:
         try:
@@ -301,10 +300,6 @@ def _send(sock: socket.socket, message: dict, fds: list[int] = ()) -> None:
     socket.send_fds(sock, [pickle.dumps(message)], list(fds))
 
 
-def _status(status: int) -> int:
-    return os.waitstatus_to_exitcode(status)
-
-
 def _read_ready(ready_r: int, pidfd: int) -> bytes:
     """What the child says once set up (its confinement in place), until end of file; a child that says
     nothing within SET_UP_S is killed."""
@@ -352,7 +347,7 @@ def serve(sock: socket.socket) -> None:
             if pid == 0:
                 break
             children.discard(pid)
-            _send(sock, {"exit": pid, "code": _status(status)})
+            _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
         if sock not in readable:
             continue
         data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 3)
@@ -380,7 +375,6 @@ def serve(sock: socket.socket) -> None:
             _send(sock, {"error": f"the child could not be set up: {said.decode(errors='replace') or 'it died'}",
                          "set_up": False})
         os.close(pidfd)
-        del request
     for pid in children:  # the client is gone: so are its children
         for kill in (os.killpg, os.kill):
             try:
