@@ -40,3 +40,17 @@ def test_every_library_boundary_names_every_package_outside_its_rooms():
         rooms = packages - set(c["source_modules"])
         assert rooms and all(f"{room.removeprefix('cuda_agent.')}/" in c["name"] for room in rooms), \
             f"{c['name']!r} leaves out {sorted(rooms)}, which its name does not give as the library's rooms"
+
+
+def test_the_judge_has_a_small_door():
+    """The harness is the judge only: its door names what judging a solution needs, and no more."""
+    import cuda_agent.harness as harness
+
+    assert len(harness.__all__) <= 25, sorted(harness.__all__)
+    assert all(hasattr(harness, name) for name in harness.__all__)
+
+
+def test_no_module_is_over_450_lines():
+    """Small modules named for what they do (../shared/STYLE.md): one that grows past 450 lines holds two ideas."""
+    sizes = {p.relative_to(REPO): len(p.read_text().splitlines()) for p in (REPO / "src").rglob("*.py")}
+    assert sizes and not {str(p): n for p, n in sizes.items() if n > 450}

@@ -19,6 +19,7 @@ to that process and no other) and learns its exit status from the server.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import importlib
 import os
@@ -95,10 +96,8 @@ class ForkedChild:
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None and self._pidfd >= 0:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 signal.pidfd_send_signal(self._pidfd, sig)
-            except ProcessLookupError:
-                pass
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
@@ -109,10 +108,8 @@ class ForkedChild:
             self._pidfd = -1
 
     def __del__(self):
-        try:
+        with contextlib.suppress(OSError):
             self._close_pidfd()
-        except OSError:
-            pass
 
 
 class ForkServer:
@@ -228,10 +225,9 @@ class ForkServer:
             return "(no log)"
 
     def close(self) -> None:
-        try:  # end of file for the server (it kills its children and exits), and for our reader thread
-            self._sock.shutdown(socket.SHUT_RDWR)  # (a bare close would wait for the reader's recv to end)
-        except OSError:
-            pass
+        # End of file for the server (it kills its children and exits) and for our reader thread; shutdown, as a
+        with contextlib.suppress(OSError):  # bare close would wait for the reader's recv to end
+            self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
         try:
             self.proc.wait(timeout=10)
@@ -334,11 +330,9 @@ def serve(sock: socket.socket) -> None:
     while True:
         readable, _, _ = select.select([sock, wake_r], [], [])
         if wake_r in readable:
-            try:
+            with contextlib.suppress(BlockingIOError):
                 while os.read(wake_r, 512):
                     pass
-            except BlockingIOError:
-                pass
         while children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -377,10 +371,8 @@ def serve(sock: socket.socket) -> None:
         os.close(pidfd)
     for pid in children:  # the client is gone: so are its children
         for kill in (os.killpg, os.kill):
-            try:
+            with contextlib.suppress(OSError):
                 kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
 
 
 def _child(request: dict, fds: list[int], ready: int) -> None:
@@ -431,19 +423,15 @@ def _set_up(request: dict, fds: list[int], ready: int) -> tuple[int, int]:
     keep = {0, 1, 2, to_child_r, from_child_w, ready}
     for name in os.listdir("/proc/self/fd"):  # the server's socket and pipes, the other children's descriptors
         if int(name) not in keep:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(int(name))
-            except OSError:
-                pass
     os.sched_setaffinity(0, request["affinity"])
     fields = dict(request["confinement"])
     user = fields.pop("user")
     confinement = Confinement(user=SandboxUser(**user) if user else None, **fields)
     if confinement.nice is None:
-        try:
+        with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, request["nice"])
-        except OSError:
-            pass
     os.chdir(request["cwd"])
     confinement.preexec()()
     os.environ.clear()
