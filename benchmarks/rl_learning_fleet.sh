@@ -8,8 +8,9 @@
 #   repeat       PPO (8 replies, fill.yaml's default) twice from one RFT actor, its control, arft + multi-turn PPO;
 #   turns        the multi-turn plan instead of start (see the case below: PPO, PPO n=8, arft + turns);
 #   one          prep, RFT, PPO and the control one after another on one GPU (a machine of one GPU);
+#   pair         prep and RFT, then PPO and the control at once, both on GPU 0 (a machine of one GPU);
 #                MORE="fill:trainer.test_freq=4 ..." adds overrides to the PPO runs of every plan
-#   stop GPU     end one chain by its process group (never `ray stop`: it ends every run's Ray on the machine)
+#   stop CHAIN   end one chain by its process group (never `ray stop`: it ends every run's Ray on the machine)
 # GPU 0: prep, RFT on 6 operators, PPO (n=4)     GPU 1: the shuffled-reward control
 # WIDE=1 adds GPU 2: PPO with 8 replies a prompt (TAG=n8); GPU 3: PPO again, another data order (TAG=s7).
 # Each PPO: STEPS (10) steps, lr 1e-5, checkpoint every 2, and judges the 73 held-out prompts (greedy)
@@ -26,12 +27,13 @@ fleet_tree() {  # a copy of the tree for the chains (see `start` above) and what
   tar cf - --exclude=.git --exclude=.whl --exclude=.devold . | tar xf - -C $F/tree
   export JUDGE=cpu SAMPLED=0 RFT_OPS="affine clamp leaky_relu abs sigmoid silu" EVALUATORS=10 BUILDERS=4
 }
-go() {  # gpu, tag ("" for none), overrides added to $base, steps...: one chain, detached, its own GPU, Ray and log
-  local gpu=$1 tag=$2 more=$3; shift 3
-  setsid nohup env CUDA_VISIBLE_DEVICES=$gpu RAY_TMPDIR=/tmp/ray$gpu OUT=$F/o$gpu TAG="$tag" EXTRA="$base $more" \
+go() {  # chain (its GPU's number, then a letter where a GPU runs two: 0, 0b), tag ("" for none), overrides added to
+        # $base, steps...: one chain, detached, with its GPU and its own Ray and log
+  local id=$1 gpu=${1%%[a-z]*} tag=$2 more=$3; shift 3
+  setsid nohup env CUDA_VISIBLE_DEVICES=$gpu RAY_TMPDIR=/tmp/ray$id OUT=$F/o$id TAG="$tag" EXTRA="$base $more" \
     ARFT_FROM=rft TURNS=fill_collect:actor_rollout_ref.rollout.val_kwargs.n=1 \
-    bash $F/tree/benchmarks/rl_learning.sh "$@" > $F/$gpu.log 2>&1 < /dev/null &
-  echo "GPU $gpu: TAG=$tag $more: $*"
+    bash $F/tree/benchmarks/rl_learning.sh "$@" > $F/$id.log 2>&1 < /dev/null &
+  echo "chain $id (GPU $gpu): TAG=$tag $more: $*"
 }
 base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=2 fill:actor_rollout_ref.actor.optim.lr=1e-5 ${MORE:-}"
 case ${1:-} in
@@ -69,6 +71,15 @@ case ${1:-} in
     base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=4 ${MORE:-}"
     go 0 "" "" prep rft ppo:1500 control:1500
     ;;
+  pair)    # PLAN E (issue 23's H100 proof where one GPU's held time counts in full): prep and RFT, then PPO and the
+           # control at once on GPU 0 (chains 0 and 0b; SmolLM2 with HF rollouts takes a few GiB each), each chain's
+           # reward with EVALUATORS=6 BUILDERS=3 so that two fit 16 cores; STEPS=12 ends within one 30-minute hold.
+    fleet_tree
+    export EVALUATORS=6 BUILDERS=3
+    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=4 ${MORE:-}"
+    go 0 "" "" prep rft ppo:${LIMIT:-1300}
+    go 0b "" "" await:rft:400 control:${LIMIT:-1300}
+    ;;
   watch)
     t0=$SECONDS; limit=${2:-540}
     while [ $((SECONDS - t0)) -lt "$limit" ]; do
@@ -77,18 +88,18 @@ case ${1:-} in
       [ "$running" -eq 0 ] && break
       sleep 60
     done
-    for g in 0 1 2 3; do [ -f $F/$g.log ] && { echo "== GPU $g"; grep -a "^== " $F/$g.log | tail -4; }; done
+    for log in $F/*.log; do [ -f "$log" ] && { echo "== chain $(basename "$log" .log)"; grep -a "^== " "$log" | tail -4; }; done
     RFT_OPS="affine clamp leaky_relu abs sigmoid silu" bash $F/tree/benchmarks/rl_learning.sh table 2>/dev/null | grep -v "^ls\|^total\|^-rw\|^drw" ;;
   stop)
     pid=$(pgrep -f "^bash $F/tree/benchmarks/rl_learning.sh" | while read p; do
-      grep -qz "CUDA_VISIBLE_DEVICES=${2:?which GPU}" /proc/$p/environ 2>/dev/null && echo $p; done | head -1)
-    [ -n "$pid" ] && kill -- -"$(ps -o pgid= "$pid" | tr -d ' ')" && echo "stopped the chain on GPU $2"
+      grep -qz "RAY_TMPDIR=/tmp/ray${2:?which chain}$" /proc/$p/environ 2>/dev/null && echo $p; done | head -1)
+    [ -n "$pid" ] && kill -- -"$(ps -o pgid= "$pid" | tr -d ' ')" && echo "stopped chain $2"
     pkill -f "[/]tmp/ray$2/" && echo "stopped its Ray (/tmp/ray$2)" ;;  # its Ray's processes name their session folder
   collect)
     mkdir -p "$OUT"
     tar czf "$OUT/fleet.tgz" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' --exclude='*.gguf' \
       --exclude='checkpoints' --exclude='global_step_*' --exclude='smollm2' --exclude='actor' --exclude='actor_step*' \
-      --exclude='critic' -C / tmp/rl tmp/fleet/0.log tmp/fleet/1.log tmp/fleet/2.log tmp/fleet/3.log 2>/dev/null
+      --exclude='critic' -C / tmp/rl $(cd / && ls tmp/fleet/*.log) 2>/dev/null
     ls -la "$OUT" ;;
-  *) echo "usage: $0 start | turns | repeat | one | watch SECS | stop GPU | collect"; exit 2 ;;
+  *) echo "usage: $0 start | turns | repeat | one | pair | watch SECS | stop CHAIN | collect"; exit 2 ;;
 esac
