@@ -227,3 +227,46 @@ def test_messages_stay_plain_data():
     blob = pickle.dumps({"confinement": dataclasses.asdict(Confinement(SandboxUser(1, 2, "u"), 5, network=False))})
     assert b"cuda_agent" not in blob
     assert json.loads(json.dumps(pickle.loads(blob)))["confinement"]["user"] == {"uid": 1, "gid": 2, "name": "u"}
+
+
+def test_a_server_leaves_no_file_behind_even_when_its_client_is_killed(probe):
+    """Its log has no name: a client killed without closing it (a Ray worker, say) leaves nothing in /tmp."""
+    before = set(Path(tempfile.gettempdir()).glob("cuda_agent_forkserver_*"))
+    server = forkserver.ForkServer(forkserver.server_env(dict(os.environ)))
+    try:
+        assert set(Path(tempfile.gettempdir()).glob("cuda_agent_forkserver_*")) == before
+        assert server.log_tail() == "(no output)"
+    finally:
+        server.close()
+
+
+def test_where_a_gpu_is_visible_the_server_preloads_nothing_that_initialises_cuda(monkeypatch):
+    """Importing torch's extension loader initialises CUDA where a GPU is visible (H100, 2026-11-27), and a child
+    forked after that cannot use CUDA: those servers preload torch alone."""
+    monkeypatch.setattr(forkserver.Path, "exists", lambda self: str(self) == "/dev/nvidiactl")
+    assert forkserver.gpu_visible({})
+    assert forkserver.gpu_visible({"CUDA_VISIBLE_DEVICES": "0"})
+    assert not forkserver.gpu_visible({"CUDA_VISIBLE_DEVICES": ""})
+    assert not forkserver.gpu_visible({"CUDA_VISIBLE_DEVICES": "-1"})
+    monkeypatch.setattr(forkserver.Path, "exists", lambda self: False)
+    assert not forkserver.gpu_visible({"CUDA_VISIBLE_DEVICES": "0"})
+    assert forkserver.PRELOAD_WITH_GPU == ("torch",)
+
+
+@pytest.mark.cuda
+def test_a_forked_child_uses_the_gpu():
+    """On the device: a child forked from the server initialises CUDA and computes there."""
+    tmp_path = Path(tempfile.mkdtemp(prefix="cuda_agent_probe_"))
+    os.chmod(tmp_path, 0o755)
+    (tmp_path / "gpu.py").write_text(
+        "import os, sys, torch\n"
+        "x = torch.ones(1024, device='cuda')\n"
+        "os.write(int(sys.argv[2]), (str(float(x.sum())) + '\\n').encode())\n")
+    p = Process("gpu", cwd=tmp_path, log=tmp_path / "log", fork_server=True, env={"PYTHONPATH": str(tmp_path)})
+    try:
+        assert p.recv(120) == 1024.0, p.log_tail()
+        assert p.proc.wait(30) == 0
+        assert isinstance(p.proc, forkserver.ForkedChild)
+    finally:
+        p.close()
+        shutil.rmtree(tmp_path, ignore_errors=True)

@@ -2,18 +2,16 @@
 from there, so that a child starts in milliseconds instead of seconds of `import torch` (about 2
 CPU-seconds each on a small CPU; every evaluation starts two).
 
-One server per client process and environment: the client starts it (`BOOT`) with a child's environment minus the variables each child sets
-for itself (`AFTER_FORK`, read by nothing torch runs at import), so that everything torch reads
-while importing (the loader's paths, thread counts, CUDA_HOME) is what a fresh child would have
-read. The server never creates a CUDA context (children do, after the fork), holds no module of
-ours that a child could find already imported (it drops them from `sys.modules`), and ends when its
-client does (end of file on its socket), killing its children first.
+One server per client process and environment, started with a child's environment minus what each
+child sets for itself (`AFTER_FORK`, read by nothing torch runs at import), so that what torch reads
+while importing is what a fresh child would have read. The server never initialises CUDA (children
+do, after the fork), holds no module of ours (a child imports them afresh), and ends when its client
+does (end of file on its socket), killing its children first.
 
-A child, right after the fork: its log as stdout and stderr, /dev/null as stdin, every other
-descriptor closed except its two channel pipes, the client's CPU affinity, its working folder,
-its confinement (`Confinement`: session, limits, namespaces, user), its own environment, and
-then its module run as `python -m` runs one. The client holds a pidfd of each child (signals go
-to that process and no other) and learns its exit status from the server.
+A child, right after the fork: its log as stdout and stderr, /dev/null as stdin, no other descriptor
+but its two channel pipes, the client's CPU affinity, its folder, its confinement (`Confinement`),
+its own environment, then its module run as `python -m` runs one. The client holds a pidfd of each
+child (signals go to that process and no other) and learns its exit status from the server.
 """
 
 from __future__ import annotations
@@ -40,7 +38,10 @@ from cuda_agent.sandbox.isolation import PACKAGE_ROOT, Confinement, SandboxUser
 
 # torch (about 2 CPU-s), the extension loader, and torch.compile's own modules: a reference worker that compiles a
 # task's model pays 2.7 s less for its first compile (6.2-6.6 s -> 3.5 s, a cached graph, one CPU thread, 2026-11-27).
+# Importing the extension loader initialises CUDA where a GPU is visible (H100, torch 2.11, 2026-11-27), and a child
+# forked after that cannot use CUDA ("Cannot re-initialize CUDA in forked subprocess"): there only torch is preloaded.
 PRELOAD = ("torch", "torch.utils.cpp_extension", "torch._dynamo", "torch._inductor.compile_fx")
+PRELOAD_WITH_GPU = ("torch",)
 AFTER_FORK = ("HOME", "TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
 AFTER_FORK_PREFIX = "CUDA_AGENT_"
 SWITCH_ENV = "CUDA_AGENT_FORK_SERVER"  # "0": every child is a fresh interpreter; "1": forked wherever asked
@@ -117,15 +118,14 @@ class ForkServer:
 
     def __init__(self, env: dict[str, str]):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        fd, log_name = tempfile.mkstemp(prefix="cuda_agent_forkserver_", suffix=".log")
-        self.log = Path(log_name)
+        # The server's log has no name: nothing is left in /tmp by a client that is killed (a Ray worker, say).
+        self._log = tempfile.TemporaryFile(prefix="cuda_agent_forkserver_")
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-s", "-c", BOOT, str(theirs.fileno()), PACKAGE_ROOT],
-                cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
+                cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                 pass_fds=(theirs.fileno(),), start_new_session=True)
         finally:
-            os.close(fd)
             theirs.close()
         self._sock = ours
         self._lock = threading.Lock()              # one spawn at a time on the socket
@@ -140,12 +140,12 @@ class ForkServer:
         with self._done:
             ready = self._reply(START_S)
         if ready is None or not ready[0].get("ready"):
-            tail = self.log_tail()
+            tail = ready[0].get("error") if ready else self.log_tail()
             self.close()
             raise ForkServerFailed(f"the fork server did not start: {tail}")
 
-    def _reply(self, timeout_s: float) -> tuple[dict, list[int]] | None:
-        """The next reply (not an exit) within `timeout_s`, or None; called holding `_done`."""
+    def _reply(self, timeout_s: float) -> tuple[dict, list[int]] | None:  # (called holding `_done`)
+        """The next reply (not an exit) within `timeout_s`, or None."""
         deadline = time.monotonic() + timeout_s
         while not self._replies and not self._dead and time.monotonic() < deadline:
             self._done.wait(0.5)
@@ -219,10 +219,9 @@ class ForkServer:
             return self._codes.pop(pid)
 
     def log_tail(self, chars: int = 1500) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-chars:].strip() or "(no output)"
-        except OSError:
-            return "(no log)"
+        end = os.fstat(self._log.fileno()).st_size
+        said = os.pread(self._log.fileno(), chars, max(0, end - chars)).decode(errors="replace").strip()
+        return said or "(no output)"
 
     def close(self) -> None:
         # End of file for the server (it kills its children and exits) and for our reader thread; shutdown, as a
@@ -234,7 +233,7 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.log.unlink(missing_ok=True)
+        self._log.close()
 
 
 _servers: dict[tuple, ForkServer] = {}
@@ -315,9 +314,18 @@ def _read_ready(ready_r: int, pidfd: int) -> bytes:
         os.close(ready_r)
 
 
+def gpu_visible(env: dict[str, str]) -> bool:
+    """Whether a child of this environment could see a GPU (then nothing may initialise CUDA before the fork)."""
+    hidden = env.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1")
+    return not hidden and any(Path(p).exists() for p in ("/dev/nvidiactl", "/dev/kfd"))
+
+
 def serve(sock: socket.socket) -> None:
-    for name in PRELOAD:
+    for name in PRELOAD_WITH_GPU if gpu_visible(dict(os.environ)) else PRELOAD:
         importlib.import_module(name)
+    if sys.modules["torch"].cuda.is_initialized():  # a child could not use CUDA: the client starts fresh ones
+        _send(sock, {"ready": False, "error": "CUDA was initialised while preloading"})
+        return
     for name in [m for m in sys.modules if m == "cuda_agent" or m.startswith("cuda_agent.")]:
         del sys.modules[name]  # a child imports ours afresh, under its own environment
     wake_r, wake_w = os.pipe()
@@ -392,14 +400,10 @@ def _child(request: dict, fds: list[int], ready: int) -> None:
     try:
         sys.argv = [request["module"], str(to_child_r), str(from_child_w)]
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-    except SystemExit as e:
-        if e.code is None:
-            code = 0
-        elif isinstance(e.code, int):
-            code = e.code
-        else:
+    except SystemExit as e:  # as the interpreter ends on one: None is 0, a message is printed and 1
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        if not isinstance(e.code, int | None):
             print(e.code, file=sys.stderr)
-            code = 1
     except BaseException:
         traceback.print_exc()
         code = 1
