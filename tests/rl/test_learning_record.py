@@ -22,8 +22,30 @@ def figures(run: str, tmp_path: Path, fleet: str = "run4_fleet") -> dict[str, di
 
 
 def test_summary_figures_are_remade_from_the_committed_verdicts(tmp_path):
-    """The top level is run 6 (8 replies a prompt, its control and a second data order)."""
+    """The top level is run 7 (issue 23's H100 proof: PPO and its control on one H100)."""
     summary = json.loads((LEARNING / "summary.json").read_text())
+    stages, goal = summary["stages"], summary["goal"]
+    runs = {name: figures(name, tmp_path, "run7_h100") for name in ("ppo", "control")}
+    assert all(step["prompts"] == summary["heldout_prompts"] == 73 for run in runs.values() for step in run.values())
+    for stage in ("ppo", "control"):
+        for key in ("pass", "compile", "reward_mean", "rft_ops_pass", "held_back_ops_pass", "unseen_ops_pass"):
+            assert stages[stage][key] == runs[stage]["12"][key], (stage, key)
+            assert stages["rft"][key] == round(sum(run["0"][key] for run in runs.values()) / 2, 4), ("rft", key)
+        assert stages[stage]["pass_by_step"] == {step: f["pass"] for step, f in runs[stage].items()}
+    assert stages["rft"]["runs"] == [runs["ppo"]["0"]["pass"], runs["control"]["0"]["pass"]]
+    rft = stages["rft"]["pass"]
+    assert goal["ppo_minus_rft"] == round(stages["ppo"]["pass"] - rft, 4)
+    assert goal["ppo_minus_pretrained"] == round(stages["ppo"]["pass"] - stages["pretrained"]["pass"], 4)
+    assert goal["control_minus_rft"] == round(stages["control"]["pass"] - rft, 4)
+    assert goal["met"] == {"ppo >= rft + 0.10": stages["ppo"]["pass"] >= rft + 0.10,
+                           "ppo >= pretrained + 0.30": stages["ppo"]["pass"] >= stages["pretrained"]["pass"] + 0.30,
+                           "control <= rft + 0.03": stages["control"]["pass"] <= rft + 0.03}
+    assert all(goal["met"].values())
+
+
+def test_run6_figures_are_remade_from_the_committed_verdicts(tmp_path):
+    """Run 6 (4x H200: 8 replies a prompt, its control and a second data order)."""
+    summary = json.loads((LEARNING / "summary.json").read_text())["run6"]
     stages, goal = summary["stages"], summary["goal"]
     runs = {name: figures(name, tmp_path, "run6_repeat") for name in ("ppo", "s7", "control")}
     last = {"ppo": runs["ppo"]["14"], "ppo_s7": runs["s7"]["16"], "control": runs["control"]["16"]}
