@@ -14,8 +14,8 @@ the timing, `nvidia-smi -lms` samples the GPU's SM and memory clocks, power, tem
 clock-event reasons; each sample is matched to the side being timed when it arrived. Printed: per
 process, each side's median us/call and the mean SM clock seen while it ran; then the spread of each
 side over processes and the correlation of the kernel's time with the SM clock. A spread that follows
-the clock says the GPU's boost state, not the timer or the placement (benchmarks/placement_probe.py),
-moves the figure.
+the clock says the GPU's boost state, not the timer or the placement (`--placements`, which replaced
+placement_probe.py: the same buffers re-made at other addresses within a process), moves the figure.
 """
 
 from __future__ import annotations
