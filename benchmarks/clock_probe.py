@@ -5,6 +5,7 @@ own times move from one process to the next, eager's do not.)
 
     python benchmarks/clock_probe.py [--procs 8] [--rounds 40] [--json OUT]
     python benchmarks/clock_probe.py --placements 8 --procs 6 --rounds 10   # modes: placement or process?
+    python benchmarks/clock_probe.py --harness --procs 10 --rounds 20      # modes with the harness's own timing code?
 
 The demo solution's kernel (benchmarks/solutions/scale_bias_relu_cuda/kernels/sbr.cu) is built once,
 then each of --procs fresh processes loads it and times three sides on the demo task's shape (4096 x 2048
@@ -255,6 +256,84 @@ def placements_main(a) -> None:
         a.json.write_text(json.dumps(summary, indent=1))
 
 
+VARIANTS = ("harness", "static", "nospin")
+
+
+def harness_child(build_dir: Path, rounds: int, seed: int) -> dict:
+    """The kernel, eager and torch.compile timed in this process by the harness's own code (measure.graphs.Graph
+    of 12 calls, measure.timing.CallTimer: L2 read through, synchronize, a 0.2 ms spin, events around a replay)
+    three ways, interleaved in shuffled rounds: `harness` (every call's inputs drawn afresh and loaded before each
+    replay, as the solution's child does), `static` (the same without the loading) and `nospin` (loading, the L2
+    read through and events, no synchronize or spin: the probe's own way). Issue 24: the harness read the demo
+    solution at 24.66 or ~26.0 us per process, torch.compile at 23.7 or ~25.0, eager steady; the probe's own
+    timing found no such modes. Which of the harness's steps, outside its sandbox, brings them?"""
+    import torch
+
+    sys.path.insert(0, str(REPO / "src"))
+    from cuda_agent.measure import CallTimer, Graph, TimingPlan
+
+    ext = build(build_dir)
+    device = torch.device("cuda")
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    draw = lambda: [torch.randn(ROWS, COLS, device="cuda", generator=gen)]  # noqa: E731
+    s, b = torch.randn(COLS, device="cuda", generator=gen), torch.randn(COLS, device="cuda", generator=gen)
+    eager = lambda x: torch.relu(x * s + b)  # noqa: E731
+    compiled = torch.compile(eager)
+    compiled(draw()[0])
+    sides = {"kernel": lambda x: ext.sbr_forward(x, s, b), "eager": eager, "compile": compiled}
+    graphs = {name: Graph(fn, [draw() for _ in range(12)]) for name, fn in sides.items()}
+    timer = CallTimer(device, TimingPlan())
+    rng = random.Random(seed)
+    times: dict[str, list[float]] = {f"{n}/{v}": [] for n in sides for v in VARIANTS}
+
+    def once(name: str, variant: str) -> float:
+        graph = graphs[name]
+        if variant != "static":
+            for j in range(graph.calls):
+                graph.load(j, draw())
+        if variant == "nospin":
+            timer.flush.sum()
+            a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            graph.replay()
+            z.record()
+            z.synchronize()
+            return a.elapsed_time(z) * 1000 / graph.calls
+        return timer(graph.replay, [])[0].device_ms * 1000 / graph.calls
+
+    for name in sides:  # warm-up
+        for variant in VARIANTS:
+            once(name, variant)
+    for _ in range(rounds):
+        for key in rng.sample(list(times), len(times)):
+            name, variant = key.split("/")
+            times[key] += [once(name, variant) for _ in range(3)]
+    return {"pid": os.getpid(), "median_us": {k: round(statistics.median(v), 3) for k, v in times.items()}}
+
+
+def harness_main(a) -> None:
+    import torch
+
+    build(a.build_dir)
+    print(f"# clock_probe --harness: {torch.cuda.get_device_name()}, {a.procs} processes x {a.rounds} rounds")
+    keys = [f"{n}/{v}" for n in ("kernel", "compile", "eager") for v in VARIANTS]
+    print("| proc | " + " | ".join(keys) + " |")
+    print("|--:|" + "--:|" * len(keys))
+    runs = []
+    for i in range(a.procs):
+        r = run_child(i, a, "--harness")
+        if r is None:
+            continue
+        runs.append(r)
+        print(f"| {i} | " + " | ".join(f"{r['median_us'][k]:.2f}" for k in keys) + " |")
+    spread = {k: round(max(r["median_us"][k] for r in runs) / min(r["median_us"][k] for r in runs) - 1, 4)
+              for k in keys} if runs else {}
+    print("| spread | " + " | ".join(f"{spread[k]:.2%}" for k in keys) + " |" if runs else "no process finished")
+    if a.json:
+        a.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"),
+                                      "procs": a.procs, "rounds": a.rounds, "runs": runs, "spread": spread}, indent=1))
+
+
 def pearson(xs: list[float], ys: list[float]) -> float | None:
     if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
         return None
@@ -271,15 +350,21 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--placements", type=int, default=0,
                     help="instead: the kernel and eager re-made N times per process at other addresses (no clocks)")
+    ap.add_argument("--harness", action="store_true",
+                    help="instead: the three sides timed by the harness's own Graph and CallTimer, three ways")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child is not None:
         r = (placements_child(a.build_dir, a.placements, a.rounds, a.child) if a.placements
+             else harness_child(a.build_dir, a.rounds, a.child) if a.harness
              else child(a.build_dir, a.rounds, a.child))
         print(json.dumps(r))
         return
     if a.placements:
         placements_main(a)
+        return
+    if a.harness:
+        harness_main(a)
         return
     import torch
 
