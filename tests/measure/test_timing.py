@@ -300,3 +300,88 @@ def test_inductors_autotuner_is_the_one_guarded():
 
     with autotune_alone("cpu0"):
         assert getattr(CachingAutotuner.benchmark_all_configs, "_cuda_agent_guard", False)
+
+
+def test_persisting_l2_lines_are_reset_around_every_cuda_call_and_never_on_the_cpu(monkeypatch):
+    """An access-policy window keeps a call's data in L2 through any normal flush, so the CUDA timer makes
+    persisting lines normal before the flush and after the call; the CPU timer never reaches the driver."""
+    import cuda_agent.measure.timing as timing
+
+    assert timing._driver_function("cuNoSuchFunctionAnywhere") is None
+    monkeypatch.setattr(timing, "reset_persisting_l2", lambda: pytest.fail("the CPU timer reached the driver"))
+    timer = timing.CallTimer(torch.device("cpu"), TimingPlan())
+    times, out = timer(lambda x: x + 1, [torch.ones(4)])
+    assert out.tolist() == [2.0] * 4 and times.device_ms >= 0
+
+
+@pytest.mark.cuda
+def test_the_driver_resets_persisting_lines_before_and_after_each_timed_call(gpu_alone, monkeypatch):
+    import cuda_agent.measure.timing as timing
+
+    torch.ones(1, device=gpu_alone)  # the context exists
+    assert timing.reset_persisting_l2 is not None, "libcuda.so.1 has no cuCtxResetPersistingL2Cache"
+    assert timing.reset_persisting_l2() == 0  # CUDA_SUCCESS
+    calls = []
+    real = timing.reset_persisting_l2
+    monkeypatch.setattr(timing, "reset_persisting_l2", lambda: calls.append(1) or real())
+    timer = timing.CallTimer(gpu_alone, TimingPlan())
+    timer(lambda x: x * 2, [torch.ones(1024, device=gpu_alone)])
+    assert len(calls) == 2
+
+
+PERSIST_SOURCE = r"""
+#include <algorithm>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+// t's lines persisting in L2 for kernels on the current stream (size > 0), or no window and no set-aside (0).
+int persist(torch::Tensor t, bool on) {
+  int dev = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceProp p;
+  cudaGetDeviceProperties(&p, dev);
+  size_t window = on ? std::min((size_t)t.numel() * t.element_size(), (size_t)p.accessPolicyMaxWindowSize) : 0;
+  size_t limit = std::min(window, (size_t)p.persistingL2CacheMaxSize);
+  cudaError_t e = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, limit);
+  if (e != cudaSuccess) return (int)e;
+  cudaStreamAttrValue a = {};
+  a.accessPolicyWindow.base_ptr = on ? t.data_ptr() : nullptr;
+  a.accessPolicyWindow.num_bytes = window;
+  a.accessPolicyWindow.hitRatio = window ? std::min(1.0f, (float)limit / (float)window) : 0.f;
+  a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+  a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  return (int)cudaStreamSetAttribute(c10::cuda::getCurrentCUDAStream().stream(),
+                                     cudaStreamAttributeAccessPolicyWindow, &a);
+}
+"""
+
+
+@pytest.mark.cuda
+def test_lines_kept_persisting_are_worth_a_fast_call_without_the_reset_and_nothing_with_it(gpu_alone, monkeypatch,
+                                                                                          tmp_path):
+    """The hole and its close, on the GPU: a 24 MB read whose lines a window marks persisting, timed by the
+    CallTimer. Without the reset its lines outlive the flush and the call reads L2; with it the call takes
+    what the same read of an unmarked buffer takes."""
+    from torch.utils.cpp_extension import load_inline
+
+    import cuda_agent.measure.timing as timing
+
+    ext = load_inline("persist_probe", cpp_sources=["int persist(torch::Tensor t, bool on);"],
+                      cuda_sources=[PERSIST_SOURCE], functions=["persist"], build_directory=str(tmp_path))
+    kept, plain = (torch.randn(6 << 20, device=gpu_alone) for _ in range(2))  # 24 MB each
+    plan = TimingPlan(min_runs=30, max_runs=60, budget_s=0.2)
+
+    def median_us(x, reset) -> float:
+        monkeypatch.setattr(timing, "reset_persisting_l2", reset)
+        timer = timing.CallTimer(gpu_alone, plan)
+        return sorted(timer(torch.sum, [x])[0].device_ms for _ in range(40))[20] * 1000
+
+    assert ext.persist(kept, True) == 0
+    try:
+        real = timing._driver_function("cuCtxResetPersistingL2Cache")
+        cold = median_us(plain, real)
+        without, with_reset = median_us(kept, None), median_us(kept, real)
+    finally:
+        ext.persist(kept, False)
+        real()
+    assert without < 0.8 * cold, f"no hole to close on this GPU? persisting {without:.1f} us, cold {cold:.1f} us"
+    assert with_reset > 0.9 * cold, f"the reset left the lines in L2: {with_reset:.1f} us, cold {cold:.1f} us"

@@ -12,7 +12,10 @@ streams, the second finds the device idle; their difference, averaged over the r
 every sample where it is beyond the noise of honest calls (OFFSTREAM_TOLERANCE_*), so side streams
 are counted without charging every call a synchronize's latency and its jitter.
 L2 emptied before each call; warm-up excluded. CPU: the same with a monotonic clock and a
-cache-sized flush.
+cache-sized flush. Lines a call marked persisting (an access-policy window) survive any flush that
+reads or writes normally: on CUDA they are made normal again (`reset_persisting_l2`) before the flush
+and after the call, so a call neither finds its data in L2 from the last one nor keeps L2 from the
+baselines timed after it.
 
 Two halves: `CallTimer` times one call where the callable runs; `drive` makes the loop's decisions
 where the clock is trusted. In an evaluation the harness drives the solution's child and the
@@ -26,6 +29,7 @@ candidates), `time_callable` runs both halves of `drive` in one process.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import secrets
@@ -57,6 +61,22 @@ SPIN_MS = 0.2
 # the reward asks for.
 OFFSTREAM_TOLERANCE_MS = 0.005
 OFFSTREAM_TOLERANCE_SHARE = 0.05
+
+
+def _driver_function(name: str) -> Callable[[], int] | None:
+    """A no-argument function of the CUDA driver (libcuda), or None where there is none (no GPU driver)."""
+    try:
+        fn = getattr(ctypes.CDLL("libcuda.so.1"), name)
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [], ctypes.c_int
+    return fn
+
+
+# Bound at import, before a solution's code runs in the child: cuCtxResetPersistingL2Cache makes every
+# persisting L2 line of this process's context normal again (CUDA_SUCCESS is 0; a GPU without persisting
+# lines, before compute capability 8.0, refuses it and has none to reset).
+reset_persisting_l2 = _driver_function("cuCtxResetPersistingL2Cache")
 
 
 def _flush_buffer(device: torch.device) -> torch.Tensor:
@@ -155,8 +175,10 @@ class CallTimer:
         self.flush = _flush_buffer(device)
         self.spin = _spin_cycles(device, SPIN_MS) if self.cuda else 0
         self.empty_cache = self.flush.zero_ if plan.flush == "write" else lambda: _sum(self.flush)
+        self.reset_l2 = reset_persisting_l2 if self.cuda and reset_persisting_l2 is not None else lambda: 0
 
     def __call__(self, fn: Callable[..., object], inputs: list) -> tuple[CallTimes, object]:
+        self.reset_l2()  # (before the flush: lines still persisting would survive it)
         self.empty_cache()
         if self.cuda:
             _synchronize(self.device)
@@ -173,6 +195,7 @@ class CallTimer:
             t1 = _perf_counter_ns()
             _synchronize(self.device)  # the same with nothing left to wait for
             left_ms = ((t1 - t0) - (_perf_counter_ns() - t1)) / 1e6
+            self.reset_l2()  # what the call marked persisting does not hold L2 while the next side is timed
             return CallTimes(start.elapsed_time(end), host_ms, left_ms), out
         t0 = _perf_counter_ns()
         out = fn(*inputs)

@@ -322,6 +322,8 @@ CPP_FORBIDDEN_PREFIXES = {
     "cuEvent": "streams", "cuIpc": "streams", "nvrtc": "code-loading", "cuModule": "code-loading",
     "cuLibrary": "code-loading", "cudaLibrary": "code-loading", "cuLink": "code-loading",
     "nvJitLink": "code-loading", "__libc_": "files",
+    # any driver function by its name (cuCtxSetLimit, cuStreamCreate, cuModuleLoadData ...): dynamic loading
+    "cudaGetDriverEntryPoint": "files", "cuGetProcAddress": "files",
 }
 # Generic words refused only where used as a function (called, or its address taken).
 CPP_FORBIDDEN_CALLS = {"system": "threads-process", "exit": "exit", "_exit": "exit", "abort": "exit",
