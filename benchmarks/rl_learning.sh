@@ -59,7 +59,7 @@ DEMOS_YAML=""; [ -n "${DEMOS:-}" ] && DEMOS_YAML="demos: $DEMOS, "   # fill_agen
 FILL="fill: {${OPS_YAML}${DEMOS_YAML}tier: $TIER}"
 run_file() {  # out-folder, extra yaml lines
   mkdir -p "$(dirname "$1")"
-  printf 'out: %s\nmodel: %s\nplatform: gpu\ndevice: %s\ngpus: 1\n%s\n' "$1" "$W/smollm2" "$DEVICE" "${2:-}" > "$1.yaml"
+  printf 'out: %s\nmodel: %s\nplatform: gpu\ndevice: %s\ngpus: %s\n%s\n' "$1" "$W/smollm2" "$DEVICE" "${GPUS:-1}" "${2:-}" > "$1.yaml"
   echo "$1.yaml"
 }
 KW=reward.custom_reward_function.reward_kwargs

@@ -9,6 +9,7 @@
 #   turns        the multi-turn plan instead of start (see the case below: PPO, PPO n=8, arft + turns);
 #   one          prep, RFT, PPO and the control one after another on one GPU (a machine of one GPU);
 #   pair         prep and RFT, then PPO and the control at once, both on GPU 0 (a machine of one GPU);
+#   scale        PPO from one RFT actor on 1 GPU and on 2 (issue 27; a machine of 3+ GPUs); `steps` compares them
 #                MORE="fill:trainer.test_freq=4 ..." adds overrides to the PPO runs of every plan
 #   stop CHAIN   end one chain by its process group (never `ray stop`: it ends every run's Ray on the machine)
 # GPU 0: prep, RFT on 6 operators, PPO (n=4)     GPU 1: the shuffled-reward control
@@ -30,7 +31,8 @@ fleet_tree() {  # a copy of the tree for the chains (see `start` above) and what
 go() {  # chain (its GPU's number, then a letter where a GPU runs two: 0, 0b), tag ("" for none), overrides added to
         # $base, steps...: one chain, detached, with its GPU and its own Ray and log
   local id=$1 gpu=${1%%[a-z]*} tag=$2 more=$3; shift 3
-  setsid nohup env CUDA_VISIBLE_DEVICES=$gpu RAY_TMPDIR=/tmp/ray$id OUT=$F/o$id TAG="$tag" EXTRA="$base $more" \
+  gpu=${gpu//+/,}   # 1+2: GPUs 1 and 2 for one chain (GPUS=2 in its run file)
+  setsid nohup env CUDA_VISIBLE_DEVICES=$gpu GPUS=${GPUS:-1} RAY_TMPDIR=/tmp/ray$id OUT=$F/o$id TAG="$tag" EXTRA="$base $more" \
     ARFT_FROM=rft TURNS=fill_collect:actor_rollout_ref.rollout.val_kwargs.n=1 \
     bash $F/tree/benchmarks/rl_learning.sh "$@" > $F/$id.log 2>&1 < /dev/null &
   echo "chain $id (GPU $gpu): TAG=$tag $more: $*"
@@ -80,6 +82,23 @@ case ${1:-} in
     go 0 "" "" prep rft ppo:${LIMIT:-1300}
     go 0b "" "" await:rft:400 control:${LIMIT:-1300}
     ;;
+  scale)   # PLAN F (issue 27 item 4: an RL step on 1 GPU against 2): prep and RFT on GPU 0, then the same PPO from RFT's
+           # actor on GPU 0 alone (TAG=g1) and on GPUs 1+2 (TAG=g2, the run file's `gpus: 2`: verl's actor, critic and
+           # rollout over both); `steps` then prints each chain's seconds a step. Needs 3 GPUs.
+    fleet_tree
+    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=100 fill:trainer.test_freq=100"
+    base="$base fill:trainer.val_before_train=false ${MORE:-}"   # step times only: no held-out judging
+    go 0 "" "" prep rft
+    go 0b g1 "" await:rft:400 ppo:${LIMIT:-1300}
+    GPUS=2 go 1+2 g2 "" await:rft:400 ppo:${LIMIT:-1300}
+    ;;
+  steps)   # each chain's PPO seconds a step (verl's timing_s/step), min / median / max, and its step count
+    for m in /tmp/rl/fill*/fill/metrics.jsonl; do
+      python3 -c 'import json, statistics, sys
+s = [r["timing_s/step"] for r in map(json.loads, open(sys.argv[1])) if "timing_s/step" in r]
+print(f"{sys.argv[1]}: {len(s)} steps, s/step min {min(s):.1f} median {statistics.median(s):.1f} max {max(s):.1f}" if s
+      else f"{sys.argv[1]}: no step yet")' "$m"
+    done ;;
   watch)
     t0=$SECONDS; limit=${2:-540}
     while [ $((SECONDS - t0)) -lt "$limit" ]; do
@@ -101,5 +120,5 @@ case ${1:-} in
       --exclude='checkpoints' --exclude='global_step_*' --exclude='smollm2' --exclude='actor' --exclude='actor_step*' \
       --exclude='critic' -C / tmp/rl $(cd / && ls tmp/fleet/*.log) 2>/dev/null
     ls -la "$OUT" ;;
-  *) echo "usage: $0 start | turns | repeat | one | pair | watch SECS | stop CHAIN | collect"; exit 2 ;;
+  *) echo "usage: $0 start | turns | repeat | one | pair | scale | steps | watch SECS | stop CHAIN | collect"; exit 2 ;;
 esac

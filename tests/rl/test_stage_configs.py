@@ -143,3 +143,15 @@ def test_value_pretraining_refuses_a_warm_up_that_lets_the_last_step_train_the_a
             check_ppo("value", cfg, 64, "cpu")
     else:
         check_ppo("value", cfg, 64, "cpu")
+
+
+def test_the_fill_stage_on_two_gpus_passes_verls_validation_and_the_micro_batch_check(tiny_model):
+    """Issue 27's RL step on 2 GPUs (rl_learning_fleet.sh scale: the run file's `gpus: 2`): fill.yaml's batches split
+    evenly over two ranks, as verl asserts only after minutes of start-up."""
+    from cuda_agent.rl.driver.launch import check_micro_batches
+
+    cfg = compose("fill", [f"actor_rollout_ref.model.path={tiny_model}", f"critic.model.path={tiny_model}",
+                           "trainer.n_gpus_per_node=2"])
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    check_micro_batches("fill", cfg)
+    assert cfg.trainer.n_gpus_per_node == 2
