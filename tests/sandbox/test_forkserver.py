@@ -229,7 +229,7 @@ def test_messages_stay_plain_data():
     assert json.loads(json.dumps(pickle.loads(blob)))["confinement"]["user"] == {"uid": 1, "gid": 2, "name": "u"}
 
 
-def test_a_server_leaves_no_file_behind_even_when_its_client_is_killed(probe):
+def test_a_servers_log_has_no_name_so_a_killed_client_leaves_no_file(probe):
     """Its log has no name: a client killed without closing it (a Ray worker, say) leaves nothing in /tmp."""
     before = set(Path(tempfile.gettempdir()).glob("cuda_agent_forkserver_*"))
     server = forkserver.ForkServer(forkserver.server_env(dict(os.environ)))
