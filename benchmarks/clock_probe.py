@@ -111,6 +111,21 @@ class Clocks:
                 "temp_c": mean(temp), "event_reasons": reasons}
 
 
+def replay_us(replay, calls: int, flush=None) -> float:
+    """Microseconds a call of one graph replay (`calls` calls), between two events; the L2 read through first
+    where `flush` (a buffer) is given."""
+    import torch
+
+    if flush is not None:
+        flush.sum()
+    a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    replay()
+    z.record()
+    z.synchronize()
+    return a.elapsed_time(z) * 1000 / calls
+
+
 def capture(fn, xs: list, warm: int = 1):
     """A CUDA graph of `fn` over every input of `xs` (after `warm` calls on a side stream), and its outputs."""
     import torch
@@ -170,15 +185,7 @@ def child(build_dir: Path, rounds: int, seed: int) -> dict:
         for name in order:
             clocks.side = name
             g = graphs[name][0]
-            reps = []
-            for _ in range(10):
-                a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                g.replay()
-                z.record()
-                z.synchronize()
-                reps.append(a.elapsed_time(z) * 1000 / calls)
-            times[name].append(statistics.median(reps))
+            times[name].append(statistics.median(replay_us(g.replay, calls) for _ in range(10)))
         clocks.side = "idle"
     time.sleep(0.1)
     clocks.stop()
@@ -214,13 +221,7 @@ def placements_child(build_dir: Path, placements: int, rounds: int, seed: int) -
         for _ in range(rounds):
             for name in rng.sample(list(sides), len(sides)):
                 for _ in range(5):
-                    flush.sum()
-                    a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    graphs[name][0].replay()
-                    z.record()
-                    z.synchronize()
-                    times[name].append(a.elapsed_time(z) * 1000 / 12)
+                    times[name].append(replay_us(graphs[name][0].replay, 12, flush))
         out.append({name: round(statistics.median(t), 3) for name, t in times.items()})
         del graphs, xs, spacer
         torch.cuda.empty_cache()
@@ -292,13 +293,7 @@ def harness_child(build_dir: Path, rounds: int, seed: int) -> dict:
             for j in range(graph.calls):
                 graph.load(j, draw())
         if variant == "nospin":
-            timer.flush.sum()
-            a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            graph.replay()
-            z.record()
-            z.synchronize()
-            return a.elapsed_time(z) * 1000 / graph.calls
+            return replay_us(graph.replay, graph.calls, timer.flush)
         return timer(graph.replay, [])[0].device_ms * 1000 / graph.calls
 
     for name in sides:  # warm-up

@@ -37,7 +37,11 @@ go() {  # chain (its GPU's number, then a letter where a GPU runs two: 0, 0b), t
     bash $F/tree/benchmarks/rl_learning.sh "$@" > $F/$id.log 2>&1 < /dev/null &
   echo "chain $id (GPU $gpu): TAG=$tag $more: $*"
 }
-base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=2 fill:actor_rollout_ref.actor.optim.lr=1e-5 ${MORE:-}"
+ppo_overrides() {  # every plan's PPO overrides: STEPS steps, a checkpoint every $1 steps, then the rest, then MORE
+  local save=$1; shift
+  echo "fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=$save $* ${MORE:-}"
+}
+base=$(ppo_overrides 2 fill:actor_rollout_ref.actor.optim.lr=1e-5)
 case ${1:-} in
   start)
     fleet_tree
@@ -60,7 +64,7 @@ case ${1:-} in
            # GPU 0 prep, RFT, PPO; GPU 1 the shuffled-reward control at 8 replies; GPU 2 PPO again, another data order (s7);
            # GPU 3 arft from RFT's actor, then multi-turn PPO from it (agentic; run 5 cut it before its first step).
     fleet_tree
-    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=4 ${MORE:-}"   # lr: fill.yaml's 1e-5
+    base=$(ppo_overrides 4)   # lr: fill.yaml's 1e-5
     go 0 "" "" prep rft ppo:1700
     go 1 "" "" await:rft:400 control:1700
     go 2 s7 "fill:data.seed=7" await:rft:400 ppo:1700
@@ -70,7 +74,7 @@ case ${1:-} in
            # the control, one after another on GPU 0 (~22 min with STEPS=16: run 6's PPO steps took 35-104 s beside
            # three other runs, run 5's 23-61 s beside two); then `watch` and `collect` as for the others.
     fleet_tree
-    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=4 ${MORE:-}"
+    base=$(ppo_overrides 4)
     go 0 "" "" prep rft ppo:1500 control:1500
     ;;
   pair)    # PLAN E (issue 23's H100 proof where one GPU's held time counts in full): prep and RFT, then PPO and the
@@ -78,7 +82,7 @@ case ${1:-} in
            # reward with EVALUATORS=6 BUILDERS=3 so that two fit 16 cores; STEPS=12 ends within one 30-minute hold.
     fleet_tree
     export EVALUATORS=6 BUILDERS=3
-    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=4 ${MORE:-}"
+    base=$(ppo_overrides 4)
     go 0 "" "" prep rft ppo:${LIMIT:-1300}
     go 0b "" "" await:rft:400 control:${LIMIT:-1300}
     ;;
@@ -86,8 +90,7 @@ case ${1:-} in
            # actor on GPU 0 alone (TAG=g1) and on GPUs 1+2 (TAG=g2, the run file's `gpus: 2`: verl's actor, critic and
            # rollout over both); `steps` then prints each chain's seconds a step. Needs 3 GPUs.
     fleet_tree
-    base="fill:trainer.total_training_steps=$STEPS fill:trainer.save_freq=100 fill:trainer.test_freq=100"
-    base="$base fill:trainer.val_before_train=false ${MORE:-}"   # step times only: no held-out judging
+    base=$(ppo_overrides 100 fill:trainer.test_freq=100 fill:trainer.val_before_train=false)   # step times only
     go 0 "" "" prep rft
     go 0b g1 "" await:rft:400 ppo:${LIMIT:-1300}
     GPUS=2 go 1+2 g2 "" await:rft:400 ppo:${LIMIT:-1300}

@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
 from cuda_agent.sandbox.isolation import PACKAGE_ROOT, Confinement, SandboxUser
@@ -314,14 +315,14 @@ def _read_ready(ready_r: int, pidfd: int) -> bytes:
         os.close(ready_r)
 
 
-def gpu_visible(env: dict[str, str]) -> bool:
+def gpu_visible(env: Mapping[str, str]) -> bool:
     """Whether a child of this environment could see a GPU (then nothing may initialise CUDA before the fork)."""
     hidden = env.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1")
     return not hidden and any(Path(p).exists() for p in ("/dev/nvidiactl", "/dev/kfd"))
 
 
 def serve(sock: socket.socket) -> None:
-    for name in PRELOAD_WITH_GPU if gpu_visible(dict(os.environ)) else PRELOAD:
+    for name in PRELOAD_WITH_GPU if gpu_visible(os.environ) else PRELOAD:
         importlib.import_module(name)
     if sys.modules["torch"].cuda.is_initialized():  # a child could not use CUDA: the client starts fresh ones
         _send(sock, {"ready": False, "error": "CUDA was initialised while preloading"})

@@ -81,7 +81,8 @@ def start_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig, s
     if spare and config.profile:  # an evaluation that only checks correctness (RL rewards often) never compiles
         ref_env[WARM_COMPILE_ENV] = lock_name(backend.device) if config.quiet_host else ""
     try:
-        # Forked from a process that imported torch once, on the CPU backend (on CUDA: not yet run on the device).
+        # Forked from a process that imported torch once, on the CPU backend. On CUDA (CUDA_AGENT_FORK_SERVER=1) it
+        # passed the device's harness tests once (2026-11-27, torch alone preloaded); off there until it is the default.
         forked = not backend.is_cuda
         ref = Process("cuda_agent.harness.workers.reference", cwd=ex.private, log=ex.private / "reference.log",
                       fork_server=forked, env=ref_env)
