@@ -3,11 +3,12 @@
 # the KernelBench bench, the agreement with KernelBench's own harness and the synth benchmark, each
 # under its own time limit. Logs and results go to $OUT/results.tgz (the device tool's output folder,
 # which takes few files; ./device_out here), with runs/ (resumable results) inside it.
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired
+#   bash benchmarks/device_check.sh stop                  (a detached run: its loop, then the running step's processes)
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
-# an earlier run's JSON to compare with, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`). runs/ (resumable results) stays on a warm
+# an earlier run's JSON to compare with, SCALE_ARGS: more flags for scale_bench, PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`). runs/ (resumable results) stays on a warm
 # machine and comes back in results.tgz; the kb step starts from $KB_FROM (default
 # benchmarks/kernelbench_h100/: its bench/ and baselines_level*.jsonl; `none`: afresh) when there is
 # no runs/kb, so commit what comes back there to go on later. kbagree (benchmarks/kb_agreement.py) needs
@@ -25,6 +26,11 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
 LOGS=${LOGS:-/tmp/device_logs}
 mkdir -p "$OUT" "$LOGS"
+if [ "${1:-}" = stop ]; then  # a detached run (setsid nohup ... &) ended early: the loop, then its running step
+  kill "$(cat "$LOGS/loop.pid" 2>/dev/null)" 2>/dev/null; kill -- -"$(cat "$LOGS/step.pid" 2>/dev/null)" 2>/dev/null
+  sleep 3; echo "stopped (step group $(cat "$LOGS/step.pid" 2>/dev/null))"; exit 0
+fi
+echo $$ >"$LOGS/loop.pid"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 CUDA_AGENT_HOME=${CUDA_AGENT_HOME:-/tmp/cuda_agent_home}
 export RAY_USAGE_STATS_ENABLED=0
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then  # Ray (and verl) carried as wheels: scripts/carry_wheels.sh
@@ -42,7 +48,9 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $OUT/NAME.log
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS
   echo "== $name (limit ${limit}s)"
-  timeout -k 10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  timeout -k 10 "$limit" "$@" >"$LOGS/$name.log" 2>&1 &
+  echo $! >"$LOGS/step.pid"  # timeout leads a process group of its own: what `stop` kills
+  wait $!
   local rc=$?
   tail -${TAIL:-25} "$LOGS/$name.log"
   echo "== $name: exit $rc after $((SECONDS - t0))s" | tee -a "$LOGS/steps.txt"
@@ -57,7 +65,10 @@ for arg in "$@"; do
                --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$LOGS/harness_bench.json" ${HARNESS_ARGS:-} ;;
     demo) step demo "$limit" $py -m cuda_agent demo ;;
     scale) step scale "$limit" $py benchmarks/scale_bench.py --device cuda --gpus 1 "$(nvidia-smi -L | wc -l)" \
-             --soak ${SCALE_SOAK:-1000} --summary "$LOGS/scale_summary.json" --json "$LOGS/scale.json" ;;  # issue 27
+             --soak ${SCALE_SOAK:-1000} --summary "$LOGS/scale_summary.json" --json "$LOGS/scale.json" ${SCALE_ARGS:-} ;;  # issue 27
+    probe) step probe "$limit" $py benchmarks/clock_probe.py --harness --procs ${PROBE_PROCS:-8} --rounds ${PROBE_ROUNDS:-15} \
+             --json "$LOGS/clock_harness.json" ;;  # issue 24: the per-process modes with the harness's own timing code?
+    offstream) step offstream "$limit" $py benchmarks/offstream_probe.py --json "$LOGS/offstream.json" ;;  # issue 24: honest calls charged?
     paired) step "paired_busy${PAIRED_BUSY:-0}" "$limit" $py benchmarks/paired_bench.py --device cuda --evals ${PAIRED_EVALS:-5} \
               --busy ${PAIRED_BUSY:-0} --json "$LOGS/paired_busy${PAIRED_BUSY:-0}.json" ;;  # issue 24: do paired speed-ups repeat?
     service) step service "$limit" $py benchmarks/service_bench.py --device cuda --direct ${DIRECT:-8} --evals ${SERVICE_EVALS:-30} \
@@ -85,7 +96,7 @@ for arg in "$@"; do
            for f in bench.json summary.md seeds.json config.json; do cp "$state/$f" "$OUT/synth/" 2>/dev/null; done
            cp "$out" "$OUT/synth/" 2>/dev/null; cp "$state/crawl.log" "$LOGS/synth_crawl.log" 2>/dev/null
            [ -f "$state/candidates.jsonl" ] && gzip -c "$state/candidates.jsonl" >"$OUT/synth/candidates.jsonl.gz" ;;
-    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat scale paired)"; exit 2 ;;
+    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"

@@ -85,7 +85,8 @@ def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (
                      "solution_ms": r.solution.median_ms, "eager_ms": r.eager.median_ms,
                      "compile_ms": r.compile.median_ms if r.compile else None,
                      "cached_eager_ms": cached_eager, "unpaired_vs_eager": cached_eager / r.solution.median_ms,
-                     "timing_s": r.stage_seconds.get("timing"), "flags": r.flags})
+                     "timing_s": r.stage_seconds.get("timing"), "flags": r.flags,
+                     "stage_s": {k: v for k, v in r.stage_seconds.items() if "." not in k}})
     return rows
 
 
@@ -111,6 +112,9 @@ def table(rows: list[dict]) -> str:
               f"| solution median | {spread([r['solution_ms'] for r in rows]):.2f} |",
               f"| eager median (paired) | {spread([r['eager_ms'] for r in rows]):.2f} |",
               f"| torch.compile median (paired) | {spread([r['compile_ms'] for r in rows if r.get('compile_ms')]):.2f} |"]
+    stages = list(dict.fromkeys(k for r in rows for k in r.get("stage_s", {})))  # where an evaluation's seconds go
+    lines += ["", "| eval | " + " | ".join(f"{k} s" for k in stages) + " |", "|---|" + "--:|" * len(stages)]
+    lines += [f"| {r['eval']} | " + " | ".join(f"{r['stage_s'].get(k, 0):.2f}" for k in stages) + " |" for r in rows]
     return "\n".join(lines)
 
 

@@ -57,8 +57,11 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
             row = throughput(svc, device, evals_per_gpu * n)
             row.update(evaluators=svc.evaluators, service_start_s=start_s)
         out["throughput"][str(n)] = row
+        stages = " ".join(f"{k} {v:.2f}" for k, v in row["stage_s"].items() if "." not in k)
         print(f"{n} GPU(s): {row['evals_per_hour']:.0f} evaluations/h over {row['evaluators']} evaluators, "
-              f"rewards {row['rewards']}", flush=True)
+              f"rewards {row['rewards']}; mean s a stage: {stages}", flush=True)
+        for failure in row["failures"]:
+            print(f"  failed: {failure}", flush=True)
     if soak_n:
         n = max(counts)
         task, sol = demo(device)

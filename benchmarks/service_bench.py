@@ -82,7 +82,8 @@ def throughput(svc, device: str, evals: int) -> dict:
             "wall_s": wall, "eval_s": wall / evals, "evals_per_hour": 3600 * evals / wall,
             "start_s": statistics.mean(r.stage_seconds.get("start", 0.0) for r in rows),
             "stage_s": {k: statistics.mean(r.stage_seconds.get(k, 0.0) for r in rows) for k in rows[0].stage_seconds},
-            "rewards": sorted({r.reward for r in rows}), "medians_ms": [r.solution.median_ms for r in rows if r.solution]}
+            "rewards": sorted({r.reward for r in rows}), "medians_ms": [r.solution.median_ms for r in rows if r.solution],
+            "failures": [f"{r.stage}: {r.reason}"[:300] for r in rows if r.reward < 0][:5]}
 
 
 def stability(svc, device: str, builds: int, tmp: Path) -> dict:

@@ -358,22 +358,25 @@ int persist(torch::Tensor t, bool on) {
 @pytest.mark.cuda
 def test_lines_kept_persisting_are_worth_a_fast_call_without_the_reset_and_nothing_with_it(gpu_alone, monkeypatch,
                                                                                           tmp_path):
-    """The hole and its close, on the GPU: a 24 MB read whose lines a window marks persisting, timed by the
-    CallTimer. Without the reset its lines outlive the flush and the call reads L2; with it the call takes
-    what the same read of an unmarked buffer takes."""
+    """The hole and its close, on the GPU: a matrix-vector product over a 24 MB weight (the corpus case's
+    shape: a read-bound cuBLAS call) whose lines a window marks persisting, timed by the CallTimer. Without
+    the reset its lines outlive the flush and the call reads L2; with it the call takes what the same
+    product over an unmarked weight takes. (A 24 MB torch.sum, tried first, is not bound by its reads: it
+    gained 4% from L2 on an H200, 2026-11-27, too little to show a hole.)"""
     from torch.utils.cpp_extension import load_inline
 
     import cuda_agent.measure.timing as timing
 
     ext = load_inline("persist_probe", cpp_sources=["int persist(torch::Tensor t, bool on);"],
                       cuda_sources=[PERSIST_SOURCE], functions=["persist"], build_directory=str(tmp_path))
-    kept, plain = (torch.randn(6 << 20, device=gpu_alone) for _ in range(2))  # 24 MB each
+    kept, plain = (torch.randn(1536, 4096, device=gpu_alone) for _ in range(2))  # 24 MB each
+    v = torch.randn(4096, device=gpu_alone)
     plan = TimingPlan(min_runs=30, max_runs=60, budget_s=0.2)
 
     def median_us(x, reset) -> float:
         monkeypatch.setattr(timing, "reset_persisting_l2", reset)
         timer = timing.CallTimer(gpu_alone, plan)
-        return sorted(timer(torch.sum, [x])[0].device_ms for _ in range(40))[20] * 1000
+        return sorted(timer(torch.mv, [x, v])[0].device_ms for _ in range(40))[20] * 1000
 
     assert ext.persist(kept, True) == 0
     try:

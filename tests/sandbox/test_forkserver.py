@@ -259,12 +259,12 @@ def test_a_forked_child_uses_the_gpu():
     tmp_path = Path(tempfile.mkdtemp(prefix="cuda_agent_probe_"))
     os.chmod(tmp_path, 0o755)
     (tmp_path / "gpu.py").write_text(
-        "import os, sys, torch\n"
+        "import json, os, sys, torch\n"
         "x = torch.ones(1024, device='cuda')\n"
-        "os.write(int(sys.argv[2]), (str(float(x.sum())) + '\\n').encode())\n")
+        "os.write(int(sys.argv[2]), (json.dumps({'sum': float(x.sum())}) + '\\n').encode())\n")
     p = Process("gpu", cwd=tmp_path, log=tmp_path / "log", fork_server=True, env={"PYTHONPATH": str(tmp_path)})
     try:
-        assert p.recv(120) == 1024.0, p.log_tail()
+        assert p.recv(120) == {"sum": 1024.0}, p.log_tail()  # the channel carries objects (a bare number broke it)
         assert p.proc.wait(30) == 0
         assert isinstance(p.proc, forkserver.ForkedChild)
     finally:
