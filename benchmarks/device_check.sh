@@ -4,7 +4,7 @@
 # under its own time limit. Logs and results go to $OUT/results.tgz (the device tool's output folder,
 # which takes few files; ./device_out here), with runs/ (resumable results) inside it.
 #   bash benchmarks/device_check.sh stop                  (a detached run: its loop, then the running step's processes)
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
@@ -68,6 +68,8 @@ for arg in "$@"; do
              --soak ${SCALE_SOAK:-1000} --summary "$LOGS/scale_summary.json" --json "$LOGS/scale.json" ${SCALE_ARGS:-} ;;  # issue 27
     probe) step probe "$limit" $py benchmarks/clock_probe.py --harness --procs ${PROBE_PROCS:-8} --rounds ${PROBE_ROUNDS:-15} \
              --json "$LOGS/clock_harness.json" ;;  # issue 24: the per-process modes with the harness's own timing code?
+    cluster) step cluster "$limit" $py benchmarks/cluster_bench.py --device cuda --evals ${CLUSTER_EVALS:-40} \
+               --json "$LOGS/cluster.json" ;;  # issue 27 item 5: two Ray nodes, the second lost half-way
     offstream) step offstream "$limit" $py benchmarks/offstream_probe.py --json "$LOGS/offstream.json" ;;  # issue 24: honest calls charged?
     paired) step "paired_busy${PAIRED_BUSY:-0}" "$limit" $py benchmarks/paired_bench.py --device cuda --evals ${PAIRED_EVALS:-5} \
               --busy ${PAIRED_BUSY:-0} --json "$LOGS/paired_busy${PAIRED_BUSY:-0}.json" ;;  # issue 24: do paired speed-ups repeat?
@@ -96,7 +98,7 @@ for arg in "$@"; do
            for f in bench.json summary.md seeds.json config.json; do cp "$state/$f" "$OUT/synth/" 2>/dev/null; done
            cp "$out" "$OUT/synth/" 2>/dev/null; cp "$state/crawl.log" "$LOGS/synth_crawl.log" 2>/dev/null
            [ -f "$state/candidates.jsonl" ] && gzip -c "$state/candidates.jsonl" >"$OUT/synth/candidates.jsonl.gz" ;;
-    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream)"; exit 2 ;;
+    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"

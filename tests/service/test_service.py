@@ -126,6 +126,54 @@ def test_an_evaluator_killed_mid_run_is_replaced_and_its_request_run_once_more(t
         assert after.correct  # the replaced evaluator serves the next request
 
 
+def _unplaceable(index: int):
+    """An evaluator that asks for a resource no node has: what a replacement asks for once its node, with
+    the GPU it needs, is gone."""
+    import ray
+
+    from cuda_agent.service.actors import Evaluator
+
+    return ray.remote(Evaluator).options(num_cpus=0, resources={"lost_node": 1}).remote("cpu", 0, None, None, None)
+
+
+def test_a_lost_node_ends_in_retries_and_a_service_with_no_evaluator_left_says_so(tmp_path, test_doubles_importable):
+    """Two evaluators, each replacement unplaceable (as after a node loss). One killed mid-job: its job runs
+    again on the other, which serves what follows, and nothing waits on the replacement Ray cannot place.
+    The other killed too: a request ends, after placement_timeout_s, with the reason, instead of waiting."""
+    import ray
+
+    log = str(tmp_path / "jobs.log")
+    settings = ServiceSettings(device="cpu", cpu_evaluators=2, build_workers=0, spares=0, placement_timeout_s=3.0)
+    with EvalService(settings) as svc:
+        svc.fleet._new_evaluator = _unplaceable
+        running = svc.call(_block, 3.0, log, "first")
+        deadline = time.monotonic() + 60
+        while not any(slot.item is not None for slot in svc.fleet.slots):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        victim = next(slot for slot in svc.fleet.slots if slot.item is not None)
+        survivor = next(slot for slot in svc.fleet.slots if slot is not victim)
+        ray.kill(victim.handle)  # its node is gone
+        assert running.result(timeout=120) == "first"
+        later = [svc.call(_block, 0.0, log, f"later{i}") for i in range(3)]
+        assert [f.result(timeout=60) for f in later] == ["later0", "later1", "later2"]
+        assert svc.stats["restarts"] == 1 and victim.starting is not None and survivor.starting is None
+        ray.kill(survivor.handle)  # idle: found dead when the next request is sent to it
+        deadline = time.monotonic() + 30
+        while True:  # ray.kill returns before the actor is gone: a call sent now could still run there
+            try:
+                ray.get(survivor.handle.describe.remote(), timeout=30)
+            except ray.exceptions.RayActorError:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        with pytest.raises(ServiceError, match="no evaluator could be started"):
+            svc.call(_block, 0.0, log, "never").result(timeout=60)
+        assert 3.0 < time.monotonic() - t0 < 30
+    assert Path(log).read_text().split() == ["first", "later0", "later1", "later2"]
+
+
 _DRIVER = """
 import sys, time
 from pathlib import Path

@@ -79,8 +79,10 @@ class Evaluator:
         if self.device == "cuda":
             major, minor = torch.cuda.get_device_capability()
             arch = f"sm_{major}{minor}"
+        import ray
+
         return {"pid": os.getpid(), "gpu": self.gpu, "device": self.device, "arch": arch,
-                "node": os.uname().nodename}
+                "node": os.uname().nodename, "node_id": ray.get_runtime_context().get_node_id()}
 
     def evaluate(self, task: Task, files: dict[str, str], config: EvalConfig) -> EvalResult:
         from cuda_agent.harness import evaluate

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from cuda_agent.service.scheduler import Item
 
 MAX_BUILDERS = 8  # by default: enough to build ahead of a GPU; each is a process holding torch
+RESTART_EVERY_S = 5.0  # an evaluator that died while starting is asked for again no sooner than this
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,9 @@ class Slot:
     handle: Any
     item: "Item | None" = None
     started: float = 0.0
+    starting: Any = None     # describe() of a replacement while Ray places and starts it, or of an idle evaluator
+    since: float = 0.0       # checked after another died (`check_idle`): no work until it answers
+    checking: bool = False   # `starting` is such a check (an evaluator that fails it is replaced at once)
 
 
 def kill(handle: Any) -> None:
@@ -117,10 +122,53 @@ class Fleet:
         return ray.remote(Builder).options(num_cpus=1).remote(self.cores.background, self.settings.quiet_builds)
 
     def restart(self, slot: Slot) -> None:
-        """A fresh evaluator in `slot`, the old one killed (dead, hung, or in a state not to trust)."""
+        """A fresh evaluator in `slot`, the old one killed (dead, hung, or in a state not to trust).
+        The slot takes no work until the new one answers (`poll_starting`): where Ray cannot place it
+        (its node was lost, and with it the GPU it asks for) the requests go to the other evaluators,
+        and it starts whenever the resources come back."""
         self.stats["restarts"] += 1
         kill(slot.handle)
         slot.handle = self._new_evaluator(slot.index)
+        slot.starting, slot.since = slot.handle.describe.remote(), time.monotonic()
+
+    def poll_starting(self) -> None:
+        """Replacements that answered take work again; one that died while starting is asked for again
+        (at most every RESTART_EVERY_S seconds, so an evaluator that cannot start does not spin)."""
+        import ray
+
+        starting = [slot for slot in self.slots if slot.starting is not None]
+        if not starting:
+            return
+        done, _ = ray.wait([slot.starting for slot in starting], num_returns=len(starting), timeout=0,
+                           fetch_local=False)
+        for slot in starting:
+            if slot.starting not in done:
+                continue
+            try:
+                ray.get(slot.starting)
+                slot.starting, slot.checking = None, False
+            except Exception:
+                if slot.checking or time.monotonic() - slot.since > RESTART_EVERY_S:
+                    slot.checking = False
+                    self.restart(slot)
+
+    def check_idle(self) -> None:
+        """After an evaluator died: every idle one answers before it takes work again, so that a request
+        retried after a lost node is not sent to another evaluator that was on it (and charged a second
+        death it had no part in); one that does not answer is replaced."""
+        for slot in self.slots:
+            if slot.item is None and slot.starting is None:
+                slot.starting, slot.since, slot.checking = slot.handle.describe.remote(), time.monotonic(), True
+
+    def usable(self) -> list[Slot]:
+        """The evaluators that can take work (not a replacement still starting)."""
+        return [slot for slot in self.slots if slot.starting is None]
+
+    def stalled_s(self) -> float:
+        """Seconds since the service last had an evaluator that could take work (0 while one can)."""
+        if not self.slots or self.usable():
+            return 0.0
+        return time.monotonic() - max(slot.since for slot in self.slots)
 
     def replace_builder(self, dead: Any) -> None:
         self.builders.remove(dead)
@@ -138,7 +186,7 @@ class Fleet:
         if not ray.is_initialized():   # the Ray went first (shut down by its owner): so did the actors;
             self.slots, self.builders = [], []   # calling them would start a new Ray by itself
         for slot in self.slots:
-            if wait:   # a busy actor would answer only after its evaluation: not waited for when abandoning
+            if wait and slot.starting is None:   # a busy actor answers after its evaluation, one not placed never
                 try:
                     ray.get(slot.handle.stop.remote(), timeout=30)
                 except Exception:  # a dead or hung actor: killed below

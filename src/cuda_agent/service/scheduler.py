@@ -151,6 +151,8 @@ class Scheduler:
                 if self.stopping and not self._inflight:  # closing with work queued: it gets no verdict
                     self._fail_queued("the service was closed before this request ran")
                     return
+                self.fleet.poll_starting()
+                self._check_stalled()
                 self._dispatch()
                 refs = list(self._inflight)
                 if not refs:
@@ -175,7 +177,7 @@ class Scheduler:
             while self._to_build:
                 _, item = heapq.heappop(self._to_build)
                 heapq.heappush(self._ready, (item.order(), item))
-        for slot in fleet.slots:
+        for slot in fleet.usable():
             if slot.item is None and self._ready:
                 _, item = heapq.heappop(self._ready)
                 slot.item, slot.started = item, time.monotonic()
@@ -225,6 +227,7 @@ class Scheduler:
     def _job_done(self, item: Item, slot: Slot, value: Any, error: BaseException | None) -> None:
         slot.item = None
         if _actor_died(error):
+            self.fleet.check_idle()
             self.fleet.restart(slot)
             self._retry_or(item, lambda: item.future.set_exception(
                 ServiceError(f"the evaluator running {item.id} died twice: {error}")))
@@ -237,6 +240,8 @@ class Scheduler:
     def _evaluated(self, item: Item, slot: Slot, value: Any, error: BaseException | None) -> None:
         slot.item = None
         if error is not None:   # the evaluator died, or the harness raised: no verdict from it
+            if _actor_died(error):
+                self.fleet.check_idle()
             self.fleet.restart(slot)
             self._retry_or(item, lambda: self._verdict(item, self._harness_error(item, f"{type(error).__name__}: {error}")))
             return
@@ -269,6 +274,22 @@ class Scheduler:
                 if now - slot.started > limit:
                     ray.kill(slot.handle)  # _finish sees the actor die: replaced, retried once
                     item.flags.append("evaluator_timed_out")
+
+    def _check_stalled(self) -> None:
+        """No evaluator has been able to take work for `placement_timeout_s` (every one was replaced and
+        Ray can place none: their node, or its GPUs, gone): what waits ends now with the reason, instead
+        of waiting for resources that may never come back. The replacements stay asked for: if the
+        resources return, the service serves again."""
+        import ray
+
+        stalled = self.fleet.stalled_s()
+        if stalled > self.settings.placement_timeout_s and self._ready:
+            why = (f"no evaluator could be started for {stalled:.0f} s (Ray cannot place one; its free resources: "
+                   f"{ray.available_resources()}): was a node lost? Start it again, or a service that asks for "
+                   f"fewer GPUs (--gpus)")
+            while self._ready:
+                _, item = heapq.heappop(self._ready)
+                self._end(item, why)
 
     # ---- verdicts and ends ---------------------------------------------------------------------
 

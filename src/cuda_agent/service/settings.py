@@ -31,6 +31,7 @@ class ServiceSettings:
     spares: int | None = None            # evaluations' processes started ahead per evaluator; None: 3 on cuda, 1 on cpu
     retries: int = 1                     # a request whose evaluator died is run once more, then a harness error
     timeout_margin_s: float = 600.0      # beyond the config's own limits, before an evaluator is declared hung
+    placement_timeout_s: float = 600.0   # no evaluator able to start this long (a node lost): queued requests end
     journal: Path | None = None          # requests and verdicts; a restarted driver redoes nothing that has one
     pin_cores: bool = True               # timing on cores of its own, builds and start-ups on the others
     # Builders compile only while no evaluator of the device times (EvalConfig.quiet_host, for builds):
