@@ -130,6 +130,20 @@ def run(device: str, evals: int, cpus: int, cpu_evaluators: int, logs: Path) -> 
         for node in (second, head):
             if node is not None:
                 stop(node)
+        forget_cluster(port)
+
+
+def forget_cluster(port: int) -> None:
+    """The host's "latest cluster" file no longer names the head just stopped (as `ray stop` leaves it): a
+    bare ray.init() here would otherwise wait on a cluster that is gone."""
+    from ray._common.utils import get_ray_address_file
+
+    latest = Path(get_ray_address_file(None))
+    try:
+        if latest.read_text().strip().endswith(f":{port}"):
+            latest.unlink()
+    except OSError:
+        pass
 
 
 def main() -> None:

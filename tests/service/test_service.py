@@ -126,6 +126,30 @@ def test_an_evaluator_killed_mid_run_is_replaced_and_its_request_run_once_more(t
         assert after.correct  # the replaced evaluator serves the next request
 
 
+def test_a_local_service_starts_a_ray_of_its_own_even_where_a_gone_cluster_is_named(tmp_path, monkeypatch,
+                                                                                   test_doubles_importable):
+    """A bare ray.init() joins the cluster named in /tmp/ray/ray_current_cluster (the last `ray start` on
+    the host) and waits on it when it is gone (found 2026-11-27: the service tests hung after a cluster
+    benchmark's head was stopped). The service asks for a Ray of its own."""
+    from ray._common.utils import get_ray_address_file
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    latest = Path(get_ray_address_file(None))
+    before = latest.read_text() if latest.exists() else None
+    latest.parent.mkdir(parents=True, exist_ok=True)
+    latest.write_text("127.0.0.1:9")  # nothing listens there
+    try:
+        t0 = time.monotonic()
+        with EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=0, spares=0)) as svc:
+            assert svc.call(_block, 0.0, str(tmp_path / "log"), "served").result(timeout=120) == "served"
+        assert time.monotonic() - t0 < 120
+    finally:
+        if before is None:
+            latest.unlink(missing_ok=True)
+        else:
+            latest.write_text(before)
+
+
 def _unplaceable(index: int):
     """An evaluator that asks for a resource no node has: what a replacement asks for once its node, with
     the GPU it needs, is gone."""

@@ -96,7 +96,9 @@ class EvalService:
                 ray.init(address=address, **kwargs)
             else:
                 _quiet_token_auth_notice()
-                ray.init(**{**kwargs, **(s.ray_init or {})})
+                # "local": a Ray of its own, never the cluster /tmp/ray/ray_current_cluster names (a bare
+                # ray.init() joins the last one `ray start` made on this host, and waits on it if it is gone)
+                ray.init(**{"address": "local", **kwargs, **(s.ray_init or {})})
             self._started_ray = True
         try:
             if s.journal is not None:
