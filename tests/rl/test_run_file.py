@@ -45,6 +45,9 @@ def test_verl_starts_its_local_ray_with_token_auth_said_so_ray_does_not_warn(tmp
     config = load_run_config(run)
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    assert stage_env(config, tmp_path / "stage", 0)["RAY_AUTH_MODE"] == "token"
+    env = stage_env(config, tmp_path / "stage", 0)
+    assert env["RAY_AUTH_MODE"] == "token"
+    assert env["RAY_ADDRESS"] == "local"  # a Ray of its own, not the last one `ray start` made on the host
     monkeypatch.setenv("RAY_ADDRESS", "auto")       # a cluster's own setting is left to it
-    assert "RAY_AUTH_MODE" not in stage_env(config, tmp_path / "stage", 0)
+    env = stage_env(config, tmp_path / "stage", 0)
+    assert "RAY_AUTH_MODE" not in env and env["RAY_ADDRESS"] == "auto"

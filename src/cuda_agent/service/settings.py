@@ -40,4 +40,6 @@ class ServiceSettings:
     ray_init: dict | None = None         # more ray.init() arguments for a local Ray
 
     def resolved_address(self) -> str | None:
-        return self.address or os.environ.get("RAY_ADDRESS") or None
+        """The cluster to join; None for a Ray of the service's own (also where the address is "local")."""
+        address = self.address or os.environ.get("RAY_ADDRESS") or None
+        return None if address == "local" else address

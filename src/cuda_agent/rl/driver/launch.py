@@ -229,8 +229,11 @@ def stage_env(run: RunConfig, stage_dir: Path, attempt: int) -> dict[str, str]:
         env.setdefault(key, value)
     if not env.get("RAY_ADDRESS"):
         # verl starts a local Ray: token auth, as Ray (2.60) chooses for one, said so that Ray does not warn
-        # about it on every stage (a cluster's own setting is left to it)
+        # about it on every stage (a cluster's own setting is left to it); "local": a Ray of the stage's own,
+        # never the cluster /tmp/ray/ray_current_cluster names (a bare ray.init() joins it, and waits if it is
+        # gone). To run on a cluster, RAY_ADDRESS=auto (or its address) is set by the user.
         env.setdefault("RAY_AUTH_MODE", "token")
+        env["RAY_ADDRESS"] = "local"
     modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys(["cuda_agent.rl.workers.plugin", *modules]))
     src = str(Path(cuda_agent.__file__).resolve().parent.parent)
