@@ -43,7 +43,8 @@ def ray_node(args: list[str], gpus: list[int] | None, cpus: int, log: Path) -> s
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
-    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", *args, "--block", f"--num-cpus={cpus}", f"--num-gpus={len(gpus) if gpus else 0}", "--disable-usage-stats"]
+    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", *args, "--block", f"--num-cpus={cpus}",
+           f"--num-gpus={len(gpus) if gpus else 0}", "--disable-usage-stats"]
     return subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -84,22 +85,22 @@ def run(device: str, evals: int, cpus: int, cpu_evaluators: int, logs: Path) -> 
         if count < 2:
             raise SystemExit(f"the cluster path on CUDA needs 2+ GPUs (one per node); this host has {count}")
         gpus = list(range(count))
+    from ray._private.services import get_node_ip_address
+
     port = free_port()
-    head = ray_node(["--head", f"--port={port}", "--include-dashboard=false"], gpus[: len(gpus) // 2] if gpus else None, cpus, logs / "head.log")
+    address = f"{get_node_ip_address()}:{port}"  # where `ray start --head` serves (this host's address)
+    half = len(gpus) // 2 if gpus else 0
+    head = ray_node(["--head", f"--port={port}", "--include-dashboard=false"], gpus[:half] if gpus else None, cpus,
+                    logs / "head.log")
     second = None
     try:
         time.sleep(3)
-        from ray._private.services import get_node_ip_address
-
-        second = ray_node([f"--address={get_node_ip_address()}:{port}"], gpus[len(gpus) // 2:] if gpus else None, cpus,
-                          logs / "second.log")
-        ray.init(address=f"{get_node_ip_address()}:{port}", include_dashboard=False, logging_level="warning",
-                 log_to_driver=False)
+        second = ray_node([f"--address={address}"], gpus[half:] if gpus else None, cpus, logs / "second.log")
+        ray.init(address=address, include_dashboard=False, logging_level="warning", log_to_driver=False)
         wait_nodes(2)
         head_id = ray.get_runtime_context().get_node_id()  # the driver's node
         task, sol = demo(device)
-        settings = ServiceSettings(address=f"{get_node_ip_address()}:{port}", device=device,
-                                   cpu_evaluators=cpu_evaluators)
+        settings = ServiceSettings(address=address, device=device, cpu_evaluators=cpu_evaluators)
         with EvalService(settings) as svc:
             placed = ray.get([slot.handle.describe.remote() for slot in svc.fleet.slots])
             on_second = sum(p["node_id"] != head_id for p in placed)

@@ -43,7 +43,8 @@ def one_run(fn, elements: int, reset: bool) -> dict:
     return {"reset": reset, "calls": len(left), "gpu_median_us": q(gpu, 0.5),
             "left_us": {"mean_trimmed": round(timing._trimmed_mean(left), 2), "p10": q(left, 0.1),
                         "p50": q(left, 0.5), "p90": q(left, 0.9)},
-            "charged_us": round(timed.stats.offstream_ms * 1000, 2), "median_us": round(timed.stats.median_ms * 1000, 2)}
+            "charged_us": round(timed.stats.offstream_ms * 1000, 2),
+            "median_us": round(timed.stats.median_ms * 1000, 2)}
 
 
 def main() -> None:
@@ -66,7 +67,8 @@ def main() -> None:
                 r = {"call": name, **one_run(fn, a.elements, reset)}
                 rows.append(r)
                 lu = r["left_us"]
-                print(f"| {name} | {'on' if reset else 'off'} | {r['gpu_median_us']} | {lu['mean_trimmed']} | {lu['p10']} "
+                print(f"| {name} | {'on' if reset else 'off'} | {r['gpu_median_us']} | {lu['mean_trimmed']} "
+                      f"| {lu['p10']} "
                       f"| {lu['p50']} | {lu['p90']} | {r['charged_us']} | {r['median_us']} |", flush=True)
     if a.json:
         a.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))

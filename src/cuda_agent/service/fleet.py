@@ -121,11 +121,14 @@ class Fleet:
 
         return ray.remote(Builder).options(num_cpus=1).remote(self.cores.background, self.settings.quiet_builds)
 
-    def restart(self, slot: Slot) -> None:
+    def restart(self, slot: Slot, died: bool = False) -> None:
         """A fresh evaluator in `slot`, the old one killed (dead, hung, or in a state not to trust).
         The slot takes no work until the new one answers (`poll_starting`): where Ray cannot place it
         (its node was lost, and with it the GPU it asks for) the requests go to the other evaluators,
-        and it starts whenever the resources come back."""
+        and it starts whenever the resources come back. `died`: the old one's process is gone, so the
+        idle ones are checked too (`check_idle`)."""
+        if died:
+            self.check_idle()
         self.stats["restarts"] += 1
         kill(slot.handle)
         slot.handle = self._new_evaluator(slot.index)

@@ -227,8 +227,7 @@ class Scheduler:
     def _job_done(self, item: Item, slot: Slot, value: Any, error: BaseException | None) -> None:
         slot.item = None
         if _actor_died(error):
-            self.fleet.check_idle()
-            self.fleet.restart(slot)
+            self.fleet.restart(slot, died=True)
             self._retry_or(item, lambda: item.future.set_exception(
                 ServiceError(f"the evaluator running {item.id} died twice: {error}")))
         elif error is not None:
@@ -240,9 +239,7 @@ class Scheduler:
     def _evaluated(self, item: Item, slot: Slot, value: Any, error: BaseException | None) -> None:
         slot.item = None
         if error is not None:   # the evaluator died, or the harness raised: no verdict from it
-            if _actor_died(error):
-                self.fleet.check_idle()
-            self.fleet.restart(slot)
+            self.fleet.restart(slot, died=_actor_died(error))
             self._retry_or(item, lambda: self._verdict(item, self._harness_error(item, f"{type(error).__name__}: {error}")))
             return
         assert isinstance(value, EvalResult)
@@ -287,9 +284,7 @@ class Scheduler:
             why = (f"no evaluator could be started for {stalled:.0f} s (Ray cannot place one; its free resources: "
                    f"{ray.available_resources()}): was a node lost? Start it again, or a service that asks for "
                    f"fewer GPUs (--gpus)")
-            while self._ready:
-                _, item = heapq.heappop(self._ready)
-                self._end(item, why)
+            self._fail_queued(why, heaps=(self._ready,))
 
     # ---- verdicts and ends ---------------------------------------------------------------------
 
@@ -319,8 +314,8 @@ class Scheduler:
             self._end(item, why)
         self._inflight.clear()
 
-    def _fail_queued(self, why: str) -> None:
-        for heap in (self._to_build, self._ready):
+    def _fail_queued(self, why: str, heaps: tuple | None = None) -> None:
+        for heap in heaps or (self._to_build, self._ready):
             while heap:
                 _, item = heapq.heappop(heap)
                 self._end(item, why)
