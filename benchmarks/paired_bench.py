@@ -10,6 +10,9 @@ eager median, stored by the first evaluation, over this evaluation's solution me
 solution's own median. Then the spread of each column over the evaluations, max / min - 1: the
 paired speed-ups should move less than 1%, the unpaired ones as much as the machine's state.
 `--busy N` runs N busy CPU processes beside the whole run (the issue's loaded host: 8).
+The evaluations run as the service runs them (inside keep_warm: the reference worker of the first
+is kept for the next, which then finds the task compiled); `--fresh-reference` gives every
+evaluation a reference worker of its own, which compiles the task again.
 """
 
 from __future__ import annotations
@@ -61,18 +64,23 @@ def plan_of(budget: float, overrides: list[str]):
     return TimingPlan(**values)
 
 
-def evaluations(device: str, evals: int, budget: float, overrides: list[str] = ()) -> list[dict]:
-    from cuda_agent.harness import EvalConfig, evaluate
+def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (),
+                fresh_reference: bool = False) -> list[dict]:
+    from contextlib import nullcontext
+
+    from cuda_agent.harness import EvalConfig, evaluate, keep_warm
     from cuda_agent.tasks import load_task
 
     task = load_task("scale_bias_relu")
     sol = REPO / "benchmarks" / "solutions" / f"scale_bias_relu_{device}"
     config = EvalConfig(device=device, timing=plan_of(budget, list(overrides)))
     rows, cached_eager = [], None
-    for i in range(evals):
-        t0 = time.perf_counter()
-        r = evaluate(task, sol, config)
-        seconds = time.perf_counter() - t0
+    with nullcontext() if fresh_reference else keep_warm(0):
+        results = []
+        for _ in range(evals):
+            t0 = time.perf_counter()
+            results.append((evaluate(task, sol, config), time.perf_counter() - t0))
+    for i, (r, seconds) in enumerate(results):
         if not r.correct or r.paired is None:
             raise SystemExit(f"evaluation {i + 1} failed at {r.stage}: {r.reason}")
         cached_eager = r.paired.cached_ms.get("eager", cached_eager or r.eager.median_ms)
@@ -86,7 +94,8 @@ def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (
                      "compile_ms": r.compile.median_ms if r.compile else None,
                      "cached_eager_ms": cached_eager, "unpaired_vs_eager": cached_eager / r.solution.median_ms,
                      "timing_s": r.stage_seconds.get("timing"), "flags": r.flags,
-                     "stage_s": {k: v for k, v in r.stage_seconds.items() if "." not in k}})
+                     "stage_s": {k: v for k, v in r.stage_seconds.items() if "." not in k},
+                     "reference_jobs": r.details.get("reference_jobs"), "compile_graphs": r.details.get("compile_graphs")})
     return rows
 
 
@@ -113,8 +122,10 @@ def table(rows: list[dict]) -> str:
               f"| eager median (paired) | {spread([r['eager_ms'] for r in rows]):.2f} |",
               f"| torch.compile median (paired) | {spread([r['compile_ms'] for r in rows if r.get('compile_ms')]):.2f} |"]
     stages = list(dict.fromkeys(k for r in rows for k in r.get("stage_s", {})))  # where an evaluation's seconds go
-    lines += ["", "| eval | " + " | ".join(f"{k} s" for k in stages) + " |", "|---|" + "--:|" * len(stages)]
-    lines += [f"| {r['eval']} | " + " | ".join(f"{r['stage_s'].get(k, 0):.2f}" for k in stages) + " |" for r in rows]
+    lines += ["", "| eval | reference's evaluation | graphs compiled | " + " | ".join(f"{k} s" for k in stages) + " |",
+              "|---|--:|--:|" + "--:|" * len(stages)]
+    lines += [f"| {r['eval']} | {r.get('reference_jobs')} | {r.get('compile_graphs')} | "
+              + " | ".join(f"{r['stage_s'].get(k, 0):.2f}" for k in stages) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -126,6 +137,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=2.0, help="the timing plan's budget_s")
     ap.add_argument("--plan", action="append", default=[], metavar="FIELD=VALUE",
                     help="a timing-plan field for every evaluation, e.g. --plan window_s=0.1 (repeatable)")
+    ap.add_argument("--fresh-reference", action="store_true",
+                    help="a reference worker of its own for every evaluation (it compiles the task again)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     import torch
@@ -134,14 +147,16 @@ def main() -> None:
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     with busy(args.busy):
-        rows = evaluations(device, args.evals, args.budget, args.plan)
+        rows = evaluations(device, args.evals, args.budget, args.plan, args.fresh_reference)
     where = machine(device)
     print(f"# paired_bench: {args.evals} evaluations of the demo solution, {args.busy} busy processes beside, "
-          f"plan overrides {args.plan or 'none'}; "
+          f"plan overrides {args.plan or 'none'}, "
+          f"{'a fresh reference worker each' if args.fresh_reference else 'reference worker kept for the next'}; "
           f"{where['device']}, torch {where['torch']}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
     print(table(rows))
     if args.json:
-        args.json.write_text(json.dumps({"machine": where, "busy": args.busy, "plan": args.plan, "rows": rows},
+        args.json.write_text(json.dumps({"machine": where, "busy": args.busy, "plan": args.plan,
+                                         "fresh_reference": args.fresh_reference, "rows": rows},
                                         indent=1))
 
 

@@ -24,7 +24,7 @@ from cuda_agent.harness.profiling import profile
 from cuda_agent.harness.reward import milestone
 from cuda_agent.harness.session import Session, Stop, new_seed, timed
 from cuda_agent.harness.solution import Solution, SolutionError, build_solution, snapshot
-from cuda_agent.harness.workers.spares import take_pair
+from cuda_agent.harness.workers.spares import finish, take_pair, task_digest
 from cuda_agent.harness.scratch import scratch_folder
 from cuda_agent.home import subdir
 from cuda_agent.measure import device_lock
@@ -137,10 +137,13 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
         result.details["isolation"] = note
     result.stage = "run"
     result.measured = Measured(**machine(backend.device), timing_method=TIMING_METHOD)
-    pair = take_pair(user, backend, config)
+    digest = task_digest(task.code)
+    pair = take_pair(user, backend, config, digest)
+    result.details["reference_jobs"] = pair.reference.jobs  # 1: a new reference worker; more: one kept for the task
     if user is not None and pair.slot is None:
         result.flags.append("shared_sandbox_user")
         result.details["isolation"] = "no sandbox user of its own was free: the child shares one with other children"
+    reusable = False  # the reference worker, for the task's next evaluation (spares.finish)
     try:
         job = _write_job_files(task, sol, result.build, pair.exchange, backend, config)
         session = Session(pair.ref, pair.child, config, job, time.monotonic() + config.timeout_s)
@@ -154,8 +157,12 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
         if config.profile:
             profile(session, task, backend, result)
         session.recheck(result)
+        reusable = True
+    except Stop as s:
+        reusable = s.fault is None  # a verdict on the solution, the reference worker sound
+        raise
     finally:
-        pair.close()
+        finish(pair, digest, reusable)
     _score(result, config)
 
 

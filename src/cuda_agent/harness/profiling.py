@@ -47,8 +47,9 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult) 
     with the device held alone; a speed-up past the sanity bound is measured once more."""
     result.stage = "profile"
     with timed(result, "compile"):  # the reference worker holds the lock shared itself (reference._compile)
-        session.ask_reference({"op": "compile", "seed": new_seed(), "quiet": session.config.quiet_host,
-                               "lock": lock_name(backend.device), "lock_dir": str(subdir("locks"))})
+        done = session.ask_reference({"op": "compile", "seed": new_seed(), "quiet": session.config.quiet_host,
+                                      "lock": lock_name(backend.device), "lock_dir": str(subdir("locks"))})
+    result.details["compile_graphs"] = done.get("graphs")  # 0: torch's cache held the task (a kept reference worker)
     with device_lock(lock_name(backend.device)), timed(result, "timing"):
         paired = _watched_run(session, result, backend.is_cuda)
         if paired.ratios["compile"].value > session.config.sanity_speedup:

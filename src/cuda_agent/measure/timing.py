@@ -8,9 +8,11 @@ done in every call cannot hide under the spin, and the jitter of the host's Pyth
 overhead, which moved small calls' medians by 15-65% between runs, stays out (H100, 2026-11-24:
 GPU-event medians agree within 0.5% between runs, and so do these samples).
 After each call two device-wide synchronizes: the first waits for work the call left on other
-streams, the second finds the device idle; their difference, averaged over the run, is charged to
-every sample where it is beyond the noise of honest calls (OFFSTREAM_TOLERANCE_*), so side streams
-are counted without charging every call a synchronize's latency and its jitter.
+streams, the second finds the device idle; their difference, less the same difference taken before
+the call (nothing issued: on an H100 the first of two synchronizes after an event's took 2-6 us
+longer with no work left, 2026-11-27), averaged over the run, is charged to every sample where it is
+beyond the noise of honest calls (OFFSTREAM_TOLERANCE_*), so side streams are counted without
+charging every call a synchronize's latency and its jitter.
 L2 emptied before each call; warm-up excluded. CPU: the same with a monotonic clock and a
 cache-sized flush. Lines a call marked persisting (an access-policy window) survive any flush that
 reads or writes normally: on CUDA they are made normal again (`reset_persisting_l2`) before the flush
@@ -99,7 +101,7 @@ def call_seed(run_seed: int, index: int) -> int:
 class CallTimes:
     """One timed call as the process that ran it read it (`device_ms`: the GPU events, or the host
     clock on the CPU; `host_ms`: the host's time to issue it; `left_ms`: what its device-wide
-    synchronize took beyond an idle one) and, in `wall_ms`, as the process that asked for it read
+    synchronize took beyond an idle one, less the same figure taken before it) and, in `wall_ms`, as the process that asked for it read
     its own clock around the whole request: that one is outside the solution's reach."""
 
     device_ms: float
@@ -165,6 +167,16 @@ def _median(values: Sequence[float]) -> float:
     return (s[n // 2] + s[(n - 1) // 2]) / 2 if n else 0.0
 
 
+def _synchronize_excess(device: torch.device) -> float:
+    """How much longer a device-wide synchronize takes than the one right after it (ms): the first
+    waits for work left on any stream, the second finds the device idle."""
+    t0 = _perf_counter_ns()
+    _synchronize(device)
+    t1 = _perf_counter_ns()
+    _synchronize(device)
+    return ((t1 - t0) - (_perf_counter_ns() - t1)) / 1e6
+
+
 class CallTimer:
     """Times one call at a time, in the process where the callable runs: the cache emptied, the
     device synchronized, then the call between GPU events issued behind a short spin (CUDA), or
@@ -182,6 +194,12 @@ class CallTimer:
         self.empty_cache()
         if self.cuda:
             _synchronize(self.device)
+            mark = _Event()
+            mark.record()
+            mark.synchronize()
+            # the same wait as after the call, nothing left to wait for; at most the tolerance, so that GPU work
+            # a solution's thread puts here cannot hide more of what its call leaves behind
+            idle_ms = min(max(_synchronize_excess(self.device), 0.0), OFFSTREAM_TOLERANCE_MS)
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             _sleep(self.spin)  # the GPU is busy while the host issues the call: its launch latency is hidden
             start.record()
@@ -190,11 +208,7 @@ class CallTimer:
             host_ms = (_perf_counter_ns() - t0) / 1e6
             end.record()
             end.synchronize()
-            t0 = _perf_counter_ns()
-            _synchronize(self.device)  # waits for work the call left on other streams
-            t1 = _perf_counter_ns()
-            _synchronize(self.device)  # the same with nothing left to wait for
-            left_ms = ((t1 - t0) - (_perf_counter_ns() - t1)) / 1e6
+            left_ms = _synchronize_excess(self.device) - idle_ms
             self.reset_l2()  # what the call marked persisting does not hold L2 while the next side is timed
             return CallTimes(start.elapsed_time(end), host_ms, left_ms), out
         t0 = _perf_counter_ns()

@@ -20,27 +20,83 @@ def main(fd_in: int, fd_out: int) -> None:
 
 
 def serve(channel) -> None:
+    """Jobs one after another: a kept worker (spares.finish) serves the next evaluation of its task
+    with the task's module it loaded for the first, so that torch.compile of a new model of the same
+    classes hits torch's cache."""
     import os
 
     import torch
 
     from cuda_agent.harness.workers.spares import WARM_COMPILE_ENV, WARM_ENV
 
-    from cuda_agent.measure import NEAR, SHIFTED, TimingPlan, make_inputs, make_model, module_from_source
-    from cuda_agent.harness.workers.calls import CallServer
-    from cuda_agent.harness.workers.fingerprints import Fingerprints
-    from cuda_agent.harness.workers.transfer import open_outputs
-
     warm = os.environ.get(WARM_ENV, "")
     if warm.startswith("cuda"):  # a spare (see spares.py): the CUDA context while it waits for a job
         torch.empty(1, device=warm)
     if WARM_COMPILE_ENV in os.environ:  # a spare: torch.compile's first-use costs paid while it waits
         _warm_compile(warm if warm.startswith("cuda") else "cpu", os.environ[WARM_COMPILE_ENV])
-    job = channel.recv()
-    if job is None:
-        return
+    tasks: dict[str, object] = {}  # the task's source -> its module (the last task only)
+    compiled_before: set[str] = set()  # tasks whose model this worker compiled in an earlier job
+    while (job := channel.recv()) is not None and job.get("op") != "quit":
+        source = open(job["task_path"]).read()
+        if source not in tasks:
+            tasks.clear()
+            compiled_before.clear()
+            from cuda_agent.measure import module_from_source
+            tasks[source] = module_from_source(source, "reference", "model.py")
+        graphs = _graphs()
+        ended = serve_job(channel, job, tasks[source])
+        if ended is None:  # the harness closed the channel or said quit
+            return
+        channel.send({"nonce": ended.get("nonce"), **_dropped(job["device"], source, graphs, compiled_before)})
+
+
+def _graphs() -> int:
+    """The graphs torch.compile has made in this process so far (none where it never compiled:
+    importing it takes a second that a worker which only checks correctness need not spend)."""
+    if "torch._dynamo" not in sys.modules:
+        return 0
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def _dropped(device: str, source: str, graphs: int, compiled_before: set[str]) -> dict:
+    """After a job: the device synchronized (an error left by the job shows here) and its memory
+    released; whether this worker may serve another job of the task (`keep`): not where the job's
+    compile made new graphs although the task was compiled in an earlier job (the cache no longer
+    holds: each new model would compile again, up to torch's recompile limit)."""
+    import gc
+
+    import torch
+
+    from cuda_agent.measure import release
+
+    gc.collect()
+    try:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        release(torch.device(device))
+    except Exception as e:
+        return {"keep": False, "why": f"the device after the job: {type(e).__name__}: {e}"}
+    made = _graphs() - graphs
+    if made and source in compiled_before:
+        return {"keep": False, "why": f"torch.compile made {made} new graph(s) for a task it had compiled"}
+    if made:
+        compiled_before.add(source)
+    return {"keep": True}
+
+
+def serve_job(channel, job: dict, task) -> dict | None:
+    """One evaluation's requests; returns the `next` request that ended it (None: the channel
+    closed or the harness said quit)."""
+    import torch
+
+    from cuda_agent.measure import NEAR, SHIFTED, TimingPlan, make_inputs, make_model
+    from cuda_agent.harness.workers.calls import CallServer
+    from cuda_agent.harness.workers.fingerprints import Fingerprints
+    from cuda_agent.harness.workers.transfer import open_outputs
+
     device = torch.device(job["device"])
-    task = module_from_source(open(job["task_path"]).read(), "reference", "model.py")
     model = make_model(task.Model, task, job["weights_seed"], device)
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, job["state_path"])
     channel.send({"ready": True})
@@ -51,59 +107,67 @@ def serve(channel) -> None:
     timing = None
     fns: dict = {}
     sides: list[str] = []
-    while (msg := channel.recv()) is not None:
-        op = msg.get("op")
-        if op == "reference":
-            seeds[msg["tag"]] = (msg["seed"], msg.get("variant"), msg.get("kind", NEAR))
-            reply: dict = {"ok": True}
-            if msg.get("kind") == SHIFTED:
-                reply["shifted"] = shifted_usable(model, task, seeds[msg["tag"]], device)
-                if reply["shifted"] != "used":  # an ordinary set of that seed instead
-                    seeds[msg["tag"]] = (msg["seed"], None, NEAR)
-            channel.send(reply)
-        elif op == "compare":
-            channel.send(compare_outputs(msg, model, task, seeds.pop(msg["tag"]), device, prints))
-        elif op == "follows":  # do the solution's outputs move with the inputs where the reference's do?
-            f = prints.judge(msg["tags"], msg["ordinary"], msg["atol"], msg["rtol"])
-            channel.send({"ok": True, "reason": f.reason, "barely": f.barely})
-        elif op == "probe":  # can this process map the child's memory (CUDA IPC)?
-            opened = open_outputs(msg.get("meta"), device)
-            ok = not isinstance(opened, str) and len(opened.tensors) == 1 and \
-                bool((opened.tensors[0] == float(msg["value"])).all())
-            if not isinstance(opened, str):
-                opened.close()
-            channel.send({"ok": ok, "reason": opened if isinstance(opened, str) else ""})
-        elif op == "compile":  # CPU work, done before the harness takes the device for timing
-            compiled = _compile(model, make_inputs(task, msg["seed"], device), msg)
-            channel.send({"ok": True})
-        elif op == "time_start":  # the baselines timed call by call, as the harness drives them (workers/calls.py)
-            fns = {"eager": model, "compile": compiled}
-            sides = list(msg.get("sides") or ["eager"])
-            if any(fns.get(side) is None for side in sides):
-                channel.send({"error": f"baselines {sides} asked for, but only eager and (once compiled) compile "
-                                       "are timed here"})
-                continue
-            timing = CallServer({side: fns[side] for side in sides}, task, device, TimingPlan.from_dict(msg["plan"]),
-                                as_timing_thread=True)
-            channel.send({"ok": True,
-                          "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
-        elif op == "call" and timing is not None:
-            which = msg.get("which", "eager")
-            if which not in sides:
-                channel.send({"error": f"a call of {which!r}, not one of the baselines started ({sides})"})
-                continue
-            channel.send(timing.call(msg["seed"], which, keep=False))
-        elif op == "graph" and timing is not None:  # the baselines captured in CUDA graphs (measure/graphs.py)
-            channel.send(timing.capture(msg["seed"], msg.get("calls")))
-        elif op == "graph_end" and timing is not None:  # the solution could not be captured: per call after all
-            timing.drop_graphs()
-            channel.send({"ok": True})
-        elif op == "time_end" and timing is not None:
+    try:
+        while (msg := channel.recv()) is not None:
+            op = msg.get("op")
+            if op == "reference":
+                seeds[msg["tag"]] = (msg["seed"], msg.get("variant"), msg.get("kind", NEAR))
+                reply: dict = {"ok": True}
+                if msg.get("kind") == SHIFTED:
+                    reply["shifted"] = shifted_usable(model, task, seeds[msg["tag"]], device)
+                    if reply["shifted"] != "used":  # an ordinary set of that seed instead
+                        seeds[msg["tag"]] = (msg["seed"], None, NEAR)
+                channel.send(reply)
+            elif op == "compare":
+                channel.send(compare_outputs(msg, model, task, seeds.pop(msg["tag"]), device, prints))
+            elif op == "follows":  # do the solution's outputs move with the inputs where the reference's do?
+                f = prints.judge(msg["tags"], msg["ordinary"], msg["atol"], msg["rtol"])
+                channel.send({"ok": True, "reason": f.reason, "barely": f.barely})
+            elif op == "probe":  # can this process map the child's memory (CUDA IPC)?
+                opened = open_outputs(msg.get("meta"), device)
+                ok = not isinstance(opened, str) and len(opened.tensors) == 1 and \
+                    bool((opened.tensors[0] == float(msg["value"])).all())
+                if not isinstance(opened, str):
+                    opened.close()
+                channel.send({"ok": ok, "reason": opened if isinstance(opened, str) else ""})
+            elif op == "compile":  # CPU work, done before the harness takes the device for timing
+                before = _graphs()
+                compiled = _compile(model, make_inputs(task, msg["seed"], device), msg)
+                channel.send({"ok": True, "graphs": _graphs() - before})
+            elif op == "time_start":  # the baselines timed call by call, as the harness drives them (workers/calls.py)
+                fns = {"eager": model, "compile": compiled}
+                sides = list(msg.get("sides") or ["eager"])
+                if any(fns.get(side) is None for side in sides):
+                    channel.send({"error": f"baselines {sides} asked for, but only eager and (once compiled) "
+                                           "compile are timed here"})
+                    continue
+                timing = CallServer({side: fns[side] for side in sides}, task, device,
+                                    TimingPlan.from_dict(msg["plan"]), as_timing_thread=True)
+                channel.send({"ok": True,
+                              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
+            elif op == "call" and timing is not None:
+                which = msg.get("which", "eager")
+                if which not in sides:
+                    channel.send({"error": f"a call of {which!r}, not one of the baselines started ({sides})"})
+                    continue
+                channel.send(timing.call(msg["seed"], which, keep=False))
+            elif op == "graph" and timing is not None:  # the baselines captured in CUDA graphs (measure/graphs.py)
+                channel.send(timing.capture(msg["seed"], msg.get("calls")))
+            elif op == "graph_end" and timing is not None:  # the solution could not be captured: per call after all
+                timing.drop_graphs()
+                channel.send({"ok": True})
+            elif op == "time_end" and timing is not None:
+                timing.close()
+                timing = None
+                channel.send({"ok": True})
+            elif op == "next":  # the evaluation is over: the next job of this task may come (spares.finish)
+                return msg
+            elif op == "quit":
+                return None
+        return None
+    finally:
+        if timing is not None:
             timing.close()
-            timing = None
-            channel.send({"ok": True})
-        elif op == "quit":
-            return
 
 
 def _warm_compile(device: str, lock: str) -> None:

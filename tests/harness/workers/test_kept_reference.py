@@ -1,0 +1,95 @@
+"""A reference worker kept for its task's next evaluation (spares.finish): the second evaluation of a
+task compiles nothing (torch's cache holds the task's classes), verdicts stay what a fresh worker
+gives, a failed solution does not cost the worker, another task gets a worker of its own, and a
+worker that died, or one asked to serve while it waits for its first job, is closed, never kept."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.devices import Backend
+from cuda_agent.harness import EvalConfig, TimingPlan, evaluate, keep_warm
+from cuda_agent.harness.config import EvalConfig as Config
+from cuda_agent.harness.workers import spares
+from cuda_agent.sandbox.isolation import ensure_user
+from cuda_agent.tasks import load_task
+
+HACKS = Path(__file__).resolve().parents[2] / "hacks"
+PLAN = TimingPlan(min_runs=5, max_runs=30, budget_s=0.2, warmup_s=0.0, min_warmup=2, min_rounds=4)
+
+
+def _case(tmp_path: Path, name: str) -> Path:
+    dest = tmp_path / name
+    shutil.copytree(HACKS / "cpu" / name, dest, ignore=shutil.ignore_patterns("expect.json"))
+    return dest
+
+
+@pytest.mark.slow
+def test_the_next_evaluation_of_a_task_reuses_its_reference_worker_and_compiles_nothing(tmp_path):
+    sbr, linear = (load_task(HACKS / "tasks" / f"{t}.py") for t in ("sbr_small", "linear_small"))
+    timed = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False)
+    honest = _case(tmp_path, "honest_fused")
+    with keep_warm():
+        first = evaluate(sbr, honest, timed)
+        second = evaluate(sbr, honest, timed)
+        wrong = evaluate(sbr, _case(tmp_path, "constant_zeros"), timed)
+        other = evaluate(linear, _case(tmp_path, "honest_linear_params"), EvalConfig(device="cpu", profile=False))
+        third = evaluate(sbr, honest, timed)
+        kept = list(spares._kept.values())
+        assert len(kept) == 2 and all(r.alive() for r in kept)
+    assert not spares._kept and not any(r.alive() for r in kept)  # the block's end closed them
+
+    for r in (first, second, third):
+        assert r.correct and r.reward >= 1 and r.paired is not None, r.reason
+    assert [r.details["reference_jobs"] for r in (first, second, wrong, other, third)] == [1, 2, 3, 1, 4]
+    assert first.details["compile_graphs"] >= 1
+    assert second.details["compile_graphs"] == 0 and third.details["compile_graphs"] == 0
+    assert wrong.reward == -1 and wrong.stage == "correctness" and "differs from the reference" in wrong.reason
+    assert other.correct, other.reason
+
+
+def test_a_dead_reference_worker_is_closed_not_kept():
+    backend, config = Backend("cpu"), Config(device="cpu", profile=False)
+    with keep_warm(0):
+        pair = spares.take_pair(ensure_user(), backend, config, "task")
+        pair.ref.kill()
+        assert not spares.finish(pair, "task", reusable=True)
+        assert not spares._kept
+
+
+def test_a_reference_worker_is_kept_only_after_an_evaluation_it_served():
+    """Asked to go on before it was given a job, or after an evaluation that failed on its side
+    (reusable False), or for no task, the worker is closed."""
+    backend, config = Backend("cpu"), Config(device="cpu", profile=False)
+    with keep_warm(0):
+        for task, reusable in (("task", True), ("task", False), ("", True)):
+            pair = spares.take_pair(ensure_user(), backend, config, task)
+            assert not spares.finish(pair, task, reusable)
+            assert not pair.reference.alive() and not pair.reference.home.exists()
+        assert not spares._kept
+
+
+def test_no_more_than_kept_references_are_kept(monkeypatch):
+    """The least recently kept worker goes first."""
+    backend, config = Backend("cpu"), Config(device="cpu", profile=False)
+    monkeypatch.setattr(spares, "_dropped", lambda ref: True)
+    with keep_warm(0):
+        pairs = [spares.take_pair(ensure_user(), backend, config, f"task{i}") for i in range(spares.KEPT_REFERENCES + 1)]
+        for i, pair in enumerate(pairs):
+            assert spares.finish(pair, f"task{i}", reusable=True)
+        assert [t for _, t in spares._kept] == [f"task{i}" for i in range(1, spares.KEPT_REFERENCES + 1)]
+        assert not pairs[0].reference.alive()
+        again = spares.take_pair(ensure_user(), backend, config, "task1")
+        assert again.reference is pairs[1].reference and again.reference.jobs == 2
+        again.close()
+
+
+def test_outside_keep_warm_no_reference_worker_is_kept(monkeypatch):
+    """A one-off evaluation (the CLI's) leaves no idle worker holding memory behind."""
+    monkeypatch.setattr(spares, "_dropped", lambda ref: True)
+    pair = spares.take_pair(ensure_user(), Backend("cpu"), Config(device="cpu", profile=False), "task")
+    assert not spares.finish(pair, "task", reusable=True)
+    assert not spares._kept and not pair.reference.alive()
