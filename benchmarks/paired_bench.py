@@ -95,6 +95,8 @@ def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (
                      "cached_eager_ms": cached_eager, "unpaired_vs_eager": cached_eager / r.solution.median_ms,
                      "timing_s": r.stage_seconds.get("timing"), "flags": r.flags,
                      "stage_s": {k: v for k, v in r.stage_seconds.items() if "." not in k},
+                     "timing_parts_s": {k: v for k, v in r.stage_seconds.items() if k.startswith("timing.")},
+                     "warmup_rounds": p.warmup_rounds,
                      "reference_jobs": r.details.get("reference_jobs"), "compile_graphs": r.details.get("compile_graphs")})
     return rows
 
@@ -126,6 +128,10 @@ def table(rows: list[dict]) -> str:
               "|---|--:|--:|" + "--:|" * len(stages)]
     lines += [f"| {r['eval']} | {r.get('reference_jobs')} | {r.get('compile_graphs')} | "
               + " | ".join(f"{r['stage_s'].get(k, 0):.2f}" for k in stages) + " |" for r in rows]
+    parts = list(dict.fromkeys(k for r in rows for k in r.get("timing_parts_s", {})))  # the timing stage's seconds
+    lines += ["", "| eval | warm-up rounds | " + " | ".join(f"{k} s" for k in parts) + " |", "|---|--:|" + "--:|" * len(parts)]
+    lines += [f"| {r['eval']} | {r.get('warmup_rounds')} | "
+              + " | ".join(f"{r['timing_parts_s'].get(k, 0):.2f}" for k in parts) + " |" for r in rows]
     return "\n".join(lines)
 
 

@@ -109,7 +109,9 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     calls = 0
 
     def check(i: int, seed: int) -> None:
-        if bad := _wrong_output(session, f"{tag}_{i}", seed, calls):
+        with timed(result, "timing.checks"):
+            bad = _wrong_output(session, f"{tag}_{i}", seed, calls)
+        if bad:
             where = f"call {bad[0] + 1} of the graph replayed as timed call {i}" if calls else f"timed call {i}"
             raise Stop("profile", f"output of {where} is wrong ({bad[1]}): results cached across calls, "
                                   "work skipped on some calls, or behaviour that changes with the number of "
@@ -123,22 +125,26 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     child_uid = _uid_of(session.child.proc.pid)
     ends = [lambda: session.ask_reference({"op": "time_end"})]
     try:
-        start = session.ask_reference({"op": "time_start", "sides": list(BASELINES), "plan": plan.to_dict()})
-        result.details["device_name"] = start.get("device_name")
-        session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
+        with timed(result, "timing.start"):  # where the timing stage's seconds go: timing.* (diagnostics)
+            start = session.ask_reference({"op": "time_start", "sides": list(BASELINES), "plan": plan.to_dict()})
+            result.details["device_name"] = start.get("device_name")
+            session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
         ends.insert(0, lambda: session.ask_child({"op": "time_end"}, "profile"))  # its guarded calls after the timed
         if cuda and plan.graphs:
-            calls = _capture(session, result)
-        run = drive_paired(side(SOLUTION), [side(b) for b in BASELINES], plan, cuda=cuda, check=check,
-                           checks=session.config.timed_outputs_checked,
-                           quiet=lambda: frozen([child_uid] if child_uid else []))
+            with timed(result, "timing.capture"):
+                calls = _capture(session, result)
+        with timed(result, "timing.run"):  # the timed windows and the checks among them (timing.checks)
+            run = drive_paired(side(SOLUTION), [side(b) for b in BASELINES], plan, cuda=cuda, check=check,
+                               checks=session.config.timed_outputs_checked,
+                               quiet=lambda: frozen([child_uid] if child_uid else []))
     except BaseException:
         for end in ends:  # what failed first is the verdict's reason, not a worker gone since
             with suppress(Exception):
                 end()
         raise
-    for end in ends:
-        end()
+    with timed(result, "timing.end"):
+        for end in ends:
+            end()
     return run, calls
 
 
