@@ -7,7 +7,7 @@ spacer of random size so that they land on different physical pages, and times t
 median per pair, the pairs visited in a shuffled order each round. Modes across pairs of one process
 say "placement"; one time for every pair says the mode belongs to the process.
 
-    python benchmarks/placement_probe.py --pairs 24 --json placement.json
+    python benchmarks/placement_probe.py --pairs 24 [--layout views] --json placement.json
 """
 
 from __future__ import annotations
@@ -29,12 +29,23 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--layout", choices=["apart", "views"], default="apart",
+                    help="apart: x and y allocated one after the other (always 32 MB apart); views: x and y views "
+                         "of one buffer, y a random distance (4 KB steps) after x")
     ap.add_argument("--json")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     dev = torch.device("cuda")
     keep, pairs = [], []
     for _ in range(a.pairs):
+        if a.layout == "views":
+            gap = rng.randrange(0, 16384) * 1024  # floats: 0-64 MB in 4 KB steps
+            whole = torch.empty(2 * a.numel + gap, device=dev)
+            keep.append(whole)
+            x, y = whole[:a.numel], whole[a.numel + gap:2 * a.numel + gap]
+            x.normal_()
+            pairs.append((x, y))
+            continue
         keep.append(torch.empty(rng.randrange(1, 64) * 2**20 // 4 + rng.randrange(0, 4096), device=dev))
         x = torch.randn(a.numel, device=dev)
         pairs.append((x, torch.empty_like(x)))
@@ -66,13 +77,14 @@ def main() -> None:
     for i in range(a.pairs):
         x, y = pairs[i]
         rows.append({"pair": i, "median_us": round(statistics.median(times[i]), 3),
+                     "gap_mb": round((y.data_ptr() - x.data_ptr()) / 2**20 - x.numel() * 4 / 2**20, 3),
                      "min_us": round(min(times[i]), 3), "x": hex(x.data_ptr()), "y": hex(y.data_ptr())})
     med = [r["median_us"] for r in rows]
     print(f"# placement_probe: {torch.cuda.get_device_name()}, {a.numel} floats, {a.pairs} pairs, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print("| pair | median us | min us | x | y |\n|--:|--:|--:|---|---|")
+    print("| pair | median us | min us | x | y | y - (x + size) MB |\n|--:|--:|--:|---|---|--:|")
     for r in sorted(rows, key=lambda r: r["median_us"]):
-        print(f"| {r['pair']} | {r['median_us']} | {r['min_us']} | {r['x']} | {r['y']} |")
+        print(f"| {r['pair']} | {r['median_us']} | {r['min_us']} | {r['x']} | {r['y']} | {r['gap_mb']} |")
     print(f"\nspread across pairs (max/min - 1): {100 * (max(med) / min(med) - 1):.2f}%")
     if a.json:
         with open(a.json, "w") as f:
