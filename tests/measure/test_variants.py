@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import types
 
+import pytest
 import torch
 
 from cuda_agent.measure import SHIFTED, make_inputs, varied_inputs
@@ -87,3 +88,20 @@ def test_shifted_set_moves_continuous_inputs_and_keeps_labels_and_zeros():
     assert float(ratio) > 0.1  # a*x + b with a at least 0.25 away from 1
     assert torch.equal(moved[1], base[1]) and torch.equal(moved[2], base[2])
     assert all(torch.equal(x, y) for x, y in zip(moved, make_inputs(t, 3, CPU, 5, SHIFTED)))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_seed_generators_draws_what_torch_manual_seed_draws(device):
+    """make_inputs seeds the generators itself (torch.manual_seed queued a seed for backends never
+    started, formatting the stack each time: 0.66 ms a draw on an H100's host); the draws are the
+    same as after torch.manual_seed, on the CPU and on the GPU."""
+    from cuda_agent.measure import seed_generators
+
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    dev = torch.device(device)
+    torch.manual_seed(1234)
+    want = (torch.randn(64, device=dev), torch.rand(8))
+    seed_generators(1234, dev)
+    got = (torch.randn(64, device=dev), torch.rand(8))
+    assert all(torch.equal(a, b) for a, b in zip(want, got))

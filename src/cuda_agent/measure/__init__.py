@@ -22,7 +22,7 @@ from cuda_agent.measure.baselines import autotune_alone, compile_for_timing, tim
 from cuda_agent.measure.graphs import Graph, NotCapturable, graph_calls, graph_unsupported
 from cuda_agent.measure.lock import LockOrderError, alone_within, beside_timing, device_lock
 from cuda_agent.measure.modules import (NEAR, SHIFTED, Steps, make_inputs, make_model, module_from_source, release,
-                                        timing_draw, varied_inputs)
+                                        seed_generators, timing_draw, varied_inputs)
 from cuda_agent.measure.paired import (GRAPH, PER_CALL, PairedRun, PairedTiming, Side, drive_paired, side_stats,
                                        time_paired)
 from cuda_agent.measure.plan import TimingPlan, TimingStats
@@ -35,6 +35,6 @@ __all__ = [
     "PairedRun", "PairedTiming", "Ratio", "Run", "Side", "Steps", "Timed", "TimingPlan", "TimingStats", "Watch",
     "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "compile_for_timing", "device_lock",
     "drive", "drive_paired", "graph_calls", "graph_unsupported",
-    "make_inputs", "make_model", "module_from_source", "release", "side_stats", "stats_of", "time_baselines",
+    "make_inputs", "make_model", "module_from_source", "release", "seed_generators", "side_stats", "stats_of", "time_baselines",
     "time_callable", "time_paired", "timing_draw", "varied_inputs", "watch",
 ]

@@ -16,6 +16,19 @@ from cuda_agent.measure.variants import near_duplicate, shifted
 
 # Bound at import, before a solution's code runs in the child (which could replace them).
 _empty_cache, _manual_seed, _perf_counter = torch.cuda.empty_cache, torch.manual_seed, time.perf_counter
+_seed_cpu, _seed_gpus, _cuda_started = torch.default_generator.manual_seed, torch.cuda.manual_seed_all, \
+    torch.cuda.is_initialized
+
+
+def seed_generators(seed: int, device: torch.device) -> None:
+    """What torch.manual_seed(seed) does to the generators a draw on `device` reads (the CPU's, and
+    every GPU's where `device` is one or CUDA is started), without its cost: torch.manual_seed also
+    seeds backends this process never starts (XPU), each formatting the caller's stack to queue the
+    seed for later: 0.66 ms a call on an H100's host (torch 2.11), 12 of them in each timed replay
+    of the demo's graphs, whose request took 4.5 ms (benchmarks/call_overhead_probe.py)."""
+    _seed_cpu(seed)
+    if device.type == "cuda" or _cuda_started():
+        _seed_gpus(seed)
 
 
 def module_from_source(source: str, name: str, filename: str) -> types.ModuleType:
@@ -62,14 +75,14 @@ def _draw(task_module: types.ModuleType, seed: int, device: torch.device) -> lis
     a task whose `get_inputs` cannot run that way (it needs CPU tensors itself) is drawn on the CPU."""
     inputs = None
     if device.type == "cuda":
-        _manual_seed(seed)
+        seed_generators(seed, device)
         try:
             with torch.device(device):
                 inputs = to_device(list(task_module.get_inputs()), device)
         except Exception:
             pass
     if inputs is None:
-        _manual_seed(seed)
+        seed_generators(seed, device)
         inputs = to_device(list(task_module.get_inputs()), device)
     return inputs
 

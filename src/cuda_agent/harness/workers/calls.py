@@ -16,15 +16,15 @@ from typing import Callable
 import torch
 
 from cuda_agent.measure import (CallTimer, Graph, NotCapturable, TimingPlan, as_timer, call_seed, graph_calls,
-                                graph_unsupported, make_inputs, release)
+                                graph_unsupported, make_inputs, release, seed_generators)
 
 # Bound at import, before a solution's code runs in the child.
-_manual_seed, _urandom, _no_grad = torch.manual_seed, os.urandom, torch.no_grad
+_urandom, _no_grad = os.urandom, torch.no_grad
 
 
-def _reseed() -> None:
-    """The global generator reseeded from the OS: nothing read from it tells the next inputs."""
-    _manual_seed(int.from_bytes(_urandom(8), "little") >> 2)
+def _reseed(device: torch.device) -> None:
+    """The global generators reseeded from the OS: nothing read from them tells the next inputs."""
+    seed_generators(int.from_bytes(_urandom(8), "little") >> 2, device)
 
 
 def _bytes(value) -> int:
@@ -58,13 +58,13 @@ class CallServer:
         graph = self.graphs.get(which)
         if graph is None:
             inputs = make_inputs(self.task, int(seed), self.device)
-            _reseed()
+            _reseed(self.device)
             with _no_grad():
                 times, out = self.timer(self.fns[which], inputs)
         else:
             for j in range(graph.calls):  # one set at a time: a graph holds its own copies
                 graph.load(j, make_inputs(self.task, call_seed(int(seed), j), self.device))
-            _reseed()
+            _reseed(self.device)
             times, _ = self.timer(graph.replay, [])
             out = graph.outputs
         self.last = out if keep else None
@@ -90,7 +90,7 @@ class CallServer:
                 calls = graph_calls(statistics.median(ms), size, self.plan.graph_ms)
             self.last = None
             sets = [make_inputs(self.task, call_seed(int(seed), j), self.device) for j in range(int(calls) + 1)]
-            _reseed()
+            _reseed(self.device)
             for which, fn in self.fns.items():
                 self.graphs[which] = Graph(fn, sets[:-1], sets[-1:])
             del sets
