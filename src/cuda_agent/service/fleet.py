@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cuda_agent.devices import Backend
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 MAX_BUILDERS = 8  # by default: enough to build ahead of a GPU; each is a process holding torch
 RESTART_EVERY_S = 5.0  # an evaluator that died while starting is asked for again no sooner than this
+AFFINITY_TASKS = 2     # tasks an evaluator is remembered for (the reference workers a harness process keeps)
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,9 @@ class Slot:
     starting: Any = None     # describe() of a replacement while Ray places and starts it, or of an idle evaluator
     since: float = 0.0       # checked after another died (`check_idle`): no work until it answers
     checking: bool = False   # `starting` is such a check (an evaluator that fails it is replaced at once)
+    # the sources of the last tasks it evaluated: its reference workers are kept for them (harness spares.py,
+    # two a process), so their next evaluations find the task compiled there (the scheduler's preference)
+    tasks: deque = field(default_factory=lambda: deque(maxlen=AFFINITY_TASKS))
 
 
 def kill(handle: Any) -> None:
@@ -131,6 +136,7 @@ class Fleet:
             self.check_idle()
         self.stats["restarts"] += 1
         kill(slot.handle)
+        slot.tasks.clear()  # a new process keeps no reference worker
         slot.handle = self._new_evaluator(slot.index)
         slot.starting, slot.since = slot.handle.describe.remote(), time.monotonic()
 

@@ -75,7 +75,7 @@ class EvalService:
         self.settings = settings or ServiceSettings()
         self.device = self.settings.device or default_device()
         self.stats = {"evaluations": 0, "jobs": 0, "retries": 0, "restarts": 0, "harness_errors": 0,
-                      "from_journal": 0, "prebuilt_failures": 0}
+                      "from_journal": 0, "prebuilt_failures": 0, "affinity": 0}
         self.fleet = Fleet(self.settings, self.device, self.stats)
         self.scheduler = Scheduler(self.settings, self.device, self.fleet, self.stats)
         self._started_ray = False
