@@ -4,9 +4,11 @@ under `missing`, so the file says how far the proof is.
 
     python benchmarks/reward_fidelity.py [--out benchmarks/reward_fidelity/summary.json]
 
-Sources: the demo's spreads from `paired_bench.py --json` runs (`PAIRED`: idle and with 8 busy CPU
-processes, per machine; the figure is the worst run of each kind, as the issue asks), the
-KernelBench agreement rows (`benchmarks/kb_agreement_h100/results.jsonl`).
+Sources: the demo's spreads from `paired_bench.py --json` runs of the judge as it is now (`PAIRED`:
+idle and with 8 busy CPU processes; the figure is the worst run of each kind, as the issue asks;
+runs of earlier versions of the judge are listed under `earlier_runs`, never counted), the
+throughput through the service from `scale_bench.py --json` (`THROUGHPUT`), the KernelBench
+agreement rows (`benchmarks/kb_agreement_h100/results.jsonl`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,15 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PAIRED = [HERE / "device_2026-11-27" / f for f in ("h100_paired_idle.json", "h200_paired_idle.json",
-                                                    "h200_paired_busy8.json")]
+# The judge of 2026-11-27, nineteenth session: paired windows of 5 ms of baseline GPU time, the reference worker
+# kept for the task (benchmarks/device_2026-11-27e/README.md: C warm, E and G fresh machines' first work).
+PAIRED = [HERE / "device_2026-11-27e" / f for f in ("c_paired_w5.json", "e_paired_w5_fresh.json",
+                                                     "g_paired_seeded_fresh.json")]
+EARLIER = [HERE / "device_2026-11-27" / f for f in ("h100_paired_idle.json", "h200_paired_idle.json",
+                                                     "h200_paired_busy8.json")] + \
+          [HERE / "device_2026-11-27e" / f for f in ("a_paired_fresh_ref.json", "b_paired_kept_ref.json",
+                                                      "c_paired_default.json")]   # windows of 20 ms
+THROUGHPUT = HERE / "device_2026-11-27e" / "g_scale_pd2.json"   # one H100, two evaluators, the judge above
 AGREEMENT = HERE / "kb_agreement_h100" / "results.jsonl"
 
 
@@ -25,19 +34,31 @@ def spread(values: list[float]) -> float:
     return round((max(values) / min(values) - 1) * 100, 2)
 
 
-def demo(paths: list[Path]) -> dict:
+def runs_of(paths: list[Path]) -> list[dict]:
     """Per run: the spread over its evaluations of the paired speed-ups (max / min - 1, %)."""
     runs = []
     for p in paths:
         d = json.loads(p.read_text())
         rows = d["rows"]
-        runs.append({"file": p.name, "device": d["machine"]["device"], "busy": d["busy"], "evaluations": len(rows),
-                     "vs_eager_spread_pct": spread([r["vs_eager"] for r in rows]),
+        runs.append({"file": f"{p.parent.name}/{p.name}", "device": d["machine"]["device"], "busy": d["busy"],
+                     "evaluations": len(rows), "vs_eager_spread_pct": spread([r["vs_eager"] for r in rows]),
                      "vs_compile_spread_pct": spread([r["vs_compile"] for r in rows]),
                      "rewards": sorted({r["reward"] for r in rows})})
-    worst = lambda busy: max((r["vs_eager_spread_pct"] for r in runs if (r["busy"] > 0) == busy), default=None)  # noqa: E731
-    return {"idle_spread_pct": worst(False), "busy_spread_pct": worst(True), "cross_machine_pct": None,
-            "evals_per_hour": None, "runs": runs}
+    return runs
+
+
+def demo(paths: list[Path], earlier: list[Path], throughput: Path | None) -> dict:
+    runs = runs_of(paths)
+
+    def worst(busy: bool, key: str = "vs_eager_spread_pct") -> float | None:
+        return max((r[key] for r in runs if (r["busy"] > 0) == busy), default=None)
+
+    per_hour = None
+    if throughput is not None and throughput.exists():
+        per_hour = round(json.loads(throughput.read_text())["throughput"]["1"]["evals_per_hour"])
+    return {"idle_spread_pct": worst(False), "busy_spread_pct": worst(True),
+            "idle_spread_vs_compile_pct": worst(False, "vs_compile_spread_pct"), "cross_machine_pct": None,
+            "evals_per_hour": per_hour, "runs": runs, "earlier_runs": runs_of(earlier)}
 
 
 def agreement(path: Path) -> dict:
@@ -47,8 +68,8 @@ def agreement(path: Path) -> dict:
 
 
 def summary() -> dict:
-    s = {"device": "NVIDIA H100 80GB HBM3 (and NVIDIA H200 where a run names it)", "date": "2026-11-27",
-         "demo": demo([p for p in PAIRED if p.exists()]),
+    s = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-27",
+         "demo": demo([p for p in PAIRED if p.exists()], [p for p in EARLIER if p.exists()], THROUGHPUT),
          "level3": {"tasks": None, "within_3pct": None},
          "kb_agreement": agreement(AGREEMENT),
          "cuda_l1": {"solutions": 210, "runtime_verdict": None, "false_rejections": None}}

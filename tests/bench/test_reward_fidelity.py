@@ -26,8 +26,11 @@ def test_the_demos_spread_is_the_worst_run_of_each_kind_and_missing_figures_are_
     s = _script().summary()
     runs = s["demo"]["runs"]
     idle = [r["vs_eager_spread_pct"] for r in runs if r["busy"] == 0]
-    assert s["demo"]["idle_spread_pct"] == max(idle) and len(idle) >= 2
-    h100 = next(r for r in runs if r["file"] == "h100_paired_idle.json")
-    assert h100["vs_eager_spread_pct"] == 7.72 and h100["evaluations"] == 5   # 3.023-3.256x (2026-11-27)
-    assert "level3.within_3pct" in s["missing"] and "demo.cross_machine_pct" in s["missing"]
+    assert s["demo"]["idle_spread_pct"] == max(idle) and len(idle) >= 3
+    warm = next(r for r in runs if r["file"] == "device_2026-11-27e/c_paired_w5.json")
+    assert warm["vs_eager_spread_pct"] == 7.86 and warm["evaluations"] == 5  # one evaluation's solution 26.9 us, 25.0 the rest
+    earlier = next(r for r in s["demo"]["earlier_runs"] if r["file"] == "device_2026-11-27/h100_paired_idle.json")
+    assert earlier["vs_eager_spread_pct"] == 7.72                             # the judge of 20 ms windows: not counted
+    assert s["demo"]["evals_per_hour"] == 1518
+    assert "demo.busy_spread_pct" in s["missing"] and "demo.cross_machine_pct" in s["missing"]
     assert s["goals"]["demo spread <= 1% idle and busy"] is False
