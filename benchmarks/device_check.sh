@@ -4,7 +4,7 @@
 # under its own time limit. Logs and results go to $OUT/results.tgz (the device tool's output folder,
 # which takes few files; ./device_out here), with runs/ (resumable results) inside it.
 #   bash benchmarks/device_check.sh stop                  (a detached run: its loop, then the running step's processes)
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
@@ -71,6 +71,9 @@ for arg in "$@"; do
     cluster) step cluster "$limit" $py benchmarks/cluster_bench.py --device cuda --evals ${CLUSTER_EVALS:-40} \
                --json "$LOGS/cluster.json" ;;  # issue 27 item 5: two Ray nodes, the second lost half-way
     offstream) step offstream "$limit" $py benchmarks/offstream_probe.py --json "$LOGS/offstream.json" ;;  # issue 24: honest calls charged?
+    twoproc) step twoproc "$limit" $py benchmarks/two_process_probe.py --evals ${TWOPROC_EVALS:-8} ${TWOPROC_ARGS:---stop} \
+               --json "$LOGS/twoproc.json" ;;  # issue 24: the modes with two processes alternating, as the harness's?
+    overhead) step overhead "$limit" $py benchmarks/call_overhead_probe.py --calls 60 ;;  # issue 27: a timed request's parts
     paired) step "paired_busy${PAIRED_BUSY:-0}" "$limit" $py benchmarks/paired_bench.py --device cuda --evals ${PAIRED_EVALS:-5} \
               --busy ${PAIRED_BUSY:-0} --json "$LOGS/paired_busy${PAIRED_BUSY:-0}.json" ;;  # issue 24: do paired speed-ups repeat?
     service) step service "$limit" $py benchmarks/service_bench.py --device cuda --direct ${DIRECT:-8} --evals ${SERVICE_EVALS:-30} \
@@ -98,7 +101,7 @@ for arg in "$@"; do
            for f in bench.json summary.md seeds.json config.json; do cp "$state/$f" "$OUT/synth/" 2>/dev/null; done
            cp "$out" "$OUT/synth/" 2>/dev/null; cp "$state/crawl.log" "$LOGS/synth_crawl.log" 2>/dev/null
            [ -f "$state/candidates.jsonl" ] && gzip -c "$state/candidates.jsonl" >"$OUT/synth/candidates.jsonl.gz" ;;
-    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster)"; exit 2 ;;
+    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"
