@@ -59,7 +59,12 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
         out["throughput"][str(n)] = row
         stages = " ".join(f"{k} {v:.2f}" for k, v in row["stage_s"].items() if "." not in k)
         print(f"{n} GPU(s): {row['evals_per_hour']:.0f} evaluations/h over {row['evaluators']} evaluators, "
-              f"rewards {row['rewards']}; mean s a stage: {stages}", flush=True)
+              f"rewards {row['reward_counts']}; mean s a stage: {stages}", flush=True)
+        for side in ("vs_eager", "vs_compile"):  # one task, one solution: every verdict should read the same
+            if row[side]:
+                print(f"  {side}: {min(row[side]):.3f}-{max(row[side]):.3f}x "
+                      f"(max/min - 1 = {100 * (max(row[side]) / min(row[side]) - 1):.2f}%)", flush=True)
+        print(f"  reference compiles that missed torch's cache: {row['compiled']} of {len(row['medians_ms'])}", flush=True)
         for failure in row["failures"]:
             print(f"  failed: {failure}", flush=True)
     if soak_n:

@@ -83,6 +83,10 @@ def throughput(svc, device: str, evals: int) -> dict:
             "start_s": statistics.mean(r.stage_seconds.get("start", 0.0) for r in rows),
             "stage_s": {k: statistics.mean(r.stage_seconds.get(k, 0.0) for r in rows) for k in rows[0].stage_seconds},
             "rewards": sorted({r.reward for r in rows}), "medians_ms": [r.solution.median_ms for r in rows if r.solution],
+            "reward_counts": {str(k): sum(r.reward == k for r in rows) for k in sorted({r.reward for r in rows})},
+            "vs_eager": [r.speedup_vs_eager for r in rows if r.speedup_vs_eager],
+            "vs_compile": [r.speedup_vs_compile for r in rows if r.speedup_vs_compile],
+            "compiled": sum(bool(r.details.get("compile_graphs")) for r in rows),  # reference compiles not in torch's cache
             "failures": [f"{r.stage}: {r.reason}"[:300] for r in rows if r.reward < 0][:5]}
 
 
