@@ -7,9 +7,11 @@ worker: S times relu(x * scale + bias) compiled by torch.compile (the stand-in f
 R times the same eagerly and compiled. Each captures graphs of 12 calls on inputs of its own and, when told,
 times a window of replays (the L2 emptied before each). The parent drives rounds as paired.py does: S's window
 first or last by a coin, R's two windows together; with --stop S is stopped (SIGSTOP) during R's windows, as
-the harness stops the solution's processes. Printed per evaluation: each side's median us per call.
+the harness stops the solution's processes. By default both time through the harness's own CallServer (the
+demo task's model, inputs drawn by seed, graphs of as many calls as R picks, the CallTimer); `--simple`: the
+probe's own loop. Printed per evaluation: each side's median us per call.
 
-    python benchmarks/two_process_probe.py --evals 8 [--stop] [--json OUT]
+    python benchmarks/two_process_probe.py --evals 8 [--stop] [--simple] [--json OUT]
 """
 
 from __future__ import annotations
@@ -68,15 +70,59 @@ def worker(conn, sides: list[str], seed: int) -> None:
         conn.send(out)
 
 
-def evaluation(ctx, stop: bool, rounds: int, warm: int, k: int, rng: random.Random) -> dict:
+def harness_worker(conn, sides: list[str], seed: int, device: str = "cuda") -> None:
+    """The same, through the harness's own code: the demo task's model, its inputs drawn by seed
+    (make_inputs), CallServer's graphs and CallTimer (the L2 reset and flush, the spin, the
+    synchronize pairs), as the solution's child and the reference worker time."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+    import torch
+
+    from cuda_agent.harness.workers.calls import CallServer
+    from cuda_agent.measure import TimingPlan, call_seed, make_model, module_from_source
+    from cuda_agent.tasks import load_task
+
+    dev = torch.device(device)
+    task = module_from_source(load_task("scale_bias_relu").code, "reference", "model.py")
+    model = make_model(task.Model, task, seed, dev)
+    fns = {side: (model if side == "eager" else torch.compile(model)) for side in sides}
+    server = CallServer(fns, task, dev, TimingPlan(), as_timing_thread=True)
+    with torch.no_grad():
+        for side in sides:  # compiled by a first call, as the reference's compile step does
+            server.call(seed, side, keep=False)
+        calls = conn.recv()  # None: this process picks the calls a graph holds (the reference does); 0: per call
+        got = server.capture(seed, calls) if calls != 0 else {}
+        per = got["calls"] if got.get("captured") else 0
+        conn.send(per)
+        n = 0
+        while (msg := conn.recv()) is not None:
+            side, k = msg
+            out = []
+            for _ in range(k):
+                n += 1
+                out.append(server.call(call_seed(seed, n), side, keep=False)["t"][0] * 1000 / max(per, 1))
+            conn.send(out)
+
+
+def evaluation(ctx, stop: bool, rounds: int, warm: int, k: int, rng: random.Random, harness: bool,
+               device: str = "cuda") -> dict:
     pipes, procs = {}, {}
     for name, sides in (("S", ["compile"]), ("R", ["eager", "compile"])):
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=worker, args=(child, sides, rng.randrange(1 << 30)))
+        args = (child, sides, rng.randrange(1 << 30)) + ((device,) if harness else ())
+        p = ctx.Process(target=harness_worker if harness else worker, args=args)
         p.start()
         pipes[name], procs[name] = parent, p
-    for c in pipes.values():
-        assert c.recv() == "ready"
+    if harness:  # the reference picks how many calls a graph holds, the solution's child captures as many
+        pipes["R"].send(None)
+        calls = pipes["R"].recv()
+        pipes["S"].send(calls)
+        assert pipes["S"].recv() == calls, "the two processes did not capture alike"
+    else:
+        for c in pipes.values():
+            assert c.recv() == "ready"
     figures = {("S", "compile"): [], ("R", "eager"): [], ("R", "compile"): []}
 
     def window(name: str, side: str, timed: bool) -> None:
@@ -113,22 +159,26 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--warm", type=int, default=3)
     ap.add_argument("--window", type=int, default=6)
+    ap.add_argument("--simple", action="store_true",
+                    help="the probe's own loop (flush, events, replay) instead of the harness's CallServer")
+    ap.add_argument("--device", default="cuda", help="cpu: the plumbing only (no graphs; timed per call)")
     ap.add_argument("--json")
     a = ap.parse_args()
     ctx = mp.get_context("spawn")
     rng = random.Random(1)
     rows = []
-    print(f"# two_process_probe: {a.evals} evaluations, stop={a.stop}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"# two_process_probe: {a.evals} evaluations, stop={a.stop}, {'simple loop' if a.simple else 'CallServer'}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print("| eval | S compile us | R eager us | R compile us |\n|--:|--:|--:|--:|", flush=True)
     for i in range(a.evals):
-        row = evaluation(ctx, a.stop, a.rounds, a.warm, a.window, rng)
+        row = evaluation(ctx, a.stop, a.rounds, a.warm, a.window, rng, not a.simple, a.device)
         rows.append(row)
         print(f"| {i + 1} | {row['S.compile']} | {row['R.eager']} | {row['R.compile']} |", flush=True)
     spread = {k: round(100 * (max(r[k] for r in rows) / min(r[k] for r in rows) - 1), 2) for k in rows[0]}
     print(f"| spread % | {spread['S.compile']} | {spread['R.eager']} | {spread['R.compile']} |")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"stop": a.stop, "rows": rows, "spread_pct": spread}, f, indent=1)
+            json.dump({"stop": a.stop, "harness": not a.simple, "rows": rows, "spread_pct": spread}, f, indent=1)
 
 
 if __name__ == "__main__":
