@@ -54,3 +54,10 @@ def test_affinity_never_passes_a_better_priority_or_looks_too_far():
 def test_the_slot_remembers_the_last_tasks_and_forgets_them_with_its_evaluator():
     slot = _slot("a", "b", "c")
     assert list(slot.tasks) == [_task("b").code, _task("c").code]  # as many as a harness process keeps
+
+
+def test_a_request_is_passed_over_no_more_than_the_lookahead_however_many_of_a_kept_task_come():
+    sched = _scheduler([("c", 1)] + [("a", 1)] * (3 * AFFINITY_LOOKAHEAD))
+    slot = _slot("a")
+    taken = [sched._next_for(slot).id for _ in range(AFFINITY_LOOKAHEAD + 1)]
+    assert taken[-1] == "c0" and all(t.startswith("a") for t in taken[:-1])

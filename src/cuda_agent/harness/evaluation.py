@@ -183,10 +183,14 @@ def _write_job_files(task: Task, sol: Solution, build: BuildResult | None, ex: E
     (ex.private / "model.py").write_text(task.code)
     for p in (ex.public / "model_new.py", ex.public / "model.py"):
         os.chmod(p, 0o644)
+    # The reference's weights go where the child can read but not write: in its own folder it could plant
+    # state.pt as a link before the reference (the harness's user) writes it, and have any file overwritten.
+    weights = ex.root / "weights"
+    weights.mkdir(mode=0o755)
     return {"device": backend.device, "policy": config.policy, "kind": sol.kind, "modules": modules,
             "module_errors": dict(build.module_errors), "solution_path": str(ex.public / "model_new.py"),
             "task_path": str(ex.public / "model.py"), "reference_task_path": str(ex.private / "model.py"),
-            "public": str(ex.public), "state_path": str(ex.public / "state.pt"), "weights_seed": new_seed()}
+            "public": str(ex.public), "state_path": str(weights / "state.pt"), "weights_seed": new_seed()}
 
 
 def _score(result: EvalResult, config: EvalConfig) -> None:

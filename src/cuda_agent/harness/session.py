@@ -85,10 +85,13 @@ class Session:
         self.child.send({k: v for k, v in self.job.items() if k != "reference_task_path"})
         with timed(result, "start.reference"):
             try:
-                self.ref.recv(900)
+                ready = self.ref.recv(900)
             except ChildFailed as e:
                 raise Stop("run", f"the reference worker {e}", fault="reference") from None
-        os.chmod(self.job["state_path"], 0o644)
+        if "error" in ready:
+            raise Stop("run", f"the reference itself failed ({ready['error']}); the task is broken, not the solution",
+                       fault="reference")
+        os.chmod(self.job["state_path"], 0o644, follow_symlinks=False)
         with timed(result, "start.child"):
             self.ask_child(None, "run")
         with timed(result, "start.weights"):

@@ -195,13 +195,15 @@ class Scheduler:
 
     def _next_for(self, slot: Slot) -> Item:
         """The next ready request for `slot`: among the first AFFINITY_LOOKAHEAD of the first
-        priority, the first evaluation of a task the slot's evaluator evaluated last (its reference
+        priority that came no later than AFFINITY_LOOKAHEAD after the first (so none waits on forever),
+        the first evaluation of a task the slot's evaluator evaluated last (its reference
         worker is kept there: the task's torch.compile is not paid again, which on a GPU takes seconds
         under the device lock shared and so holds off the other evaluators' timing), else the first."""
         head = self._ready[0][1]
         if slot.tasks:
             for order, item in heapq.nsmallest(AFFINITY_LOOKAHEAD, self._ready):
-                if order[0] != head.priority:
+                # only requests that came within AFFINITY_LOOKAHEAD of the head: it is passed over at most that often
+                if order[0] != head.priority or item.seq > head.seq + AFFINITY_LOOKAHEAD:
                     break
                 if item.task is not None and item.task.code in slot.tasks:
                     i = next(i for i, (_, it) in enumerate(self._ready) if it is item)

@@ -93,3 +93,38 @@ def test_outside_keep_warm_no_reference_worker_is_kept(monkeypatch):
     pair = spares.take_pair(ensure_user(), Backend("cpu"), Config(device="cpu", profile=False), "task")
     assert not spares.finish(pair, "task", reusable=True)
     assert not spares._kept and not pair.reference.alive()
+
+
+def test_a_child_without_a_sandbox_user_of_its_own_leaves_no_reference_worker_kept(monkeypatch):
+    """Where the child shares the harness's user it could reach into the worker (ptrace) and stay there."""
+    monkeypatch.setattr(spares, "_dropped", lambda ref: True)
+    with keep_warm(0):
+        pair = spares.take_pair(None, Backend("cpu"), Config(device="cpu", profile=False), "task")
+        assert pair.slot is None
+        assert not spares.finish(pair, "task", reusable=True)
+        assert not spares._kept
+
+
+def test_an_inner_keep_warm_block_ending_leaves_the_outer_blocks_workers_kept(monkeypatch):
+    monkeypatch.setattr(spares, "_dropped", lambda ref: True)
+    backend, config = Backend("cpu"), Config(device="cpu", profile=False)
+    with keep_warm(0):
+        pair = spares.take_pair(ensure_user(), backend, config, "task")
+        assert spares.finish(pair, "task", reusable=True)
+        with keep_warm(0):
+            pass
+        assert list(spares._kept.values()) == [pair.reference] and pair.reference.alive()
+    assert not spares._kept and not pair.reference.alive()
+
+
+def test_a_reference_handed_to_a_pair_whose_child_cannot_start_is_closed(monkeypatch):
+    backend, config = Backend("cpu"), Config(device="cpu", profile=False)
+    ref = spares.start_reference(backend, config)
+
+    def refuse(*a, **k):
+        raise OSError("no child today")
+
+    monkeypatch.setattr(spares, "Process", refuse)
+    with pytest.raises(OSError):
+        spares.start_pair(ensure_user(), backend, config, reference=ref)
+    assert not ref.alive() and not ref.home.exists()

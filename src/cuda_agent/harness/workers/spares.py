@@ -144,22 +144,21 @@ def start_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig, s
     (the harness is root), the child runs as a user of its own (a slot no other live child holds),
     else as `user` itself. A `spare` (started ahead of its evaluation) warms torch.compile up while
     it waits."""
-    slot = claim_user() if user is not None else None
-    child_user = slot.user if slot is not None else user
-    ex = Exchange(child_user)
+    slot = ex = ref = None
     try:
+        slot = claim_user() if user is not None else None
+        child_user = slot.user if slot is not None else user
+        ex = Exchange(child_user)
         ref = reference or start_reference(backend, config, spare)
-        try:
-            child = Process("cuda_agent.harness.workers.child", cwd=ex.public, log=ex.private / "child.log",
-                            user=child_user, memory_bytes=int(config.memory_limit_gb * 2**30),
-                            limit_address_space=not backend.is_cuda, isolate_network=True,
-                            fork_server=not backend.is_cuda, env=_env(backend))
-        except BaseException:
-            if reference is None:
-                ref.close()
-            raise
-    except BaseException:
-        ex.close()
+        child = Process("cuda_agent.harness.workers.child", cwd=ex.public, log=ex.private / "child.log",
+                        user=child_user, memory_bytes=int(config.memory_limit_gb * 2**30),
+                        limit_address_space=not backend.is_cuda, isolate_network=True,
+                        fork_server=not backend.is_cuda, env=_env(backend))
+    except BaseException:  # nothing half-made is left, a reference handed in included
+        if (ref or reference) is not None:
+            (ref or reference).close()
+        if ex is not None:
+            ex.close()
         if slot is not None:
             slot.release()
         raise
@@ -205,9 +204,12 @@ def take_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig, ta
         if pair is None:
             pair = start_pair(user, backend, config, reference=kept or _pop_idle(key))
         elif kept is not None:  # the spare's reference worker waits for the next pair that needs one
-            _idle.append((key, pair.reference))
-            while len(_idle) > max(1, max(_depths, default=0)):
-                _idle.popleft()[1].close()
+            if backend.is_cuda:  # not on a GPU: an idle worker's CUDA context is memory the next child may need
+                pair.reference.close()
+            else:
+                _idle.append((key, pair.reference))
+                while len(_idle) > max(1, max(_depths, default=0)):
+                    _idle.popleft()[1].close()
             pair.reference = kept
         pair.reference.jobs += 1
         pair.pin(_cores["background"])  # the reference stays there (a pair started just now was not)
@@ -223,19 +225,30 @@ def finish(pair: Pair, task: str = "", reusable: bool = False) -> bool:
     """The end of an evaluation: its child and folders closed; its reference worker kept for the
     next evaluation of `task` inside keep_warm() (a process that judges one solution after another;
     elsewhere an idle worker would only hold memory) where `reusable` (it served the evaluation to
-    its end or to a verdict on the solution), it has served fewer than REFERENCE_JOBS and it answers
-    that it dropped the evaluation and its compile still hits the cache; else closed. Returns
-    whether it was kept."""
+    its end or to a verdict on the solution), the child ran as a sandbox user of its own (one that
+    shared the harness's user could have reached into the worker, ptrace, and stayed there for the
+    next evaluations), it has served fewer than REFERENCE_JOBS and it answers that it dropped the
+    evaluation and its compile still hits the cache; else closed. Returns whether it was kept.
+    A kept worker keeps the task's module: tasks are taken to be stateless between calls of
+    get_inputs() and Model (KernelBench's are), as every evaluation's child loads them afresh."""
+    isolated = pair.slot is not None  # the child ran as a sandbox user of its own (see the docstring)
     pair.close_child()
     ref = pair.reference
-    if not (task and reusable and _depths and ref.jobs < REFERENCE_JOBS and ref.alive() and _dropped(ref)):
+    if not (task and reusable and isolated and _depths and ref.jobs < REFERENCE_JOBS and ref.alive()
+            and _dropped(ref)):
         ref.close()
         return False
     with _lock:
-        _kept[(pair.key, task)] = ref
-        while len(_kept) > KEPT_REFERENCES:
-            _kept.popitem(last=False)[1].close()
-    return True
+        if not _depths:  # the last keep_warm() block ended meanwhile
+            closing = [ref]
+        else:
+            closing = [old] if (old := _kept.pop((pair.key, task), None)) is not None else []
+            _kept[(pair.key, task)] = ref
+            while len(_kept) > KEPT_REFERENCES:
+                closing.append(_kept.popitem(last=False)[1])
+    for r in closing:
+        r.close()
+    return (pair.key, task) in _kept and _kept[(pair.key, task)] is ref
 
 
 def _dropped(ref: Reference) -> bool:
@@ -286,5 +299,5 @@ def keep_warm(depth: int = 1, foreground: set[int] | None = None,
                 _cores.update(foreground=None, background=None)
         for spare in extra:
             spare.close()
-        if not left:
+        if not _depths:
             _close_kept()
