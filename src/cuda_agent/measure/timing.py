@@ -59,8 +59,10 @@ SPIN_MS = 0.2
 # Two back-to-back synchronizes after an honest call differ too: 1-5 us on an idle H100 in a quiet
 # process, 5-45 us (0.2-4.6% of the call) in the baseline workers of the KernelBench tables
 # (2026-11-24). Work left on other streams is charged only beyond the larger of these bounds, so
-# honest calls are not charged that noise, and hiding work there gains less than the 5% margin
-# the reward asks for.
+# honest calls are not charged that noise. Hiding work there gains at most the bound (and the
+# calibration's cap, 5 us more) a call: less than the reward's 5% margin only for calls past ~200 us.
+# Timed by graph replays (the paired judge's way wherever the reference can be captured) nothing can
+# be hidden there: a capture fails unless every side stream joins the captured one.
 OFFSTREAM_TOLERANCE_MS = 0.005
 OFFSTREAM_TOLERANCE_SHARE = 0.05
 
