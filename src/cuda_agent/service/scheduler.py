@@ -206,9 +206,7 @@ class Scheduler:
                 if order[0] != head.priority or item.seq > head.seq + AFFINITY_LOOKAHEAD:
                     break
                 if item.task is not None and item.task.code in slot.tasks:
-                    i = next(i for i, (_, it) in enumerate(self._ready) if it is item)
-                    self._ready[i] = self._ready[-1]
-                    self._ready.pop()
+                    del self._ready[next(i for i, (_, it) in enumerate(self._ready) if it is item)]
                     heapq.heapify(self._ready)
                     if item is not head:
                         self.stats["affinity"] += 1  # taken out of turn for its evaluator's kept reference

@@ -75,7 +75,7 @@ def test_a_reference_worker_is_kept_only_after_an_evaluation_it_served():
 def test_no_more_than_kept_references_are_kept(monkeypatch):
     """The least recently kept worker goes first."""
     backend, config = Backend("cpu"), Config(device="cpu", profile=False)
-    monkeypatch.setattr(spares, "_dropped", lambda ref: True)
+    monkeypatch.setattr(spares, "_will_serve", lambda ref: True)
     with keep_warm(0):
         pairs = [spares.take_pair(ensure_user(), backend, config, f"task{i}") for i in range(spares.KEPT_REFERENCES + 1)]
         for i, pair in enumerate(pairs):
@@ -89,7 +89,7 @@ def test_no_more_than_kept_references_are_kept(monkeypatch):
 
 def test_outside_keep_warm_no_reference_worker_is_kept(monkeypatch):
     """A one-off evaluation (the CLI's) leaves no idle worker holding memory behind."""
-    monkeypatch.setattr(spares, "_dropped", lambda ref: True)
+    monkeypatch.setattr(spares, "_will_serve", lambda ref: True)
     pair = spares.take_pair(ensure_user(), Backend("cpu"), Config(device="cpu", profile=False), "task")
     assert not spares.finish(pair, "task", reusable=True)
     assert not spares._kept and not pair.reference.alive()
@@ -97,7 +97,7 @@ def test_outside_keep_warm_no_reference_worker_is_kept(monkeypatch):
 
 def test_a_child_without_a_sandbox_user_of_its_own_leaves_no_reference_worker_kept(monkeypatch):
     """Where the child shares the harness's user it could reach into the worker (ptrace) and stay there."""
-    monkeypatch.setattr(spares, "_dropped", lambda ref: True)
+    monkeypatch.setattr(spares, "_will_serve", lambda ref: True)
     with keep_warm(0):
         pair = spares.take_pair(None, Backend("cpu"), Config(device="cpu", profile=False), "task")
         assert pair.slot is None
@@ -106,7 +106,7 @@ def test_a_child_without_a_sandbox_user_of_its_own_leaves_no_reference_worker_ke
 
 
 def test_an_inner_keep_warm_block_ending_leaves_the_outer_blocks_workers_kept(monkeypatch):
-    monkeypatch.setattr(spares, "_dropped", lambda ref: True)
+    monkeypatch.setattr(spares, "_will_serve", lambda ref: True)
     backend, config = Backend("cpu"), Config(device="cpu", profile=False)
     with keep_warm(0):
         pair = spares.take_pair(ensure_user(), backend, config, "task")

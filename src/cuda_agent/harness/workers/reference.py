@@ -23,31 +23,34 @@ def serve(channel) -> None:
     """Jobs one after another: a kept worker (spares.finish) serves the next evaluation of its task
     with the task's module it loaded for the first, so that torch.compile of a new model of the same
     classes hits torch's cache."""
+    import gc
     import os
 
     import torch
 
     from cuda_agent.harness.workers.spares import WARM_COMPILE_ENV, WARM_ENV
+    from cuda_agent.measure import module_from_source, release
 
     warm = os.environ.get(WARM_ENV, "")
     if warm.startswith("cuda"):  # a spare (see spares.py): the CUDA context while it waits for a job
         torch.empty(1, device=warm)
     if WARM_COMPILE_ENV in os.environ:  # a spare: torch.compile's first-use costs paid while it waits
         _warm_compile(warm if warm.startswith("cuda") else "cpu", os.environ[WARM_COMPILE_ENV])
-    tasks: dict[str, object] = {}  # the task's source -> its module (the last task only)
-    compiled_before: set[str] = set()  # tasks whose model this worker compiled in an earlier job
+    source, task = None, None  # the last job's task: its source and the module made of it
+    compiled = False           # whether an earlier job of that task compiled its model
     while (job := channel.recv()) is not None and job.get("op") != "quit":
-        source = open(job["task_path"]).read()
-        if source not in tasks:
-            tasks.clear()
-            compiled_before.clear()
-            from cuda_agent.measure import module_from_source
-            tasks[source] = module_from_source(source, "reference", "model.py")
+        text = open(job["task_path"]).read()
+        if text != source:
+            source, task, compiled = text, module_from_source(text, "reference", "model.py"), False
         graphs = _graphs()
-        ended = serve_job(channel, job, tasks[source])
+        ended = serve_job(channel, job, task)
         if ended is None:  # the harness closed the channel or said quit
             return
-        channel.send({"nonce": ended.get("nonce"), **_dropped(job["device"], source, graphs, compiled_before)})
+        answer = _answer(job["device"], _graphs() - graphs, compiled)
+        compiled = compiled or _graphs() > graphs
+        channel.send({"nonce": ended.get("nonce"), **answer})
+        gc.collect()  # after the answer, while the harness goes on: the job's objects and their memory
+        release(torch.device(job["device"]))
 
 
 def _graphs() -> int:
@@ -60,29 +63,20 @@ def _graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
-def _dropped(device: str, source: str, graphs: int, compiled_before: set[str]) -> dict:
-    """After a job: the device synchronized (an error left by the job shows here) and its memory
-    released; whether this worker may serve another job of the task (`keep`): not where the job's
-    compile made new graphs although the task was compiled in an earlier job (the cache no longer
-    holds: each new model would compile again, up to torch's recompile limit)."""
-    import gc
-
+def _answer(device: str, made: int, compiled: bool) -> dict:
+    """After a job, whether this worker may serve another job of the task (`keep`): not where the
+    device reports an error the job left (its synchronize raises), nor where the job's compile made
+    `made` new graphs although an earlier job had compiled the task (torch's cache no longer holds:
+    each new model would compile again, up to torch's recompile limit)."""
     import torch
 
-    from cuda_agent.measure import release
-
-    gc.collect()
     try:
         if device.startswith("cuda"):
             torch.cuda.synchronize(device)
-        release(torch.device(device))
     except Exception as e:
         return {"keep": False, "why": f"the device after the job: {type(e).__name__}: {e}"}
-    made = _graphs() - graphs
-    if made and source in compiled_before:
+    if made and compiled:
         return {"keep": False, "why": f"torch.compile made {made} new graph(s) for a task it had compiled"}
-    if made:
-        compiled_before.add(source)
     return {"keep": True}
 
 

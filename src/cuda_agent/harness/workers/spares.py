@@ -13,9 +13,10 @@ Inside keep_warm(), a reference worker that served an evaluation to its end is k
 the next evaluation of the same task (RL judges several replies to one prompt): it keeps the task's module, so the
 reference's torch.compile, which every evaluation that times needs for its paired baselines, hits
 torch's cache (a new instance of the same classes: milliseconds, where a compile takes seconds to
-tens of seconds). Before it is kept it drops everything of the evaluation (model, outputs, timing,
-fingerprints) and synchronizes its device; it is closed instead where the evaluation failed on its
-side, where it does not answer, or where its compile stopped hitting the cache.
+tens of seconds). Before it is kept it synchronizes its device and answers (then, while the harness
+goes on, drops everything of the evaluation: model, outputs, timing, fingerprints); it is closed
+instead where the evaluation failed on its side, where it does not answer, or where its compile
+stopped hitting the cache.
 """
 
 from __future__ import annotations
@@ -227,32 +228,33 @@ def finish(pair: Pair, task: str = "", reusable: bool = False) -> bool:
     elsewhere an idle worker would only hold memory) where `reusable` (it served the evaluation to
     its end or to a verdict on the solution), the child ran as a sandbox user of its own (one that
     shared the harness's user could have reached into the worker, ptrace, and stayed there for the
-    next evaluations), it has served fewer than REFERENCE_JOBS and it answers that it dropped the
-    evaluation and its compile still hits the cache; else closed. Returns whether it was kept.
+    next evaluations), it has served fewer than REFERENCE_JOBS and it answers that its device is
+    sound and its compile still hits the cache; else closed. Returns whether it was kept.
     A kept worker keeps the task's module: tasks are taken to be stateless between calls of
     get_inputs() and Model (KernelBench's are), as every evaluation's child loads them afresh."""
     isolated = pair.slot is not None  # the child ran as a sandbox user of its own (see the docstring)
     pair.close_child()
     ref = pair.reference
     if not (task and reusable and isolated and _depths and ref.jobs < REFERENCE_JOBS and ref.alive()
-            and _dropped(ref)):
+            and _will_serve(ref)):
         ref.close()
         return False
     with _lock:
-        if not _depths:  # the last keep_warm() block ended meanwhile
-            closing = [ref]
-        else:
-            closing = [old] if (old := _kept.pop((pair.key, task), None)) is not None else []
+        kept = bool(_depths)  # else the last keep_warm() block ended meanwhile
+        closing = [] if kept else [ref]
+        if kept:
+            if (old := _kept.pop((pair.key, task), None)) is not None:
+                closing.append(old)
             _kept[(pair.key, task)] = ref
             while len(_kept) > KEPT_REFERENCES:
                 closing.append(_kept.popitem(last=False)[1])
     for r in closing:
         r.close()
-    return (pair.key, task) in _kept and _kept[(pair.key, task)] is ref
+    return kept
 
 
-def _dropped(ref: Reference) -> bool:
-    """Whether the reference worker answers that it dropped its evaluation and may serve another
+def _will_serve(ref: Reference) -> bool:
+    """Whether the reference worker answers that it may serve another evaluation of its task
     (replies left over from a request the evaluation did not wait for are skipped)."""
     nonce = secrets.token_hex(8)
     try:
