@@ -43,8 +43,10 @@ def device_name(device: str, gpus: int) -> str:
     return f"{gpus}x {torch.cuda.get_device_name(0)}"
 
 
-def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int, soak_n: int) -> dict:
-    """Throughput per GPU count, then the soak on the largest."""
+def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int, soak_n: int,
+            soak_timed: bool = True) -> dict:
+    """Throughput per GPU count, then the soak on the largest (`soak_timed=False`: its evaluations check
+    correctness only, so 1,000 fit a short device call; the faults and the killed evaluator are the same)."""
     from cuda_agent.harness import EvalConfig
     from cuda_agent.service import EvalService
     from service_bench import demo
@@ -71,9 +73,9 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
         n = max(counts)
         task, sol = demo(device)
         with EvalService(settings_for(device, n, per_device)) as svc:
-            svc.evaluate(task, sol, EvalConfig(device=device))  # built, baselines cached
-            out["soak"] = soak(svc, device, soak_n, out["throughput"][str(n)]["eval_s"])
-            out["soak"]["gpus"] = n
+            svc.evaluate(task, sol, EvalConfig(device=device, profile=soak_timed))  # built, baselines cached
+            out["soak"] = soak(svc, device, soak_n, out["throughput"][str(n)]["eval_s"], profile=soak_timed)
+            out["soak"].update(gpus=n, timed=soak_timed)
         print("soak", json.dumps({k: v for k, v in out["soak"].items() if k != "stats"})[:800], flush=True)
     return out
 
@@ -93,7 +95,8 @@ def summarize(out: dict, device: str, old: dict | None = None) -> dict:
         k = out["soak"]
         summary["soak"] = {"requests": k["requests"], "verdicts": k["verdicts"], "lost": k["requests"] - k["verdicts"],
                            "wrong": len(k["wrong"]), "killed_evaluator": k["killed_evaluator"], "gpus": k["gpus"],
-                           "retried": k["retried"], "harness_errors": k["harness_errors"]}
+                           "retried": k["retried"], "harness_errors": k["harness_errors"],
+                           "timed": k.get("timed", True), "evals_per_hour": round(k["evals_per_hour"])}
     return summary
 
 
@@ -108,7 +111,8 @@ def table(summary: dict) -> str:
     if "soak" in summary:
         k = summary["soak"]
         lines.append(f"soak on {k['gpus']}: {k['requests']} requests, {k['verdicts']} verdicts, {k['lost']} lost, "
-                     f"{k['wrong']} wrong, evaluator killed {k['killed_evaluator']}, {k['retried']} retried")
+                     f"{k['wrong']} wrong, evaluator killed {k['killed_evaluator']}, {k['retried']} retried"
+                     f"{'' if k.get('timed', True) else ' (correctness only, not timed)'}")
     return "\n".join(lines)
 
 
@@ -119,13 +123,15 @@ def main() -> None:
     ap.add_argument("--per-device", type=int, default=1, help="evaluators sharing a GPU")
     ap.add_argument("--evals-per-gpu", type=int, default=60)
     ap.add_argument("--soak", type=int, default=0, help="soak requests on the largest count (0: no soak)")
+    ap.add_argument("--soak-untimed", action="store_true", help="the soak's evaluations check correctness only")
     ap.add_argument("--summary", type=Path, default=None, help="summary.json to merge the figures into")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     from cuda_agent.devices import default_device
 
     device = args.device or default_device()
-    out = measure(device, sorted(set(args.gpus)), args.per_device, args.evals_per_gpu, args.soak)
+    out = measure(device, sorted(set(args.gpus)), args.per_device, args.evals_per_gpu, args.soak,
+                  soak_timed=not args.soak_untimed)
     old = json.loads(args.summary.read_text()) if args.summary and args.summary.exists() else None
     summary = summarize(out, device, old)
     if args.json:

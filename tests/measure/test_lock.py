@@ -342,3 +342,60 @@ def test_alone_within_without_a_hold_is_the_lock_alone_and_nests_in_one(tmp_path
     with device_lock(KEY, lock_dir=tmp_path):  # held alone already: passes at once
         with alone_within(KEY, lock_dir=tmp_path):
             pass
+
+
+def _turn(lock_dir, key: str, held, release, stamps, name: str) -> None:
+    from cuda_agent.measure.lock import compile_turn
+
+    with compile_turn(key, lock_dir):
+        stamps.put((name, "got", time.monotonic()))
+        held.set()
+        release.wait(20)
+
+
+def _turn_holder(lock_dir, key: str, name: str, stamps):
+    held, release = CTX.Event(), CTX.Event()
+    proc = CTX.Process(target=_turn, args=(lock_dir, key, held, release, stamps, name))
+    proc.start()
+    return held, release, proc
+
+
+def test_compile_turn_one_task_at_a_time_host_wide(tmp_path, stamps):
+    """Two processes compiling one task take turns; a process waiting for its turn holds no device
+    lock (a timer takes it meanwhile); another task's compile does not wait."""
+    from cuda_agent.measure.lock import COMPILE_TURNS, compile_turn
+    import hashlib
+
+    def turn_of(key):
+        return int(hashlib.sha256(key.encode()).hexdigest(), 16) % COMPILE_TURNS
+
+    other = next(f"task-b-{i}:cpu" for i in range(1000) if turn_of(f"task-b-{i}:cpu") != turn_of("task-a:cpu"))
+    held_a, release_a, first = _turn_holder(tmp_path, "task-a:cpu", "first", stamps)
+    assert held_a.wait(10)
+    held_b, release_b, second = _turn_holder(tmp_path, "task-a:cpu", "second", stamps)
+    assert not held_b.wait(0.5), "a second compile of the task started while the first held its turn"
+    with device_lock(KEY, shared=False, lock_dir=tmp_path):  # the waiter holds no device lock
+        pass
+    t0 = time.monotonic()
+    with compile_turn(other, tmp_path):  # another task's turn is free
+        assert time.monotonic() - t0 < 1
+    release_a.set()
+    first.join(10)
+    assert held_b.wait(10), "the second compile never got its turn after the first ended"
+    release_b.set()
+    second.join(10)
+    got = _events(stamps)
+    assert got[("second", "got")] > got[("first", "got")]
+
+
+def test_compile_turn_released_when_its_holder_dies(tmp_path, stamps):
+    """A worker killed while compiling (a timeout, a crash) does not leave its task's turn taken."""
+    from cuda_agent.measure.lock import compile_turn
+
+    held, _release, proc = _turn_holder(tmp_path, "task-a:cpu", "doomed", stamps)
+    assert held.wait(10)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(10)
+    t0 = time.monotonic()
+    with compile_turn("task-a:cpu", tmp_path):
+        assert time.monotonic() - t0 < 2

@@ -20,7 +20,7 @@ by synth (its worker builds, runs and times candidates with these, without the j
 
 from cuda_agent.measure.baselines import autotune_alone, compile_for_timing, time_baselines
 from cuda_agent.measure.graphs import Graph, NotCapturable, graph_calls, graph_unsupported
-from cuda_agent.measure.lock import LockOrderError, alone_within, beside_timing, device_lock
+from cuda_agent.measure.lock import LockOrderError, alone_within, beside_timing, compile_turn, device_lock
 from cuda_agent.measure.modules import (NEAR, SHIFTED, Steps, make_inputs, make_model, module_from_source, release,
                                         seed_generators, timing_draw, varied_inputs)
 from cuda_agent.measure.paired import (GRAPH, PER_CALL, PairedRun, PairedTiming, Side, drive_paired, side_stats,
@@ -33,8 +33,8 @@ from cuda_agent.measure.timing import (CallTimer, CallTimes, Run, Timed, Watch, 
 __all__ = [
     "GRAPH", "NEAR", "PER_CALL", "SHIFTED", "CallTimer", "CallTimes", "Graph", "LockOrderError", "NotCapturable",
     "PairedRun", "PairedTiming", "Ratio", "Run", "Side", "Steps", "Timed", "TimingPlan", "TimingStats", "Watch",
-    "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "compile_for_timing", "device_lock",
-    "drive", "drive_paired", "graph_calls", "graph_unsupported",
+    "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "compile_for_timing", "compile_turn",
+    "device_lock", "drive", "drive_paired", "graph_calls", "graph_unsupported",
     "make_inputs", "make_model", "module_from_source", "release", "seed_generators", "side_stats", "stats_of", "time_baselines",
     "time_callable", "time_paired", "timing_draw", "varied_inputs", "watch",
 ]

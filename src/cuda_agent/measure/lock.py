@@ -122,6 +122,31 @@ def alone_within(key: str, lock_dir: Path | None = None) -> Iterator[None]:
         _take(hold.file, hold.gate, shared=True)
 
 
+COMPILE_TURNS = 256  # lock files for compile_turn(): tasks share one where their keys' hashes meet
+
+
+@contextmanager
+def compile_turn(task_key: str, lock_dir: Path | None = None) -> Iterator[None]:
+    """One torch.compile of a task at a time on this host (`task_key`: the task's identity, such as a
+    hash of its source and the device): taken before the device lock, so that the processes waiting
+    for their turn hold nothing. The first compiles and fills Inductor's caches (its graphs and its
+    autotuner's choices, on disk); the next ones find them there and take seconds. Compiled at once,
+    each compiled and autotuned for itself and their autotuning waited for each other's device holds
+    (H200, 2026-11-27: three evaluators' first compiles of one task took ~90 s each, 13 s alone).
+    Tasks whose keys meet in one of COMPILE_TURNS files wait for each other too, which costs time only."""
+    import hashlib
+
+    lock_dir = lock_dir or subdir("locks")
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    turn = int(hashlib.sha256(task_key.encode()).hexdigest(), 16) % COMPILE_TURNS
+    with open(lock_dir / f"compile-{turn}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def beside_timing(device: str, quiet: bool = True) -> ContextManager[None]:
     """The hold of CPU-heavy work that runs beside timing (a build, a torch.compile) for `device`
     ("cuda" or "cpu"): its lock shared, so that no timer on it runs meanwhile; `quiet=False`: none."""

@@ -24,6 +24,7 @@ def serve(channel) -> None:
     with the task's module it loaded for the first, so that torch.compile of a new model of the same
     classes hits torch's cache."""
     import gc
+    import hashlib
     import os
 
     import torch
@@ -43,6 +44,7 @@ def serve(channel) -> None:
         if text != source:
             source, task, compiled = text, module_from_source(text, "reference", "model.py"), False
         graphs = _graphs()
+        job["task_sha"] = hashlib.sha256(text.encode()).hexdigest()  # its compiles take turns host-wide
         ended = serve_job(channel, job, task)
         if ended is None:  # the harness closed the channel or said quit
             return
@@ -126,7 +128,8 @@ def serve_job(channel, job: dict, task) -> dict | None:
                 channel.send({"ok": ok, "reason": opened if isinstance(opened, str) else ""})
             elif op == "compile":  # CPU work, done before the harness takes the device for timing
                 before = _graphs()
-                compiled = _compile(model, make_inputs(task, msg["seed"], device), msg)
+                compiled = _compile(model, make_inputs(task, msg["seed"], device), msg,
+                                    f"{job['task_sha']}:{device.type}" if job.get("task_sha") else "")
                 channel.send({"ok": True, "graphs": _graphs() - before})
             elif op == "time_start":  # the baselines timed call by call, as the harness drives them (workers/calls.py)
                 fns = {"eager": model, "compile": compiled}
@@ -182,19 +185,21 @@ def _warm_compile(device: str, lock: str) -> None:
         pass
 
 
-def _compile(model, inputs: list, msg: dict):
+def _compile(model, inputs: list, msg: dict, task_key: str = ""):
     """torch.compile of the reference, holding the device lock `msg["lock"]` shared (in
     `msg["lock_dir"]`) where the harness keeps the host quiet for timing (`msg["quiet"]`): held
     here, not by the harness, so that Inductor's autotuning can hold it alone for its benchmarks
-    (timing.compile_for_timing) without waiting for the harness's shared hold."""
+    (timing.compile_for_timing) without waiting for the harness's shared hold. With `task_key`, in
+    its task's turn on this host (measure.compile_turn), waited for before the device lock."""
     from contextlib import nullcontext
     from pathlib import Path
 
-    from cuda_agent.measure import compile_for_timing, device_lock
+    from cuda_agent.measure import compile_for_timing, compile_turn, device_lock
 
     key = msg.get("lock") if msg.get("quiet") else None
     lock_dir = Path(msg["lock_dir"]) if msg.get("lock_dir") else None
-    with device_lock(key, shared=True, lock_dir=lock_dir) if key else nullcontext():
+    with compile_turn(task_key, lock_dir) if task_key else nullcontext(), \
+            device_lock(key, shared=True, lock_dir=lock_dir) if key else nullcontext():
         return compile_for_timing(model, inputs, alone=key, lock_dir=lock_dir)
 
 
