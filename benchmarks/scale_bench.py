@@ -66,7 +66,8 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
             if row[side]:
                 print(f"  {side}: {min(row[side]):.3f}-{max(row[side]):.3f}x "
                       f"(max/min - 1 = {100 * (max(row[side]) / min(row[side]) - 1):.2f}%)", flush=True)
-        print(f"  reference compiles that missed torch's cache: {row['compiled']} of {len(row['medians_ms'])}", flush=True)
+        print(f"  reference compiles in a worker new to the task: {row['compiled']} of {len(row['medians_ms'])}; "
+              f"the longest compile stages (s): {row['compile_s_top']}", flush=True)
         for failure in row["failures"]:
             print(f"  failed: {failure}", flush=True)
     if soak_n:

@@ -86,7 +86,8 @@ def throughput(svc, device: str, evals: int) -> dict:
             "reward_counts": {str(k): sum(r.reward == k for r in rows) for k in sorted({r.reward for r in rows})},
             "vs_eager": [r.speedup_vs_eager for r in rows if r.speedup_vs_eager],
             "vs_compile": [r.speedup_vs_compile for r in rows if r.speedup_vs_compile],
-            "compiled": sum(bool(r.details.get("compile_graphs")) for r in rows),  # reference compiles not in torch's cache
+            "compiled": sum(bool(r.details.get("compile_graphs")) for r in rows),  # compiles in a worker new to the task
+            "compile_s_top": sorted((round(r.stage_seconds.get("compile", 0.0), 2) for r in rows), reverse=True)[:6],
             "failures": [f"{r.stage}: {r.reason}"[:300] for r in rows if r.reward < 0][:5]}
 
 
