@@ -123,3 +123,16 @@ def test_a_cancelled_candidate_is_handed_out_again():
     index, want = plan.claim()
     plan.cancel(index)
     assert plan.claim() == (index, want) and plan.started == 1
+
+
+def test_a_run_stopped_early_already_follows_the_mix():
+    """Every class advances by the part of its quota it lacks, so a run cut short at a tenth of its
+    count (a device call's time limit) is a small set of the same mix, not one class's first tasks."""
+    mix = Mix()
+    plan = Plan(mix, 1000, run_seed=0)
+    for _ in range(100):  # every candidate accepted, one at a time
+        index, want = plan.claim()
+        plan.finish(index, want, True)
+    for c, q in mix.quotas(1000).items():
+        assert abs(plan.accepted[c] - q / 10) <= 1, (c, plan.accepted[c], q / 10)
+    assert sum(plan.accepted[c] for c in ("conv", "gemm", "attention")) >= 60
