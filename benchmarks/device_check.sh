@@ -4,11 +4,14 @@
 # under its own time limit. Logs and results go to $OUT/results.tgz (the device tool's output folder,
 # which takes few files; ./device_out here), with runs/ (resumable results) inside it.
 #   bash benchmarks/device_check.sh stop                  (a detached run: its loop, then the running step's processes)
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
-# an earlier run's JSON to compare with, SCALE_ARGS: more flags for scale_bench, PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`). runs/ (resumable results) stays on a warm
+# an earlier run's JSON to compare with, SCALE_ARGS: more flags for scale_bench, PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`;
+# SNAPSHOT_AT="60 120": at those seconds into each step, its processes, the device locks and every Python process's
+# stacks (faulthandler on SIGUSR2, registered by a sitecustomize.py written into the interpreter's site-packages:
+# for a device machine only) go to $LOGS/STEP.snap and $LOGS/STEP.stacks_SECONDS/). runs/ (resumable results) stays on a warm
 # machine and comes back in results.tgz; the kb step starts from $KB_FROM (default
 # benchmarks/kernelbench_h100/: its bench/ and baselines_level*.jsonl; `none`: afresh) when there is
 # no runs/kb, so commit what comes back there to go on later. kbagree (benchmarks/kb_agreement.py) needs
@@ -44,14 +47,41 @@ bash scripts/sandbox_access.sh "$py"
   $py -c "import torch; print('torch', torch.__version__, torch.version.cuda)"; nvcc --version | tail -1
   nproc; free -g | head -2; pwd; id; } 2>&1 | tee -a "$LOGS/env.txt"
 
+if [ -n "${SNAPSHOT_AT:-}" ]; then  # every Python process started from now on dumps its stacks on SIGUSR2
+  mkdir -m 1777 -p /tmp/stacks; rm -f /tmp/stacks/*.txt
+  cat >"$($py -c 'import site; print(site.getsitepackages()[0])')/sitecustomize.py" <<'EOF_SITE'
+import faulthandler, os, signal  # written by benchmarks/device_check.sh (SNAPSHOT_AT): a device machine only
+try:
+    faulthandler.register(signal.SIGUSR2, file=open(f"/tmp/stacks/{os.getpid()}.txt", "w"), all_threads=True)
+except Exception:
+    pass
+EOF_SITE
+fi
+
+snapshots() {  # snapshots NAME T0: at each of SNAPSHOT_AT's seconds into the step, its processes, locks and stacks
+  local at
+  for at in $SNAPSHOT_AT; do
+    while [ $((SECONDS - $2)) -lt "$at" ]; do sleep 1; done
+    { echo "=== ${at}s into $1"; ps -eo pid,ppid,user,etimes,pcpu,rss,stat,wchan:22,args --sort=pid \
+        | grep -E "python|ray::|raylet|gcs_server" | grep -v " grep " | cut -c1-250
+      echo "--- locks held"; ls -la "${CUDA_AGENT_HOME}/locks" 2>/dev/null | tail -12; grep -c . /proc/locks
+      nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader; } >>"$LOGS/$1.snap" 2>&1
+    for f in /tmp/stacks/*.txt; do p=$(basename "$f" .txt); [ -d "/proc/$p" ] && kill -USR2 "$p" 2>/dev/null; done  # registered ones only
+    sleep 2; mkdir -p "$LOGS/$1.stacks_$at"; for f in /tmp/stacks/*.txt; do [ -s "$f" ] && cp "$f" "$LOGS/$1.stacks_$at/"; done
+  done
+}
+
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $OUT/NAME.log, print its tail
   local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
+  local t0=$SECONDS snap=""
   echo "== $name (limit ${limit}s)"
   timeout -k 10 "$limit" "$@" >"$LOGS/$name.log" 2>&1 &
-  echo $! >"$LOGS/step.pid"  # timeout leads a process group of its own: what `stop` kills
-  wait $!
+  local pid=$!
+  echo $pid >"$LOGS/step.pid"  # timeout leads a process group of its own: what `stop` kills
+  if [ -n "${SNAPSHOT_AT:-}" ]; then snapshots "$name" "$t0" & snap=$!; fi
+  wait $pid
   local rc=$?
+  [ -n "$snap" ] && kill "$snap" 2>/dev/null
   tail -${TAIL:-25} "$LOGS/$name.log"
   echo "== $name: exit $rc after $((SECONDS - t0))s" | tee -a "$LOGS/steps.txt"
 }
@@ -74,6 +104,8 @@ for arg in "$@"; do
     twoproc) step twoproc "$limit" $py benchmarks/two_process_probe.py --evals ${TWOPROC_EVALS:-8} ${TWOPROC_ARGS:---stop} \
                --json "$LOGS/twoproc.json" ;;  # issue 24: the modes with two processes alternating, as the harness's?
     overhead) step overhead "$limit" $py benchmarks/call_overhead_probe.py --calls 60 ;;  # issue 27: a timed request's parts
+    seeds) step seeds "$limit" $py benchmarks/seed_probe.py --seeds ${SEED_PROBE_SEEDS:-12} ${SEED_PROBE_ARGS:-} \
+             --json "$LOGS/seeds.json" ;;  # issue 24: do the per-evaluation modes follow the evaluation's seeds?
     paired) step "paired_busy${PAIRED_BUSY:-0}" "$limit" $py benchmarks/paired_bench.py --device cuda --evals ${PAIRED_EVALS:-5} \
               --busy ${PAIRED_BUSY:-0} --json "$LOGS/paired_busy${PAIRED_BUSY:-0}.json" ;;  # issue 24: do paired speed-ups repeat?
     service) step service "$limit" $py benchmarks/service_bench.py --device cuda --direct ${DIRECT:-8} --evals ${SERVICE_EVALS:-30} \
@@ -101,7 +133,7 @@ for arg in "$@"; do
            for f in bench.json summary.md seeds.json config.json; do cp "$state/$f" "$OUT/synth/" 2>/dev/null; done
            cp "$out" "$OUT/synth/" 2>/dev/null; cp "$state/crawl.log" "$LOGS/synth_crawl.log" 2>/dev/null
            [ -f "$state/candidates.jsonl" ] && gzip -c "$state/candidates.jsonl" >"$OUT/synth/candidates.jsonl.gz" ;;
-    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead)"; exit 2 ;;
+    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"

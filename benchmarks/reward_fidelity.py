@@ -15,17 +15,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 # The judge of 2026-11-27, nineteenth session: paired windows of 5 ms of baseline GPU time, the reference worker
 # kept for the task (benchmarks/device_2026-11-27e/README.md: C warm, E and G fresh machines' first work).
 PAIRED = [HERE / "device_2026-11-27e" / f for f in ("c_paired_w5.json", "e_paired_w5_fresh.json",
-                                                     "g_paired_seeded_fresh.json")]
+                                                     "g_paired_seeded_fresh.json")] + \
+         [HERE / "device_2026-11-27f" / f for f in ("a_paired_idle.json", "b_paired_busy8.json",  # twentieth session
+                                                     "f_paired_busy8_fresh.json")]
 EARLIER = [HERE / "device_2026-11-27" / f for f in ("h100_paired_idle.json", "h200_paired_idle.json",
                                                      "h200_paired_busy8.json")] + \
           [HERE / "device_2026-11-27e" / f for f in ("a_paired_fresh_ref.json", "b_paired_kept_ref.json",
                                                       "c_paired_default.json")]   # windows of 20 ms
+# Which lent machine each run had (a fresh call is a new machine; the records' READMEs say which calls
+# shared one): the between-machines figure compares the machines' medians.
+MACHINE = {"c_paired_w5.json": "2026-11-27e C", "e_paired_w5_fresh.json": "2026-11-27e E",
+           "g_paired_seeded_fresh.json": "2026-11-27e G", "a_paired_idle.json": "2026-11-27f A",
+           "b_paired_busy8.json": "2026-11-27f A", "f_paired_busy8_fresh.json": "2026-11-27f F"}
 THROUGHPUT = HERE / "device_2026-11-27e" / "g_scale_pd2.json"   # one H100, two evaluators, the judge above
 AGREEMENT = HERE / "kb_agreement_h100" / "results.jsonl"
 
@@ -43,8 +51,20 @@ def runs_of(paths: list[Path]) -> list[dict]:
         runs.append({"file": f"{p.parent.name}/{p.name}", "device": d["machine"]["device"], "busy": d["busy"],
                      "evaluations": len(rows), "vs_eager_spread_pct": spread([r["vs_eager"] for r in rows]),
                      "vs_compile_spread_pct": spread([r["vs_compile"] for r in rows]),
-                     "rewards": sorted({r["reward"] for r in rows})})
+                     "rewards": sorted({r["reward"] for r in rows}), "machine": MACHINE.get(p.name),
+                     "vs_eager_median": statistics.median(r["vs_eager"] for r in rows),
+                     "vs_compile_median": statistics.median(r["vs_compile"] for r in rows)})
     return runs
+
+
+def between_machines(runs: list[dict], key: str) -> float | None:
+    """The spread (max / min - 1, %) of the machines' medians of `key` (each machine: the median over
+    its runs, idle or busy); None with runs from fewer than two known machines."""
+    by: dict[str, list[float]] = {}
+    for r in runs:
+        if r["machine"]:
+            by.setdefault(r["machine"], []).append(r[key])
+    return spread([statistics.median(v) for v in by.values()]) if len(by) > 1 else None
 
 
 def demo(paths: list[Path], earlier: list[Path], throughput: Path | None) -> dict:
@@ -57,7 +77,10 @@ def demo(paths: list[Path], earlier: list[Path], throughput: Path | None) -> dic
     if throughput is not None and throughput.exists():
         per_hour = round(json.loads(throughput.read_text())["throughput"]["1"]["evals_per_hour"])
     return {"idle_spread_pct": worst(False), "busy_spread_pct": worst(True),
-            "idle_spread_vs_compile_pct": worst(False, "vs_compile_spread_pct"), "cross_machine_pct": None,
+            "idle_spread_vs_compile_pct": worst(False, "vs_compile_spread_pct"),
+            "cross_machine_pct": between_machines(runs, "vs_eager_median"),
+            "cross_machine_vs_compile_pct": between_machines(runs, "vs_compile_median"),
+            "machines": len({r["machine"] for r in runs if r["machine"]}),
             "evals_per_hour": per_hour, "runs": runs, "earlier_runs": runs_of(earlier)}
 
 
