@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import as_completed
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -74,8 +75,15 @@ def throughput(svc, device: str, evals: int) -> dict:
 
     task, sol = demo(device)
     first = svc.evaluate(task, sol, EvalConfig(device=device))
+    print(f"  [{time.strftime('%H:%M:%S')}] first evaluation: reward {first.reward} in {first.seconds:.1f} s; "
+          f"{evals} submitted", flush=True)
     t0 = time.perf_counter()
     futures = [svc.submit_path(task, sol, EvalConfig(device=device)) for _ in range(evals)]
+    for k, f in enumerate(as_completed(futures), 1):  # progress as they end: a run cut short says how far it got
+        r = f.result()
+        if k <= 8 or k % 10 == 0 or r.reward < 0:
+            parts = " ".join(f"{s} {v:.1f}" for s, v in r.stage_seconds.items() if "." not in s)
+            print(f"  [{time.perf_counter() - t0:6.1f} s] {k}/{evals} done: reward {r.reward}; {parts}", flush=True)
     rows = [f.result() for f in futures]
     wall = time.perf_counter() - t0
     return {"first": {"reward": first.reward, "reason": first.reason, "seconds": first.seconds},

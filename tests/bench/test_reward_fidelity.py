@@ -32,5 +32,14 @@ def test_the_demos_spread_is_the_worst_run_of_each_kind_and_missing_figures_are_
     earlier = next(r for r in s["demo"]["earlier_runs"] if r["file"] == "device_2026-11-27/h100_paired_idle.json")
     assert earlier["vs_eager_spread_pct"] == 7.72                             # the judge of 20 ms windows: not counted
     assert s["demo"]["evals_per_hour"] == 1518
-    assert "demo.busy_spread_pct" in s["missing"] and "demo.cross_machine_pct" in s["missing"]
+    busy = [r["vs_eager_spread_pct"] for r in runs if r["busy"] > 0]
+    assert s["demo"]["busy_spread_pct"] == max(busy) == 7.97  # 2026-11-27f B: one evaluation's solution and compile 7-8% slow
+    medians = {}  # the between-machines figure: the spread of the machines' medians of their runs' medians
+    for r in runs:
+        medians.setdefault(r["machine"], []).append(r["vs_eager_median"])
+    by_machine = [sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1:len(v) // 2 + 1]) / 2
+                  for v in medians.values()]
+    assert s["demo"]["machines"] == len(by_machine) >= 2
+    assert s["demo"]["cross_machine_pct"] == round((max(by_machine) / min(by_machine) - 1) * 100, 2)
+    assert "demo.busy_spread_pct" not in s["missing"] and "demo.cross_machine_pct" not in s["missing"]
     assert s["goals"]["demo spread <= 1% idle and busy"] is False
