@@ -270,3 +270,17 @@ def test_a_forked_child_uses_the_gpu():
     finally:
         p.close()
         shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_the_compile_pool_size_reaches_the_children(probe, monkeypatch):
+    """TORCHINDUCTOR_COMPILE_THREADS set for the harness reaches its workers (each compiling process starts a
+    pool of that many; on a many-core host several evaluators' pools would otherwise take every core each)."""
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    p = start(probe, False)
+    try:
+        assert p.env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+        p.recv(60)
+        p.send(0)
+        assert p.proc.wait(30) == 0
+    finally:
+        p.close()

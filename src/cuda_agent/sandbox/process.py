@@ -78,7 +78,7 @@ class Process:
             "TORCHINDUCTOR_CACHE_DIR": str(cwd / "inductor"),
         }
         for k in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_AGENT_HOME",
-                  TIMING_CORES_ENV):
+                  TIMING_CORES_ENV, "TORCHINDUCTOR_COMPILE_THREADS"):  # the last: each compiling process's pool
             if k in os.environ:
                 child_env[k] = os.environ[k]
         child_env.update(env or {})
