@@ -24,12 +24,11 @@ def serve(channel) -> None:
     with the task's module it loaded for the first, so that torch.compile of a new model of the same
     classes hits torch's cache."""
     import gc
-    import hashlib
     import os
 
     import torch
 
-    from cuda_agent.harness.workers.spares import WARM_COMPILE_ENV, WARM_ENV
+    from cuda_agent.harness.workers.spares import WARM_COMPILE_ENV, WARM_ENV, task_digest
     from cuda_agent.measure import module_from_source, release
 
     warm = os.environ.get(WARM_ENV, "")
@@ -44,7 +43,7 @@ def serve(channel) -> None:
         if text != source:
             source, task, compiled = text, module_from_source(text, "reference", "model.py"), False
         graphs = _graphs()
-        job["task_sha"] = hashlib.sha256(text.encode()).hexdigest()  # its compiles take turns host-wide
+        job["task_sha"] = task_digest(text)  # its compiles take turns host-wide (measure.compile_turn)
         ended = serve_job(channel, job, task)
         if ended is None:  # the harness closed the channel or said quit
             return
