@@ -10,8 +10,9 @@
 # for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
 # an earlier run's JSON to compare with, SCALE_ARGS: more flags for scale_bench, PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`;
 # SNAPSHOT_AT="60 120": at those seconds into each step, its processes, the device locks and every Python process's
-# stacks (faulthandler on SIGUSR2, registered by a sitecustomize.py written into the interpreter's site-packages:
-# for a device machine only) go to $LOGS/STEP.snap and $LOGS/STEP.stacks_SECONDS/). runs/ (resumable results) stays on a warm
+# stacks (faulthandler on SIGUSR2, registered by a sitecustomize.py written into the interpreter's site-packages
+# for the call, not where one exists; a device machine only; figures of such a run are disturbed at those
+# instants, not for the records) go to $LOGS/STEP.snap and $LOGS/STEP.stacks_SECONDS/). runs/ (resumable results) stays on a warm
 # machine and comes back in results.tgz; the kb step starts from $KB_FROM (default
 # benchmarks/kernelbench_h100/: its bench/ and baselines_level*.jsonl; `none`: afresh) when there is
 # no runs/kb, so commit what comes back there to go on later. kbagree (benchmarks/kb_agreement.py) needs
@@ -30,7 +31,8 @@ OUT=${OUT:-device_out}
 LOGS=${LOGS:-/tmp/device_logs}
 mkdir -p "$OUT" "$LOGS"
 if [ "${1:-}" = stop ]; then  # a detached run (setsid nohup ... &) ended early: the loop, then its running step
-  kill "$(cat "$LOGS/loop.pid" 2>/dev/null)" 2>/dev/null; kill -- -"$(cat "$LOGS/step.pid" 2>/dev/null)" 2>/dev/null
+  kill "$(cat "$LOGS/loop.pid" 2>/dev/null)" "$(cat "$LOGS/snap.pid" 2>/dev/null)" 2>/dev/null
+  kill -- -"$(cat "$LOGS/step.pid" 2>/dev/null)" 2>/dev/null
   sleep 3; echo "stopped (step group $(cat "$LOGS/step.pid" 2>/dev/null))"; exit 0
 fi
 echo $$ >"$LOGS/loop.pid"
@@ -47,27 +49,41 @@ bash scripts/sandbox_access.sh "$py"
   $py -c "import torch; print('torch', torch.__version__, torch.version.cuda)"; nvcc --version | tail -1
   nproc; free -g | head -2; pwd; id; } 2>&1 | tee -a "$LOGS/env.txt"
 
-if [ -n "${SNAPSHOT_AT:-}" ]; then  # every Python process started from now on dumps its stacks on SIGUSR2
-  mkdir -m 1777 -p /tmp/stacks; rm -f /tmp/stacks/*.txt
-  cat >"$($py -c 'import site; print(site.getsitepackages()[0])')/sitecustomize.py" <<'EOF_SITE'
-import faulthandler, os, signal  # written by benchmarks/device_check.sh (SNAPSHOT_AT): a device machine only
+if [ -n "${SNAPSHOT_AT:-}" ]; then  # every Python process of the harness's user started from now dumps its stacks on SIGUSR2
+  site_file="$($py -c 'import site; print(site.getsitepackages()[0])')/sitecustomize.py"
+  [ -e "$site_file" ] && { echo "SNAPSHOT_AT: $site_file exists; not replaced, no stacks"; SNAPSHOT_AT=""; }
+fi
+if [ -n "${SNAPSHOT_AT:-}" ]; then
+  rm -rf /tmp/stacks; mkdir -m 0755 /tmp/stacks  # the harness's user's alone: no other user chooses what is signalled
+  cat >"$site_file" <<'EOF_SITE'
+import faulthandler, os, signal  # written by benchmarks/device_check.sh (SNAPSHOT_AT), removed when it ends
 try:
     faulthandler.register(signal.SIGUSR2, file=open(f"/tmp/stacks/{os.getpid()}.txt", "w"), all_threads=True)
 except Exception:
     pass
 EOF_SITE
+  trap 'rm -f "$site_file"' EXIT
 fi
 
 snapshots() {  # snapshots NAME T0: at each of SNAPSHOT_AT's seconds into the step, its processes, locks and stacks
-  local at
+  local at p f
   for at in $SNAPSHOT_AT; do
     while [ $((SECONDS - $2)) -lt "$at" ]; do sleep 1; done
     { echo "=== ${at}s into $1"; ps -eo pid,ppid,user,etimes,pcpu,rss,stat,wchan:22,args --sort=pid \
         | grep -E "python|ray::|raylet|gcs_server" | grep -v " grep " | cut -c1-250
-      echo "--- locks held"; ls -la "${CUDA_AGENT_HOME}/locks" 2>/dev/null | tail -12; grep -c . /proc/locks
+      echo "--- flocks (pid inode)"; awk '$2 == "FLOCK" {print $5, $6}' /proc/locks
+      echo "--- lock files (inode name)"; ls -i "${CUDA_AGENT_HOME}/locks" 2>/dev/null | head -40
       nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader; } >>"$LOGS/$1.snap" 2>&1
-    for f in /tmp/stacks/*.txt; do p=$(basename "$f" .txt); [ -d "/proc/$p" ] && kill -USR2 "$p" 2>/dev/null; done  # registered ones only
-    sleep 2; mkdir -p "$LOGS/$1.stacks_$at"; for f in /tmp/stacks/*.txt; do [ -s "$f" ] && cp "$f" "$LOGS/$1.stacks_$at/"; done
+    touch /tmp/stacks/.mark
+    for f in /tmp/stacks/*.txt; do  # only a live process that holds its file open and catches SIGUSR2
+      p=$(basename "$f" .txt)
+      if [ -d "/proc/$p" ] && [ "$(readlink "/proc/$p/fd/"* 2>/dev/null | grep -cx "$f")" -gt 0 ] \
+         && (( 0x$(awk '/^SigCgt/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0) & 0x800 )); then
+        kill -USR2 "$p" 2>/dev/null
+      elif [ ! -d "/proc/$p" ]; then rm -f "$f"; fi
+    done
+    sleep 2; mkdir -p "$LOGS/$1.stacks_$at"; find /tmp/stacks -name "*.txt" -newer /tmp/stacks/.mark \
+      -exec cp {} "$LOGS/$1.stacks_$at/" \;
   done
 }
 
@@ -78,7 +94,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $OUT/NAME.log
   timeout -k 10 "$limit" "$@" >"$LOGS/$name.log" 2>&1 &
   local pid=$!
   echo $pid >"$LOGS/step.pid"  # timeout leads a process group of its own: what `stop` kills
-  if [ -n "${SNAPSHOT_AT:-}" ]; then snapshots "$name" "$t0" & snap=$!; fi
+  if [ -n "${SNAPSHOT_AT:-}" ]; then snapshots "$name" "$t0" & snap=$!; echo $snap >"$LOGS/snap.pid"; fi
   wait $pid
   local rc=$?
   [ -n "$snap" ] && kill "$snap" 2>/dev/null

@@ -58,11 +58,11 @@ def runs_of(paths: list[Path]) -> list[dict]:
 
 
 def between_machines(runs: list[dict], key: str) -> float | None:
-    """The spread (max / min - 1, %) of the machines' medians of `key` (each machine: the median over
-    its runs, idle or busy); None with runs from fewer than two known machines."""
+    """The spread (max / min - 1, %) of the machines' medians of `key` over their idle runs (each
+    machine: the median over its idle runs); None with idle runs from fewer than two known machines."""
     by: dict[str, list[float]] = {}
     for r in runs:
-        if r["machine"]:
+        if r["machine"] and r["busy"] == 0:
             by.setdefault(r["machine"], []).append(r[key])
     return spread([statistics.median(v) for v in by.values()]) if len(by) > 1 else None
 
@@ -80,7 +80,7 @@ def demo(paths: list[Path], earlier: list[Path], throughput: Path | None) -> dic
             "idle_spread_vs_compile_pct": worst(False, "vs_compile_spread_pct"),
             "cross_machine_pct": between_machines(runs, "vs_eager_median"),
             "cross_machine_vs_compile_pct": between_machines(runs, "vs_compile_median"),
-            "machines": len({r["machine"] for r in runs if r["machine"]}),
+            "machines": len({r["machine"] for r in runs if r["machine"] and r["busy"] == 0}),
             "evals_per_hour": per_hour, "runs": runs, "earlier_runs": runs_of(earlier)}
 
 

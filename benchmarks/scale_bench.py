@@ -75,7 +75,8 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
         task, sol = demo(device)
         with EvalService(settings_for(device, n, per_device)) as svc:
             svc.evaluate(task, sol, EvalConfig(device=device, profile=soak_timed))  # built, baselines cached
-            out["soak"] = soak(svc, device, soak_n, out["throughput"][str(n)]["eval_s"], profile=soak_timed)
+            clean_s = out["throughput"][str(n)]["eval_s"] if soak_timed else None  # no untimed clean run to set beside it
+            out["soak"] = soak(svc, device, soak_n, clean_s, profile=soak_timed)
             out["soak"].update(gpus=n, timed=soak_timed)
         print("soak", json.dumps({k: v for k, v in out["soak"].items() if k != "stats"})[:800], flush=True)
     return out

@@ -166,7 +166,7 @@ def faults(device: str) -> list[tuple[str, str, dict, str]]:
             (str(HACKS / "cpu" / "torch_relu_fallback"), small, {}, "torch.relu")]
 
 
-def soak(svc, device: str, n: int, clean_eval_s: float, profile: bool = True) -> dict:
+def soak(svc, device: str, n: int, clean_eval_s: float | None, profile: bool = True) -> dict:
     """`n` evaluations, every tenth a faulty candidate, one evaluator killed half-way: each request
     must get exactly one verdict with the right reason, and throughput stay within 20% of clean
     (`clean_eval_s`, the same evaluation without faults; `profile=False`: correctness only)."""

@@ -399,3 +399,25 @@ def test_compile_turn_released_when_its_holder_dies(tmp_path, stamps):
     t0 = time.monotonic()
     with compile_turn("task-a:cpu", tmp_path):
         assert time.monotonic() - t0 < 2
+
+
+def test_compile_turn_is_refused_inside_a_device_hold_and_given_up_after_its_wait(tmp_path, stamps):
+    """Waiting for a turn while holding the device lock could stall the turn's holder (its autotuning takes
+    the device alone): refused. A turn not had in time is gone without (the compile runs anyway)."""
+    from cuda_agent.measure.lock import compile_turn
+
+    with device_lock(KEY, shared=True, lock_dir=tmp_path):
+        with pytest.raises(LockOrderError):
+            with compile_turn("task-a:cpu", tmp_path):
+                pass
+    held, release, proc = _turn_holder(tmp_path, "task-a:cpu", "holder", stamps)
+    try:
+        assert held.wait(10)
+        t0 = time.monotonic()
+        with compile_turn("task-a:cpu", tmp_path, max_wait_s=0.3) as had:
+            assert had is False and 0.25 < time.monotonic() - t0 < 3
+    finally:
+        release.set()
+        proc.join(10)
+    with compile_turn("task-a:cpu", tmp_path, max_wait_s=0.3) as had:
+        assert had is True

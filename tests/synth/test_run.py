@@ -194,3 +194,19 @@ def test_a_resume_with_another_mix_is_refused_in_one_line(cpu_config):
         text = str(refused.value)
         assert "\n" not in text and f"started with --mix kernelbench, not --mix {said}" in text, text
         assert "resume with the same --mix, or write to another --out" in text
+
+
+def test_a_resumed_run_keeps_the_timing_plan_it_started_with(cpu_config):
+    """A set's figures are all timed alike: a resume under a newer default plan goes on with the run's own,
+    and says so."""
+    from dataclasses import replace
+
+    from cuda_agent.synth.pipeline import _check_resume
+
+    started = _check_resume(cpu_config)
+    said = []
+    newer = replace(cpu_config, timing=cpu_config.timing.with_budget(cpu_config.timing.budget_s * 3))
+    resumed = _check_resume(newer, said.append)
+    assert resumed.timing == started.timing != newer.timing
+    assert len(said) == 1 and "with the timing plan it started with" in said[0]
+    assert json.loads((cpu_config.state_dir / "config.json").read_text())["timing"] == started.timing.to_dict()

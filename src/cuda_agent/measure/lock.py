@@ -122,29 +122,45 @@ def alone_within(key: str, lock_dir: Path | None = None) -> Iterator[None]:
         _take(hold.file, hold.gate, shared=True)
 
 
-COMPILE_TURNS = 256  # lock files for compile_turn(): tasks share one where their keys' hashes meet
+COMPILE_TURNS = 4096  # lock files for compile_turn(): tasks share one where their keys' hashes meet
+TURN_WAIT_S = 180.0   # the longest a compile waits for its turn, then goes ahead without it
 
 
 @contextmanager
-def compile_turn(task_key: str, lock_dir: Path | None = None) -> Iterator[None]:
+def compile_turn(task_key: str, lock_dir: Path | None = None, max_wait_s: float = TURN_WAIT_S) -> Iterator[bool]:
     """One torch.compile of a task at a time on this host (`task_key`: the task's identity, such as a
-    hash of its source and the device): taken before the device lock, so that the processes waiting
-    for their turn hold nothing. The first compiles and fills Inductor's caches (its graphs and its
-    autotuner's choices, on disk); the next ones find them there and take seconds. Compiled at once,
-    each compiled and autotuned for itself and their autotuning waited for each other's device holds
-    (H200, 2026-11-27: three evaluators' first compiles of one task took ~90 s each, 13 s alone).
-    Tasks whose keys meet in one of COMPILE_TURNS files wait for each other too, which costs time only."""
+    hash of its source and the device), taken while this thread holds no device lock (LockOrderError
+    otherwise: a holder waiting for a turn could stall the turn's holder, whose autotuning takes the
+    device alone). The first compiles and fills Inductor's caches (its graphs and its autotuner's
+    choices, on disk); the next ones find them there and take seconds. Compiled at once, each compiled
+    and autotuned for itself and their autotuning waited for each other's device holds (H200,
+    2026-11-27: three evaluators' first compiles of one task, ~90 s each; 13 s alone). A turn not had
+    within `max_wait_s` (a compile Inductor cannot cache, a task whose key meets another's in one of
+    COMPILE_TURNS files) is gone without: the block runs anyway. Yields whether it had the turn."""
     import hashlib
+    import time
 
+    if _holds():
+        raise LockOrderError("compile_turn() inside a device lock's hold: take the turn first, then the lock")
     lock_dir = lock_dir or subdir("locks")
     lock_dir.mkdir(parents=True, exist_ok=True)
     turn = int(hashlib.sha256(task_key.encode()).hexdigest(), 16) % COMPILE_TURNS
     with open(lock_dir / f"compile-{turn}.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        deadline, had = time.monotonic() + max_wait_s, False
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                had = True
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.05)
         try:
-            yield
+            yield had
         finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            if had:
+                fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def beside_timing(device: str, quiet: bool = True) -> ContextManager[None]:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
+from cuda_agent.measure import TimingPlan
 from cuda_agent.synth.filters import Window
 from cuda_agent.synth.mix import Mix
 from cuda_agent.synth.run import Run, SynthConfig
@@ -45,10 +46,16 @@ def _mix_text(mix: dict | None) -> str:
     return Mix.from_dict(mix).text() if mix else "free"
 
 
-def _check_resume(config: SynthConfig) -> None:
+def _check_resume(config: SynthConfig, note: Callable[[str], None] = lambda text: None) -> SynthConfig:
+    """The config a run goes on with: refused where it would change what a candidate index is, and with
+    the run's own timing plan where it had one (a set's figures all timed alike, as its catalog is fixed)."""
     path = config.state_dir / "config.json"
     if path.exists():
         old = json.loads(path.read_text())
+        if old.get("timing") and old["timing"] != config.timing.to_dict():
+            note(f"resuming {config.out} with the timing plan it started with ({old['timing']}), not "
+                 f"{config.timing.to_dict()}")
+            config = replace(config, timing=TimingPlan.from_dict(old["timing"]))
         new_mix = _config_json(config)["mix"]
         if old.get("mix") != new_mix:  # the mix fixes which class each candidate index is composed for
             raise SynthError(f"{config.out} was started with --mix {_mix_text(old.get('mix'))}, not --mix "
@@ -60,6 +67,7 @@ def _check_resume(config: SynthConfig) -> None:
                              f"resume with the same {k}, or write to another --out")
     config.state_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(_config_json(config), indent=1))
+    return config
 
 
 def run_catalog(config: SynthConfig, progress: Callable | None = None,
@@ -150,7 +158,7 @@ def synthesize(config: SynthConfig, llm=None, on_record: Callable[[dict], None] 
     t0 = time.time()
     note = note or (lambda text: None)
     deadline = t0 + config.max_seconds if config.max_seconds is not None else None
-    _check_resume(config)
+    config = _check_resume(config, note)
     catalog, source = run_catalog(config, on_seed, note)
     catalog_s = time.time() - t0
     note(f"seed catalog: {len(catalog.usable())} usable seeds of {len(catalog.seeds)}, from {source}, "
