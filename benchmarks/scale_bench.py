@@ -98,7 +98,7 @@ def summarize(out: dict, device: str, old: dict | None = None) -> dict:
         summary["soak"] = {"requests": k["requests"], "verdicts": k["verdicts"], "lost": k["requests"] - k["verdicts"],
                            "wrong": len(k["wrong"]), "killed_evaluator": k["killed_evaluator"], "gpus": k["gpus"],
                            "retried": k["retried"], "harness_errors": k["harness_errors"],
-                           "timed": k.get("timed", True), "evals_per_hour": round(k["evals_per_hour"])}
+                           "timed": k.get("timed", True), "evals_per_hour": round(k["evals_per_hour"]) if "evals_per_hour" in k else None}
     return summary
 
 

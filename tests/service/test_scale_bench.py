@@ -18,15 +18,16 @@ def test_the_summary_keeps_other_steps_figures_and_states_the_scaling_and_the_so
 
     out = {"throughput": {"1": {"evals_per_hour": 2600.4}, "4": {"evals_per_hour": 9880.0}},
            "soak": {"requests": 1000, "verdicts": 1000, "wrong": [], "killed_evaluator": True, "gpus": 4,
-                    "retried": 3, "harness_errors": 0}}
+                    "retried": 3, "harness_errors": 0, "evals_per_hour": 14400.4, "timed": False}}
     summary = summarize(out, "cpu", {"bench_wall_s": {"1": 900, "4": 260}, "evals_per_hour": {"1": 1}})
     assert summary["bench_wall_s"] == {"1": 900, "4": 260}          # another step's figures stay
     assert summary["evals_per_hour"] == {"1": 2600, "4": 9880}      # this step's replace the old
     assert summary["gpus"] == 4 and summary["scaling"]["ratio"] == round(9880 / (4 * 2600), 3)
     assert summary["soak"] == {"requests": 1000, "verdicts": 1000, "lost": 0, "wrong": 0, "killed_evaluator": True,
-                               "gpus": 4, "retried": 3, "harness_errors": 0}
+                               "gpus": 4, "retried": 3, "harness_errors": 0, "timed": False, "evals_per_hour": 14400}
     text = table(summary)
     assert "| 4 | 9880 | 2470 | 2500 |" in text and "**0.95**" in text and "0 lost" in text
+    assert "(correctness only, not timed)" in text
 
 
 @pytest.mark.long   # 3-8 minutes on 2 loaded cores
