@@ -79,14 +79,15 @@ def test_agentic_runs_the_cuda_agent_loop():
     assert cfg.actor_rollout_ref.rollout.multi_turn.max_assistant_turns > 1
 
 
-@pytest.mark.parametrize("platform, gpus, shared", [("gpu", 1, "0"), ("gpu", 2, None), ("cpu", 1, None)])
-def test_the_stages_agent_loops_carry_the_runs_options(tmp_path, platform, gpus, shared):
+@pytest.mark.parametrize("platform, gpus, shared", [("gpu", 1, "0"), ("gpu", 2, "0"), ("cpu", 1, None)])
+def test_the_stages_agent_loops_carry_the_runs_options(tmp_path, platform, gpus, shared, monkeypatch):
     from cuda_agent.rl.driver.launch import write_agent_loops
     from cuda_agent.rl.driver.stages import RunConfig
     from cuda_agent.rl.rollout.agent_loop import LoopSettings
 
+    monkeypatch.setattr("cuda_agent.devices.visible_gpus", lambda limit=None: [str(i) for i in range(gpus)])
     run = RunConfig(path=tmp_path / "run.yaml", out=tmp_path, model="m", platform=platform, gpus=gpus,
-                    agent_config=tmp_path / "agent.toml")
+                    agent_config=tmp_path / "agent.toml")   # a node of just the trainer's GPUs: shared
     loops = {e.pop("name"): e for e in yaml.safe_load(write_agent_loops(run, tmp_path).read_text())}
     assert {n: e.pop("_target_") for n, e in loops.items()} == {
         "cuda_agent": "cuda_agent.rl.rollout.agent_loop.CudaAgentLoop",
@@ -155,3 +156,44 @@ def test_the_fill_stage_on_two_gpus_passes_verls_validation_and_the_micro_batch_
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     check_micro_batches("fill", cfg)
     assert cfg.trainer.n_gpus_per_node == 2
+
+
+@pytest.mark.parametrize("node, trainer, asked, own", [(2, 1, None, 1), (4, 2, None, 2), (1, 1, None, 0),
+                                                       (4, 1, 2, 2), (2, 1, 0, 0), (0, 1, 1, 1)])
+def test_the_evaluation_service_gets_the_gpus_beside_the_trainers(tmp_path, monkeypatch, node, trainer, asked, own):
+    """harness.gpus: GPUs of the service's own (its evaluators ask Ray for them: the reward's and the agent
+    loop's alike); null: the node's beyond the trainer's; 0, or none left over: the trainer's first, shared."""
+    from cuda_agent.rl.driver.inputs import _ppo_logs
+    from cuda_agent.rl.driver.launch import evaluation_gpus
+    from cuda_agent.rl.driver.stages import HarnessSettings, RunConfig
+    from cuda_agent.rl.rollout.agent_loop import LoopSettings
+    from cuda_agent.rl.workers.reward import RewardSettings
+
+    monkeypatch.setattr("cuda_agent.devices.visible_gpus", lambda limit=None: [str(i) for i in range(node)])
+    run = RunConfig(path=tmp_path / "run.yaml", out=tmp_path, model="m", platform="gpu", gpus=trainer,
+                    harness=HarnessSettings(gpus=asked))
+    assert evaluation_gpus(run) == own
+    overrides = _ppo_logs(run, tmp_path / "stage")
+    kwargs = {o.split("=")[0].rsplit(".", 1)[1]: o.split("=", 1)[1] for o in overrides if "reward_kwargs" in o}
+    loop = next(e for e in yaml.safe_load((tmp_path / "stage" / "agent_loops.yaml").read_text())
+                if e["name"] == "cuda_agent")
+    service = LoopSettings.from_options({k: v for k, v in loop.items() if k not in ("name", "_target_")}).service
+    if own:
+        assert kwargs["shared_gpu"] == "null" and kwargs["gpus"] == str(own)
+        assert service.get("gpus") == own and "shared_gpu" not in service
+        settings = RewardSettings.from_kwargs({"shared_gpu": None, "gpus": own}).service_settings("cuda")
+        assert settings.shared_gpu is None and settings.gpus == own
+    else:
+        assert "shared_gpu" not in kwargs and "gpus" not in kwargs   # the stage config's shared_gpu "0" stays
+        assert service.get("shared_gpu") == "0" and "gpus" not in service
+
+
+def test_a_harness_gpu_count_that_cannot_fit_beside_the_trainers_is_refused(tmp_path, monkeypatch):
+    from cuda_agent.rl.driver.launch import evaluation_gpus
+    from cuda_agent.rl.driver.stages import HarnessSettings, RunConfig, TrainError
+
+    monkeypatch.setattr("cuda_agent.devices.visible_gpus", lambda limit=None: ["0", "1"])
+    run = RunConfig(path=tmp_path / "run.yaml", out=tmp_path, model="m", platform="gpu", gpus=2,
+                    harness=HarnessSettings(gpus=1))
+    with pytest.raises(TrainError, match="do not fit the 2 this node has"):
+        evaluation_gpus(run)

@@ -270,4 +270,12 @@ def _ppo_logs(run: RunConfig, stage_dir: Path) -> list[str]:
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={launch.write_agent_loops(run, stage_dir)}",
             f"{kwargs}.journal={stage_dir / 'reward_service.jsonl'}",
             f"{kwargs}.evaluators_per_gpu={harness['evaluators_per_device']}",
-            f"{kwargs}.evaluators={harness['cpu_evaluators']}", f"{kwargs}.build_workers={harness['build_workers']}"]
+            f"{kwargs}.evaluators={harness['cpu_evaluators']}", f"{kwargs}.build_workers={harness['build_workers']}",
+            *_reward_gpus(run, kwargs)]
+
+
+def _reward_gpus(run: RunConfig, kwargs: str) -> list[str]:
+    """The reward's evaluators on GPUs of their own (launch.evaluation_gpus), else on the trainer's first
+    (the stage configs' `shared_gpu: "0"`)."""
+    own = launch.evaluation_gpus(run)
+    return [f"{kwargs}.shared_gpu=null", f"{kwargs}.gpus={own}"] if own else []

@@ -327,11 +327,30 @@ _STEP = re.compile(r"(?:^|\) )step:(\d+) - (.*)$")
 _NUMPY = re.compile(r"^np\.\w+\((.*)\)$")
 
 
+def evaluation_gpus(run: RunConfig) -> int:
+    """How many GPUs of its own the evaluation service gets beside the trainer's (`harness.gpus`; null: the
+    node's beyond the trainer's `gpus`); 0: it shares the trainer's first GPU (one GPU, or none left over).
+    A count that cannot fit beside the trainer's on this node is refused before anything starts."""
+    if run.platform != "gpu" or run.harness_device != "cuda":
+        return 0
+    from cuda_agent.devices import visible_gpus
+
+    node = len(visible_gpus())
+    wanted = run.harness.gpus
+    if wanted is None:
+        return max(0, node - run.gpus)
+    if wanted < 0:
+        raise TrainError(f"{run.path}: harness.gpus is {wanted}; give 0 (share the trainer's GPU) or more")
+    if wanted and node and run.gpus + wanted > node:
+        raise TrainError(f"{run.path}: the trainer's {run.gpus} GPU(s) and the harness's {wanted} do not fit the "
+                         f"{node} this node has: lower harness.gpus or gpus, or set harness.gpus: 0 to share")
+    return wanted
+
+
 def write_agent_loops(run: RunConfig, stage_dir: Path) -> Path:
     """<stage>/agent_loops.yaml: the plug-in's agent loops (rl/rollout/agent_loops.yaml) with this run's
-    options: the harness's device and service (evaluators, builders), the agent config, the run
-    folders kept in the stage's folder, and on one GPU the trainer's GPU shared with the harness
-    (as the reward does)."""
+    options: the harness's device and service (evaluators, builders, its GPUs: evaluation_gpus, as the
+    reward's), the agent config, the run folders kept in the stage's folder."""
     import yaml
 
     from cuda_agent.rl.driver.stages import AGENT_LOOPS
@@ -344,8 +363,9 @@ def write_agent_loops(run: RunConfig, stage_dir: Path) -> Path:
             if run.agent_config:
                 entry["agent_config"] = str(run.agent_config)
             entry["service"] = {**(entry.get("service") or {}), **run.harness.resolved(run.platform)}
-            if run.platform == "gpu" and run.harness_device == "cuda" and run.gpus == 1:
-                entry["service"]["shared_gpu"] = "0"
+            if run.platform == "gpu" and run.harness_device == "cuda":
+                own = evaluation_gpus(run)
+                entry["service"].update({"gpus": own} if own else {"shared_gpu": "0"})
     path = stage_dir / "agent_loops.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("# written by cuda-agent train from cuda_agent/rl/rollout/agent_loops.yaml\n" + yaml.safe_dump(entries))

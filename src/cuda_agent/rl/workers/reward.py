@@ -53,7 +53,7 @@ EVAL_KWARGS = {"policy": "policy", "correctness_trials": "correctness_trials", "
 TIMING_KWARGS = {"timing_budget_s": "budget_s", "min_runs": "min_runs"}
 SERVICE_KWARGS = {"evaluators": "cpu_evaluators", "evaluators_per_gpu": "evaluators_per_device",
                   "build_workers": "build_workers", "pin_cores": "pin_cores", "journal": "journal",
-                  "shared_gpu": "shared_gpu"}
+                  "shared_gpu": "shared_gpu", "gpus": "gpus"}
 
 
 def _reward_eval() -> EvalConfig:
