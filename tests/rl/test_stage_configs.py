@@ -85,9 +85,9 @@ def test_the_stages_agent_loops_carry_the_runs_options(tmp_path, platform, gpus,
     from cuda_agent.rl.driver.stages import RunConfig
     from cuda_agent.rl.rollout.agent_loop import LoopSettings
 
-    monkeypatch.setattr("cuda_agent.devices.visible_gpus", lambda limit=None: [str(i) for i in range(gpus)])
+    monkeypatch.setattr("cuda_agent.devices.visible_gpus", lambda limit=None: [str(i) for i in range(gpus + 2)])
     run = RunConfig(path=tmp_path / "run.yaml", out=tmp_path, model="m", platform=platform, gpus=gpus,
-                    agent_config=tmp_path / "agent.toml")   # a node of just the trainer's GPUs: shared
+                    agent_config=tmp_path / "agent.toml")   # harness.gpus 0 by default: shared
     loops = {e.pop("name"): e for e in yaml.safe_load(write_agent_loops(run, tmp_path).read_text())}
     assert {n: e.pop("_target_") for n, e in loops.items()} == {
         "cuda_agent": "cuda_agent.rl.rollout.agent_loop.CudaAgentLoop",
@@ -162,7 +162,8 @@ def test_the_fill_stage_on_two_gpus_passes_verls_validation_and_the_micro_batch_
                                                        (4, 1, 2, 2), (2, 1, 0, 0), (0, 1, 1, 1)])
 def test_the_evaluation_service_gets_the_gpus_beside_the_trainers(tmp_path, monkeypatch, node, trainer, asked, own):
     """harness.gpus: GPUs of the service's own (its evaluators ask Ray for them: the reward's and the agent
-    loop's alike); null: the node's beyond the trainer's; 0, or none left over: the trainer's first, shared."""
+    loop's alike); null: the node's beyond the trainer's; 0 (the default), or none left over: the trainer's
+    first, shared."""
     from cuda_agent.rl.driver.inputs import _ppo_logs
     from cuda_agent.rl.driver.launch import evaluation_gpus
     from cuda_agent.rl.driver.stages import HarnessSettings, RunConfig

@@ -88,8 +88,9 @@ class HarnessSettings:
     """The evaluation service behind the reward and the agent loop's tools (null: from the machine)."""
 
     # GPUs the evaluation service has to itself, apart from the trainer's `gpus` (its evaluators ask Ray for
-    # them); 0: its evaluators share the trainer's first GPU; null: the node's GPUs beyond the trainer's, else 0.
-    gpus: int | None = None
+    # them); 0: its evaluators share the trainer's first GPU (the default: the path measured on the device so
+    # far); null: the node's GPUs beyond the trainer's, else 0.
+    gpus: int | None = 0
     evaluators_per_gpu: int = 1           # evaluators sharing each GPU (they take its lock to time)
     cpu_evaluators: int = 1               # the CPU backend: evaluators at once
     build_workers: int | None = None      # CPU build workers ahead of the evaluators; null: a quarter of the
