@@ -1,5 +1,5 @@
 """Shared fixtures: the KernelBench data (read in place from ../shared, never copied), a private
-CUDA_AGENT_HOME per test session, and the `cuda` marker's skip."""
+CUDA_AGENT_HOME per checkout (and per xdist worker), and the `cuda` marker's skip."""
 
 from __future__ import annotations
 
@@ -20,7 +20,12 @@ SPREAD = {"tests/hacks/test_corpus.py"}
 
 
 def pytest_configure(config):
-    home = os.environ.setdefault("CUDA_AGENT_HOME", str(Path(os.environ.get("TMPDIR", "/tmp")) / "cuda_agent_test_home"))
+    # a home per checkout (its caches kept between runs of it): two checkouts' test runs at once on one
+    # machine took each other's device lock, and the tests asserting the lock is free failed (2026-11-27)
+    import hashlib
+
+    name = f"cuda_agent_test_home_{hashlib.sha256(str(REPO).encode()).hexdigest()[:8]}"
+    home = os.environ.setdefault("CUDA_AGENT_HOME", str(Path(os.environ.get("TMPDIR", "/tmp")) / name))
     if worker := os.environ.get("PYTEST_XDIST_WORKER"):
         # a home of its own per worker: the device lock, the baseline cache and the build cache are a
         # home's, and a test that asserts the lock is free must not see the other worker's evaluation
