@@ -128,3 +128,43 @@ def test_a_reference_handed_to_a_pair_whose_child_cannot_start_is_closed(monkeyp
     with pytest.raises(OSError):
         spares.start_pair(ensure_user(), backend, config, reference=ref)
     assert not ref.alive() and not ref.home.exists()
+
+
+def _hold_turn(key: str, lock_dir: str, held, release) -> None:
+    from cuda_agent.measure import compile_turn
+
+    with compile_turn(key, Path(lock_dir)):
+        held.set()
+        release.wait(30)
+
+
+@pytest.mark.slow
+def test_a_reference_workers_first_compile_waits_for_its_tasks_turn_and_a_kept_ones_does_not(tmp_path):
+    """The turn the reference worker takes is the task's (task_digest of its source, the device): while
+    another process holds it, a new worker's compile waits; a kept worker compiles from its own cache at once."""
+    import multiprocessing as mp
+    import threading
+
+    from cuda_agent.home import subdir
+
+    sbr = load_task(HACKS / "tasks" / "sbr_small.py")
+    timed = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False)
+    honest = _case(tmp_path, "honest_fused")
+    ctx = mp.get_context("fork")
+    held, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_turn, args=(f"{spares.task_digest(sbr.code)}:cpu", str(subdir("locks")),
+                                                 held, release))
+    holder.start()
+    try:
+        assert held.wait(20)
+        threading.Timer(8.0, release.set).start()
+        with keep_warm():
+            first = evaluate(sbr, honest, timed)     # a new reference worker: waits for the turn
+            second = evaluate(sbr, honest, timed)    # the kept one: no turn taken
+    finally:
+        release.set()
+        holder.join(10)
+    assert first.correct and second.correct, (first.reason, second.reason)
+    # the holder lets go 8 s in; the evaluation reaches its compile 2-4 s in, which then takes ~2 s alone
+    assert first.stage_seconds["compile"] >= 3.0, first.stage_seconds
+    assert second.details["reference_jobs"] == 2 and second.stage_seconds["compile"] < 2.0, second.stage_seconds
