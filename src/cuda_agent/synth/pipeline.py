@@ -56,14 +56,15 @@ def _check_resume(config: SynthConfig, note: Callable[[str], None] = lambda text
             note(f"resuming {config.out} with the timing plan it started with ({old['timing']}), not "
                  f"{config.timing.to_dict()}")
             config = replace(config, timing=TimingPlan.from_dict(old["timing"]))
-        new_mix = _config_json(config)["mix"]
+        new = _config_json(config)
+        new_mix = new["mix"]
         if old.get("mix") != new_mix:  # the mix fixes which class each candidate index is composed for
             raise SynthError(f"{config.out} was started with --mix {_mix_text(old.get('mix'))}, not --mix "
                              f"{_mix_text(new_mix)}; resume with the same --mix, or write to another --out")
-        changed = [k for k in _RUN_KEYS if old.get(k) != _config_json(config)[k]]
+        changed = [k for k in _RUN_KEYS if old.get(k) != new[k]]
         if changed:
             k = changed[0]
-            raise SynthError(f"{config.out} was started with {k}={old.get(k)!r}, not {_config_json(config)[k]!r}; "
+            raise SynthError(f"{config.out} was started with {k}={old.get(k)!r}, not {new[k]!r}; "
                              f"resume with the same {k}, or write to another --out")
     config.state_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(_config_json(config), indent=1))

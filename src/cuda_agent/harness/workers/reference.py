@@ -45,7 +45,7 @@ def serve(channel) -> None:
         graphs = _graphs()
         # A first compile of the task in this worker takes its turn host-wide (measure.compile_turn); a kept
         # worker's next compile is a hit in its own process's cache (milliseconds) and waits for nobody.
-        job["task_sha"] = "" if compiled else task_digest(text)
+        job["compile_turn"] = "" if compiled else f"{task_digest(text)}:{torch.device(job['device']).type}"
         ended = serve_job(channel, job, task)
         if ended is None:  # the harness closed the channel or said quit
             return
@@ -129,8 +129,7 @@ def serve_job(channel, job: dict, task) -> dict | None:
                 channel.send({"ok": ok, "reason": opened if isinstance(opened, str) else ""})
             elif op == "compile":  # CPU work, done before the harness takes the device for timing
                 before = _graphs()
-                compiled = _compile(model, make_inputs(task, msg["seed"], device), msg,
-                                    f"{job['task_sha']}:{device.type}" if job.get("task_sha") else "")
+                compiled = _compile(model, make_inputs(task, msg["seed"], device), msg, job.get("compile_turn", ""))
                 channel.send({"ok": True, "graphs": _graphs() - before})
             elif op == "time_start":  # the baselines timed call by call, as the harness drives them (workers/calls.py)
                 fns = {"eager": model, "compile": compiled}
