@@ -180,3 +180,49 @@ def test_a_reference_workers_first_compile_waits_for_its_tasks_turn_and_a_kept_o
     assert first.correct and second.correct, (first.reason, second.reason)
     assert not first_ended, "the first evaluation ended while its task's compile turn was held elsewhere"
     assert second.details["reference_jobs"] == 2 and second_ended, "the kept worker waited for the turn"
+
+
+class _FakeProcess:
+    def __init__(self):
+        self.proc = self
+        self.pid = 2**22 + 17  # no such process: pinning it is refused and ignored
+        self.closed = False
+
+    def poll(self):
+        return 0 if self.closed else None
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"], ids=["cpu", "gpu-path"])
+def test_a_spare_displaced_by_a_kept_reference_gives_its_reference_worker_to_the_next_spare(monkeypatch, tmp_path, device):
+    """With a worker kept for the task, the spare taken keeps its child and its reference worker goes to the
+    spare started next: no reference worker starts (import, CUDA context, the warm-up compile that holds the
+    device lock shared) for an evaluation that reuses a kept one. On a GPU none is left idle afterwards."""
+    started: list[spares.Reference] = []
+
+    def fake_start_pair(user, backend, config, spare=False, reference=None):
+        if reference is None:
+            reference = spares.Reference(_FakeProcess(), tmp_path)
+            started.append(reference)
+        return spares.Pair(exchange=None, reference=reference, child=_FakeProcess(),
+                           key=spares._key(user, backend, config), slot=object())  # a sandbox user of its own
+
+    monkeypatch.setattr(spares, "start_pair", fake_start_pair)
+    monkeypatch.setattr(spares.Pair, "close_child", lambda self: self.child.close())
+    monkeypatch.setattr(spares, "_will_serve", lambda ref: True)
+    monkeypatch.setattr(spares.Reference, "close", lambda self: self.process.close())
+    backend, config, user = Backend(device), Config(device=device), object()
+    with keep_warm(depth=1, foreground={0}, background={0}):
+        first = spares.take_pair(user, backend, config, "task")
+        assert len(started) == 2  # the first pair and one spare
+        assert spares.finish(first, "task", reusable=True)
+        for _ in range(3):
+            spare_ref = spares._spares[0].reference
+            pair = spares.take_pair(user, backend, config, "task")
+            assert pair.reference is first.reference and pair.reference.jobs > 1
+            assert len(started) == 2, "no reference worker started while one was kept for the task"
+            assert spares._spares[0].reference is spare_ref and not spare_ref.process.closed
+            assert not spares._idle
+            assert spares.finish(pair, "task", reusable=True)

@@ -204,13 +204,10 @@ def take_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig, ta
                 candidate.close()
         if pair is None:
             pair = start_pair(user, backend, config, reference=kept or _pop_idle(key))
-        elif kept is not None:  # the spare's reference worker waits for the next pair that needs one
-            if backend.is_cuda:  # not on a GPU: an idle worker's CUDA context is memory the next child may need
-                pair.reference.close()
-            else:
-                _idle.append((key, pair.reference))
-                while len(_idle) > max(1, max(_depths, default=0)):
-                    _idle.popleft()[1].close()
+        elif kept is not None:  # the spare's reference worker goes to the next spare started (below)
+            _idle.append((key, pair.reference))
+            while len(_idle) > max(1, max(_depths, default=0)):
+                _idle.popleft()[1].close()
             pair.reference = kept
         pair.reference.jobs += 1
         pair.pin(_cores["background"])  # the reference stays there (a pair started just now was not)
@@ -219,6 +216,13 @@ def take_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig, ta
             spare = start_pair(user, backend, config, spare=True, reference=_pop_idle(key))
             spare.pin(_cores["background"])
             _spares.append(spare)
+        # Reused, a displaced reference worker spares the new spare's start: importing torch, a CUDA context and the
+        # warm-up compile, which holds the device lock shared (on a fresh H100, 2026-11-28: every evaluation of a
+        # task with a kept worker started one, 8 at once held the lock for seconds each and the timing waited:
+        # 10-35 s of "compile" an evaluation, 310 evaluations/h). One left over (no spare was started) is closed
+        # on a GPU: an idle worker's CUDA context is memory the next child may need.
+        while backend.is_cuda and _idle:
+            _idle.popleft()[1].close()
     return pair
 
 
