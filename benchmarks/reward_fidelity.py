@@ -24,7 +24,9 @@ HERE = Path(__file__).resolve().parent
 PAIRED = [HERE / "device_2026-11-27e" / f for f in ("c_paired_w5.json", "e_paired_w5_fresh.json",
                                                      "g_paired_seeded_fresh.json")] + \
          [HERE / "device_2026-11-27f" / f for f in ("a_paired_idle.json", "b_paired_busy8.json",  # twentieth session
-                                                     "f_paired_busy8_fresh.json")]
+                                                     "f_paired_busy8_fresh.json")] + \
+         [HERE / "device_2026-11-28" / f for f in ("a_paired_busy8.json", "b_paired_idle.json",  # twenty-first
+                                                    "e_paired_busy8.json", "e_paired_busy0.json")]
 EARLIER = [HERE / "device_2026-11-27" / f for f in ("h100_paired_idle.json", "h200_paired_idle.json",
                                                      "h200_paired_busy8.json")] + \
           [HERE / "device_2026-11-27e" / f for f in ("a_paired_fresh_ref.json", "b_paired_kept_ref.json",
@@ -33,8 +35,12 @@ EARLIER = [HERE / "device_2026-11-27" / f for f in ("h100_paired_idle.json", "h2
 # shared one): the between-machines figure compares the machines' medians.
 MACHINE = {"c_paired_w5.json": "2026-11-27e C", "e_paired_w5_fresh.json": "2026-11-27e E",
            "g_paired_seeded_fresh.json": "2026-11-27e G", "a_paired_idle.json": "2026-11-27f A",
-           "b_paired_busy8.json": "2026-11-27f A", "f_paired_busy8_fresh.json": "2026-11-27f F"}
-THROUGHPUT = HERE / "device_2026-11-27e" / "g_scale_pd2.json"   # one H100, two evaluators, the judge above
+           "b_paired_busy8.json": "2026-11-27f A", "f_paired_busy8_fresh.json": "2026-11-27f F",
+           "a_paired_busy8.json": "2026-11-28 A", "b_paired_idle.json": "2026-11-28 B",
+           "e_paired_busy8.json": "2026-11-28 B", "e_paired_busy0.json": "2026-11-28 B"}
+# The service on one H100, three evaluators, the judge above (2026-11-28: B a fresh machine's first work, 24
+# evaluations; D the same machine warm, 48): the figure is the worst run.
+THROUGHPUT = [HERE / "device_2026-11-28" / f for f in ("b_scale_fixed.json", "d_scale_warm.json")]
 AGREEMENT = HERE / "kb_agreement_h100" / "results.jsonl"
 
 
@@ -67,15 +73,14 @@ def between_machines(runs: list[dict], key: str) -> float | None:
     return spread([statistics.median(v) for v in by.values()]) if len(by) > 1 else None
 
 
-def demo(paths: list[Path], earlier: list[Path], throughput: Path | None) -> dict:
+def demo(paths: list[Path], earlier: list[Path], throughput: list[Path]) -> dict:
     runs = runs_of(paths)
 
     def worst(busy: bool, key: str = "vs_eager_spread_pct") -> float | None:
         return max((r[key] for r in runs if (r["busy"] > 0) == busy), default=None)
 
-    per_hour = None
-    if throughput is not None and throughput.exists():
-        per_hour = round(json.loads(throughput.read_text())["throughput"]["1"]["evals_per_hour"])
+    rates = [json.loads(p.read_text())["throughput"]["1"]["evals_per_hour"] for p in throughput if p.exists()]
+    per_hour = round(min(rates)) if rates else None
     return {"idle_spread_pct": worst(False), "busy_spread_pct": worst(True),
             "idle_spread_vs_compile_pct": worst(False, "vs_compile_spread_pct"),
             "cross_machine_pct": between_machines(runs, "vs_eager_median"),
@@ -91,7 +96,7 @@ def agreement(path: Path) -> dict:
 
 
 def summary() -> dict:
-    s = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-27",
+    s = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-28",
          "demo": demo([p for p in PAIRED if p.exists()], [p for p in EARLIER if p.exists()], THROUGHPUT),
          "level3": {"tasks": None, "within_3pct": None},
          "kb_agreement": agreement(AGREEMENT),

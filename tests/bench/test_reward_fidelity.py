@@ -31,7 +31,7 @@ def test_the_demos_spread_is_the_worst_run_of_each_kind_and_missing_figures_are_
     assert warm["vs_eager_spread_pct"] == 7.86 and warm["evaluations"] == 5  # one evaluation's solution 26.9 us, 25.0 the rest
     earlier = next(r for r in s["demo"]["earlier_runs"] if r["file"] == "device_2026-11-27/h100_paired_idle.json")
     assert earlier["vs_eager_spread_pct"] == 7.72                             # the judge of 20 ms windows: not counted
-    assert s["demo"]["evals_per_hour"] == 1518
+    assert s["demo"]["evals_per_hour"] == 1287  # the worst of two runs (2026-11-28 B: a fresh machine, 24 evaluations)
     busy = [r["vs_eager_spread_pct"] for r in runs if r["busy"] > 0]
     assert s["demo"]["busy_spread_pct"] == max(busy) == 7.97  # 2026-11-27f B: one evaluation's solution and compile 7-8% slow
     medians = {}  # the between-machines figure: the spread of the machines' medians of their runs' medians
