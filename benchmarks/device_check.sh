@@ -4,14 +4,14 @@
 # under its own time limit. Logs and results go to $OUT/results.tgz (the device tool's output folder,
 # which takes few files; ./device_out here), with runs/ (resumable results) inside it.
 #   bash benchmarks/device_check.sh stop                  (a detached run: its loop, then the running step's processes)
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds placement
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
 # an earlier run's JSON to compare with, SCALE_ARGS: more flags for scale_bench, PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`;
 # SNAPSHOT_AT="60 120": at those seconds into each step, its processes, the device locks and every Python process's
-# stacks (faulthandler on SIGUSR2, registered by a sitecustomize.py written into the interpreter's site-packages
-# for the call, not where one exists; a device machine only; figures of such a run are disturbed at those
+# stacks (faulthandler on SIGUSR2, registered by a .pth file and module written into the interpreter's site-packages
+# for the call, not where they exist; a device machine only; figures of such a run are disturbed at those
 # instants, not for the records) go to $LOGS/STEP.snap and $LOGS/STEP.stacks_SECONDS/). runs/ (resumable results) stays on a warm
 # machine and comes back in results.tgz; the kb step starts from $KB_FROM (default
 # benchmarks/kernelbench_h100/: its bench/ and baselines_level*.jsonl; `none`: afresh) when there is
@@ -50,19 +50,23 @@ bash scripts/sandbox_access.sh "$py"
   nproc; free -g | head -2; pwd; id; } 2>&1 | tee -a "$LOGS/env.txt"
 
 if [ -n "${SNAPSHOT_AT:-}" ]; then  # every Python process of the harness's user started from now dumps its stacks on SIGUSR2
-  site_file="$($py -c 'import site; print(site.getsitepackages()[0])')/sitecustomize.py"
-  [ -e "$site_file" ] && { echo "SNAPSHOT_AT: $site_file exists; not replaced, no stacks"; SNAPSHOT_AT=""; }
+  # A .pth file's import line, not a sitecustomize.py: Debian's Python has its own sitecustomize in the standard
+  # library's folder, earlier on sys.path, and a venv made from it finds that one first (no stacks came back, 2026-11-28).
+  site_dir="$($py -c 'import site; print(site.getsitepackages()[0])')"
+  pth_file="$site_dir/zz_cuda_agent_stacks.pth"; hook_file="$site_dir/_cuda_agent_stacks.py"
+  if [ -e "$pth_file" ] || [ -e "$hook_file" ]; then echo "SNAPSHOT_AT: $hook_file exists; not replaced, no stacks"; SNAPSHOT_AT=""; fi
 fi
 if [ -n "${SNAPSHOT_AT:-}" ]; then
   rm -rf /tmp/stacks; mkdir -m 0755 /tmp/stacks  # the harness's user's alone: no other user chooses what is signalled
-  cat >"$site_file" <<'EOF_SITE'
+  cat >"$hook_file" <<'EOF_SITE'
 import faulthandler, os, signal  # written by benchmarks/device_check.sh (SNAPSHOT_AT), removed when it ends
 try:
     faulthandler.register(signal.SIGUSR2, file=open(f"/tmp/stacks/{os.getpid()}.txt", "w"), all_threads=True)
 except Exception:
     pass
 EOF_SITE
-  trap 'rm -f "$site_file"' EXIT
+  echo "import _cuda_agent_stacks" >"$pth_file"
+  trap 'rm -f "$pth_file" "$hook_file"' EXIT
 fi
 
 snapshots() {  # snapshots NAME T0: at each of SNAPSHOT_AT's seconds into the step, its processes, locks and stacks
@@ -119,6 +123,8 @@ for arg in "$@"; do
     offstream) step offstream "$limit" $py benchmarks/offstream_probe.py --json "$LOGS/offstream.json" ;;  # issue 24: honest calls charged?
     twoproc) step twoproc "$limit" $py benchmarks/two_process_probe.py --evals ${TWOPROC_EVALS:-8} ${TWOPROC_ARGS:---stop} \
                --json "$LOGS/twoproc.json" ;;  # issue 24: the modes with two processes alternating, as the harness's?
+    placement) step placement "$limit" $py benchmarks/placement_probe.py --pairs ${PLACEMENT_PAIRS:-16} \
+                 --kernels ${PLACEMENT_KERNELS:-sbr,eager,compile} --json "$LOGS/placement.json" ;;  # issue 24: the modes by placement?
     overhead) step overhead "$limit" $py benchmarks/call_overhead_probe.py --calls 60 ;;  # issue 27: a timed request's parts
     seeds) step seeds "$limit" $py benchmarks/seed_probe.py --seeds ${SEED_PROBE_SEEDS:-12} ${SEED_PROBE_ARGS:-} \
              --json "$LOGS/seeds.json" ;;  # issue 24: do the per-evaluation modes follow the evaluation's seeds?
@@ -149,7 +155,7 @@ for arg in "$@"; do
            for f in bench.json summary.md seeds.json config.json; do cp "$state/$f" "$OUT/synth/" 2>/dev/null; done
            cp "$out" "$OUT/synth/" 2>/dev/null; cp "$state/crawl.log" "$LOGS/synth_crawl.log" 2>/dev/null
            [ -f "$state/candidates.jsonl" ] && gzip -c "$state/candidates.jsonl" >"$OUT/synth/candidates.jsonl.gz" ;;
-    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds)"; exit 2 ;;
+    *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds placement)"; exit 2 ;;
   esac
 done
 cat "$LOGS/steps.txt"
