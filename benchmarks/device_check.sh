@@ -123,8 +123,9 @@ for arg in "$@"; do
     offstream) step offstream "$limit" $py benchmarks/offstream_probe.py --json "$LOGS/offstream.json" ;;  # issue 24: honest calls charged?
     twoproc) step twoproc "$limit" $py benchmarks/two_process_probe.py --evals ${TWOPROC_EVALS:-8} ${TWOPROC_ARGS:---stop} \
                --json "$LOGS/twoproc.json" ;;  # issue 24: the modes with two processes alternating, as the harness's?
-    placement) step placement "$limit" $py benchmarks/placement_probe.py --pairs ${PLACEMENT_PAIRS:-16} \
-                 --kernels ${PLACEMENT_KERNELS:-sbr,eager,compile} --json "$LOGS/placement.json" ;;  # issue 24: the modes by placement?
+    placement) step placement "$limit" bash -c "for i in \$(seq ${PLACEMENT_PROCS:-3}); do $py benchmarks/placement_probe.py \
+                 --pairs ${PLACEMENT_PAIRS:-16} --kernels ${PLACEMENT_KERNELS:-sbr,eager,compile} --seed \$i \
+                 --json $LOGS/placement_\$i.json || exit 1; done" ;;  # issue 24: modes by placement, by process, or neither?
     overhead) step overhead "$limit" $py benchmarks/call_overhead_probe.py --calls 60 ;;  # issue 27: a timed request's parts
     seeds) step seeds "$limit" $py benchmarks/seed_probe.py --seeds ${SEED_PROBE_SEEDS:-12} ${SEED_PROBE_ARGS:-} \
              --json "$LOGS/seeds.json" ;;  # issue 24: do the per-evaluation modes follow the evaluation's seeds?

@@ -83,7 +83,8 @@ def throughput(svc, device: str, evals: int) -> dict:
         r = f.result()
         if k <= 8 or k % 10 == 0 or r.reward < 0:
             parts = " ".join(f"{s} {v:.1f}" for s, v in r.stage_seconds.items() if "." not in s)
-            print(f"  [{time.perf_counter() - t0:6.1f} s] {k}/{evals} done: reward {r.reward}; {parts}", flush=True)
+            print(f"  [{time.perf_counter() - t0:6.1f} s] {k}/{evals} done: reward {r.reward} in {r.seconds:.1f} s "
+                  f"(reference worker's job {r.details.get('reference_jobs', '?')}); {parts}", flush=True)
     rows = [f.result() for f in futures]
     wall = time.perf_counter() - t0
     return {"first": {"reward": first.reward, "reason": first.reason, "seconds": first.seconds},

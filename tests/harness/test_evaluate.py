@@ -132,6 +132,15 @@ def test_the_judged_snapshot_is_what_is_kept(untimed):
     assert (keep / "model_new.py").read_text() == (untimed.solution / "model_new.py").read_text()
 
 
+def test_an_evaluations_time_outside_its_stages_is_accounted_for(untimed):
+    """Taking the pair, waiting for the device lock and finishing the pair are stages of their own: on a
+    fresh H100 whole seconds between evaluations were in none of the stages (2026-11-28)."""
+    stages = untimed.result.stage_seconds
+    assert {"pair", "wait", "start", "correctness", "finish"} <= set(stages), stages
+    top = sum(v for k, v in stages.items() if "." not in k)
+    assert top <= untimed.result.seconds + 0.05
+
+
 def test_a_solution_that_cannot_be_read_keeps_nothing_and_scores_the_failure_reward(task, tmp_path):
     keep = tmp_path / "kept"
     keep.mkdir()

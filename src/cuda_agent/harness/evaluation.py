@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
@@ -138,7 +138,8 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
     result.stage = "run"
     result.measured = Measured(**machine(backend.device), timing_method=TIMING_METHOD)
     digest = task_digest(task.code)
-    pair = take_pair(user, backend, config, digest)
+    with timed(result, "pair"):  # spares topped up here; where a spare was not ready, processes started now
+        pair = take_pair(user, backend, config, digest)
     result.details["reference_jobs"] = pair.reference.jobs  # 1: a new reference worker; more: one kept for the task
     if user is not None and pair.slot is None:
         result.flags.append("shared_sandbox_user")
@@ -147,7 +148,9 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
     try:
         job = _write_job_files(task, sol, result.build, pair.exchange, backend, config)
         session = Session(pair.ref, pair.child, config, job, time.monotonic() + config.timeout_s)
-        with device_lock(lock_name(backend.device), shared=True):
+        with ExitStack() as held:
+            with timed(result, "wait"):  # for the device lock, shared: behind another evaluation's timing
+                held.enter_context(device_lock(lock_name(backend.device), shared=True))
             with timed(result, "start"):
                 session.start(result)
                 with timed(result, "start.route"):
@@ -162,7 +165,8 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
         reusable = s.fault is None  # a verdict on the solution, the reference worker sound
         raise
     finally:
-        finish(pair, digest, reusable)
+        with timed(result, "finish"):  # the child closed, the reference worker asked whether it stays
+            finish(pair, digest, reusable)
     _score(result, config)
 
 
