@@ -141,6 +141,8 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
     with timed(result, "pair"):  # spares topped up here; where a spare was not ready, processes started now
         pair = take_pair(user, backend, config, digest)
     result.details["reference_jobs"] = pair.reference.jobs  # 1: a new reference worker; more: one kept for the task
+    if pair.note:
+        result.details["spares"] = pair.note
     if user is not None and pair.slot is None:
         result.flags.append("shared_sandbox_user")
         result.details["isolation"] = "no sandbox user of its own was free: the child shares one with other children"

@@ -226,3 +226,50 @@ def test_a_spare_displaced_by_a_kept_reference_gives_its_reference_worker_to_the
             assert spares._spares[0].reference is spare_ref and not spare_ref.process.closed
             assert not spares._idle
             assert spares.finish(pair, "task", reusable=True)
+
+
+def _fake_pairs(monkeypatch, tmp_path, started: list, refuse_spares: bool = False):
+    def fake_start_pair(user, backend, config, spare=False, reference=None):
+        if spare and refuse_spares:
+            if reference is not None:  # as start_pair does: nothing half-made is left
+                reference.close()
+            raise OSError("Resource temporarily unavailable")
+        if reference is None:
+            reference = spares.Reference(_FakeProcess(), tmp_path)
+            started.append(reference)
+        return spares.Pair(exchange=None, reference=reference, child=_FakeProcess(),
+                           key=spares._key(user, backend, config), slot=object())
+
+    monkeypatch.setattr(spares, "start_pair", fake_start_pair)
+    monkeypatch.setattr(spares.Pair, "close_child", lambda self: self.child.close())
+    monkeypatch.setattr(spares, "_will_serve", lambda ref: True)
+    monkeypatch.setattr(spares.Reference, "close", lambda self: self.process.close())
+
+
+def test_on_a_gpu_a_displaced_reference_worker_no_spare_takes_is_closed(monkeypatch, tmp_path):
+    """Without cores set aside an evaluation that times starts no spare: the displaced worker is not kept idle."""
+    started: list[spares.Reference] = []
+    _fake_pairs(monkeypatch, tmp_path, started)
+    backend, user = Backend("cuda"), object()
+    with keep_warm(depth=1):
+        first = spares.take_pair(user, backend, Config(device="cuda", profile=False), "task")  # tops up: untimed
+        assert spares.finish(first, "task", reusable=True) and len(spares._spares) == 1
+        spare_ref = spares._spares[0].reference
+        pair = spares.take_pair(user, backend, Config(device="cuda", profile=True), "task")
+        assert pair.reference is first.reference and not spares._spares and not spares._idle
+        assert spare_ref.process.closed
+
+
+def test_a_spare_that_cannot_start_costs_the_evaluation_nothing_and_leaks_nothing(monkeypatch, tmp_path):
+    started: list[spares.Reference] = []
+    _fake_pairs(monkeypatch, tmp_path, started)
+    backend, config, user = Backend("cuda"), Config(device="cuda"), object()
+    with keep_warm(depth=1, foreground={0}, background={0}):
+        first = spares.take_pair(user, backend, config, "task")
+        assert spares.finish(first, "task", reusable=True)
+        spare_ref = spares._spares[0].reference
+        _fake_pairs(monkeypatch, tmp_path, started, refuse_spares=True)
+        pair = spares.take_pair(user, backend, config, "task")
+        assert pair.reference is first.reference and not pair.reference.process.closed
+        assert "a spare could not start: OSError" in pair.note
+        assert spare_ref.process.closed and not spares._idle and not spares._spares  # handed over, then closed

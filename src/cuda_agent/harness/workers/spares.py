@@ -71,6 +71,7 @@ class Pair:
     child: Process
     key: tuple
     slot: UserSlot | None = None  # the child's own sandbox user, held while it lives
+    note: str = ""                # why no spare could be started when this pair was taken ("" when they were)
 
     @property
     def ref(self) -> Process:
@@ -212,17 +213,21 @@ def take_pair(user: SandboxUser | None, backend: Backend, config: EvalConfig, ta
         pair.reference.jobs += 1
         pair.pin(_cores["background"])  # the reference stays there (a pair started just now was not)
         pair.pin(_cores["foreground"], child_only=True)
-        while len(_spares) < max(_depths, default=0) and (_cores["background"] or not config.profile):
-            spare = start_pair(user, backend, config, spare=True, reference=_pop_idle(key))
-            spare.pin(_cores["background"])
-            _spares.append(spare)
-        # Reused, a displaced reference worker spares the new spare's start: importing torch, a CUDA context and the
-        # warm-up compile, which holds the device lock shared (on a fresh H100, 2026-11-28: every evaluation of a
-        # task with a kept worker started one, 8 at once held the lock for seconds each and the timing waited:
-        # 10-35 s of "compile" an evaluation, 310 evaluations/h). One left over (no spare was started) is closed
-        # on a GPU: an idle worker's CUDA context is memory the next child may need.
-        while backend.is_cuda and _idle:
-            _idle.popleft()[1].close()
+        try:
+            while len(_spares) < max(_depths, default=0) and (_cores["background"] or not config.profile):
+                spare = start_pair(user, backend, config, spare=True, reference=_pop_idle(key))
+                spare.pin(_cores["background"])
+                _spares.append(spare)
+        except Exception as e:  # the pair taken is sound: this evaluation goes on, the next one tries again
+            pair.note = f"a spare could not start: {type(e).__name__}: {e}"[:300]
+        finally:
+            # Reused, a displaced reference worker spares the new spare's start: importing torch, a CUDA context and
+            # the warm-up compile, which holds the device lock shared (on a fresh H100, 2026-11-28: every evaluation
+            # of a task with a kept worker started one, 8 at once held the lock for seconds each and the timing
+            # waited: 10-35 s of "compile" an evaluation, 310 evaluations/h). One left over (no spare was started)
+            # is closed on a GPU: an idle worker's CUDA context is memory the next child may need.
+            while backend.is_cuda and _idle:
+                _idle.popleft()[1].close()
     return pair
 
 
