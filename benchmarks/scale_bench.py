@@ -60,7 +60,9 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
             row.update(evaluators=svc.evaluators, service_start_s=start_s)
         out["throughput"][str(n)] = row
         stages = " ".join(f"{k} {v:.2f}" for k, v in row["stage_s"].items() if "." not in k)
-        print(f"{n} GPU(s): {row['evals_per_hour']:.0f} evaluations/h over {row['evaluators']} evaluators, "
+        steady = row.get("steady_evals_per_hour")
+        print(f"{n} GPU(s): {row['evals_per_hour']:.0f} evaluations/h over {row['evaluators']} evaluators "
+              f"({f'{steady:.0f}/h' if steady else 'n/a'} after the first fifth), "
               f"rewards {row['reward_counts']}; mean s a stage: {stages}", flush=True)
         for side in ("vs_eager", "vs_compile"):  # one task, one solution: every verdict should read the same
             if row[side]:
@@ -87,8 +89,9 @@ def summarize(out: dict, device: str, old: dict | None = None) -> dict:
     counts = sorted(int(n) for n in out["throughput"])
     per_hour = {str(n): round(out["throughput"][str(n)]["evals_per_hour"]) for n in counts}
     summary = dict(old or {})
+    steady = {str(n): round(v) for n in counts if (v := out["throughput"][str(n)].get("steady_evals_per_hour"))}
     summary.update(device=device_name(device, max(counts)), date=time.strftime("%Y-%m-%d"), gpus=max(counts),
-                   evals_per_hour=per_hour)
+                   evals_per_hour=per_hour, steady_evals_per_hour=steady)
     if 1 in counts and len(counts) > 1:
         n = max(counts)
         summary["scaling"] = {"gpus": n, "ratio": round(per_hour[str(n)] / (n * per_hour["1"]), 3),
@@ -104,9 +107,11 @@ def summarize(out: dict, device: str, old: dict | None = None) -> dict:
 
 def table(summary: dict) -> str:
     per_hour = summary["evals_per_hour"]
-    lines = ["| GPUs | evaluations/h | per GPU | goal per GPU |", "|--:|--:|--:|--:|"]
+    steady = summary.get("steady_evals_per_hour") or {}
+    lines = ["| GPUs | evaluations/h | per GPU | after the first fifth, per GPU | goal per GPU |", "|--:|--:|--:|--:|--:|"]
     for n, v in sorted(per_hour.items(), key=lambda kv: int(kv[0])):
-        lines.append(f"| {n} | {v} | {v / int(n):.0f} | {GOALS['evals_per_hour_per_gpu']} |")
+        after = f"{steady[n] / int(n):.0f}" if n in steady else "n/a"
+        lines.append(f"| {n} | {v} | {v / int(n):.0f} | {after} | {GOALS['evals_per_hour_per_gpu']} |")
     if "scaling" in summary:
         s = summary["scaling"]
         lines.append(f"\n{s['gpus']} GPUs / (N x 1 GPU): **{s['ratio']:.2f}** (goal >= {s['goal']})")

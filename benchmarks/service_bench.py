@@ -79,8 +79,10 @@ def throughput(svc, device: str, evals: int) -> dict:
           f"{evals} submitted", flush=True)
     t0 = time.perf_counter()
     futures = [svc.submit_path(task, sol, EvalConfig(device=device)) for _ in range(evals)]
+    ends = []  # seconds from submission to each evaluation's end, in the order they ended
     for k, f in enumerate(as_completed(futures), 1):  # progress as they end: a run cut short says how far it got
         r = f.result()
+        ends.append(time.perf_counter() - t0)
         if k <= 8 or k % 10 == 0 or r.reward < 0:
             parts = " ".join(f"{s} {v:.1f}" for s, v in r.stage_seconds.items() if "." not in s)
             print(f"  [{time.perf_counter() - t0:6.1f} s] {k}/{evals} done: reward {r.reward} in {r.seconds:.1f} s "
@@ -89,6 +91,7 @@ def throughput(svc, device: str, evals: int) -> dict:
     wall = time.perf_counter() - t0
     return {"first": {"reward": first.reward, "reason": first.reason, "seconds": first.seconds},
             "wall_s": wall, "eval_s": wall / evals, "evals_per_hour": 3600 * evals / wall,
+            "steady_evals_per_hour": steady_rate(ends),
             "start_s": statistics.mean(r.stage_seconds.get("start", 0.0) for r in rows),
             "stage_s": {k: statistics.mean(r.stage_seconds.get(k, 0.0) for r in rows) for k in rows[0].stage_seconds},
             "rewards": sorted({r.reward for r in rows}), "medians_ms": [r.solution.median_ms for r in rows if r.solution],
@@ -98,6 +101,18 @@ def throughput(svc, device: str, evals: int) -> dict:
             "compiled": sum(bool(r.details.get("compile_graphs")) for r in rows),  # compiles in a worker new to the task
             "compile_s_top": sorted((round(r.stage_seconds.get("compile", 0.0), 2) for r in rows), reverse=True)[:6],
             "failures": [f"{r.stage}: {r.reason}"[:300] for r in rows if r.reward < 0][:5]}
+
+
+def steady_rate(ends: list[float]) -> float | None:
+    """Evaluations per hour once running: between the end of the first fifth of the evaluations and the
+    last one (the start-up of the evaluators' spares and their first compiles left out); None with fewer
+    than 5 or no time between them. Reported beside the whole run's rate, never instead of it."""
+    if len(ends) < 5:
+        return None
+    ends = sorted(ends)
+    lo = len(ends) // 5
+    span = ends[-1] - ends[lo - 1]
+    return 3600 * (len(ends) - lo) / span if span > 0 else None
 
 
 def stability(svc, device: str, builds: int, tmp: Path) -> dict:

@@ -26,8 +26,23 @@ def test_the_summary_keeps_other_steps_figures_and_states_the_scaling_and_the_so
     assert summary["soak"] == {"requests": 1000, "verdicts": 1000, "lost": 0, "wrong": 0, "killed_evaluator": True,
                                "gpus": 4, "retried": 3, "harness_errors": 0, "timed": False, "evals_per_hour": 14400}
     text = table(summary)
-    assert "| 4 | 9880 | 2470 | 2500 |" in text and "**0.95**" in text and "0 lost" in text
+    assert "| 4 | 9880 | 2470 | n/a | 2500 |" in text and "**0.95**" in text and "0 lost" in text
     assert "(correctness only, not timed)" in text
+
+
+def test_the_rate_once_running_leaves_out_the_first_fifth_and_stands_beside_the_whole_runs():
+    from scale_bench import summarize, table
+    from service_bench import steady_rate
+
+    ends = [20.0, 30.0] + [30.0 + 1.5 * k for k in range(1, 9)]  # two slow starters, then one every 1.5 s
+    assert steady_rate(ends) == 3600 * 8 / (ends[-1] - ends[1])  # the last 8 ends after the 2nd
+    assert steady_rate(ends[:4]) is None and steady_rate([5.0] * 6) is None
+    out = {"throughput": {"1": {"evals_per_hour": 1637.2, "steady_evals_per_hour": 2483.4},
+                          "2": {"evals_per_hour": 3100.0, "steady_evals_per_hour": None}}}
+    summary = summarize(out, "cpu")
+    assert summary["evals_per_hour"] == {"1": 1637, "2": 3100} and summary["steady_evals_per_hour"] == {"1": 2483}
+    text = table(summary)
+    assert "| 1 | 1637 | 1637 | 2483 | 2500 |" in text and "| 2 | 3100 | 1550 | n/a | 2500 |" in text
 
 
 @pytest.mark.long   # 3-8 minutes on 2 loaded cores
