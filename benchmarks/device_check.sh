@@ -8,7 +8,8 @@
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
-# an earlier run's JSON to compare with, SCALE_ARGS: more flags for scale_bench, PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`;
+# an earlier run's JSON to compare with, SCALE_ARGS: more flags for scale_bench, SCALE_GPUS its --gpus (default 1 and
+# every GPU), SCALE_TAG a name for a second run's files, PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`;
 # SNAPSHOT_AT="60 120": at those seconds into each step, its processes, the device locks and every Python process's
 # stacks (faulthandler on SIGUSR2, registered by a .pth file and module written into the interpreter's site-packages
 # for the call, not where they exist; a device machine only; figures of such a run are disturbed at those
@@ -114,8 +115,9 @@ for arg in "$@"; do
     harness) step harness "$limit" $py benchmarks/harness_bench.py --device cuda --evals 5 --fidelity ${FIDELITY:-20} \
                --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$LOGS/harness_bench.json" ${HARNESS_ARGS:-} ;;
     demo) step demo "$limit" $py -m cuda_agent demo ;;
-    scale) step scale "$limit" $py benchmarks/scale_bench.py --device cuda --gpus 1 "$(nvidia-smi -L | wc -l)" \
-             --soak ${SCALE_SOAK:-1000} --summary "$LOGS/scale_summary.json" --json "$LOGS/scale.json" ${SCALE_ARGS:-} ;;  # issue 27
+    scale) tag=scale${SCALE_TAG:+_$SCALE_TAG}  # SCALE_TAG names a second run's files (an A/B in one call)
+           step "$tag" "$limit" $py benchmarks/scale_bench.py --device cuda --gpus ${SCALE_GPUS:-1 $(nvidia-smi -L | wc -l)} \
+             --soak ${SCALE_SOAK:-1000} --summary "$LOGS/${tag}_summary.json" --json "$LOGS/$tag.json" ${SCALE_ARGS:-} ;;  # issue 27
     probe) step probe "$limit" $py benchmarks/clock_probe.py --harness --procs ${PROBE_PROCS:-8} --rounds ${PROBE_ROUNDS:-15} \
              --json "$LOGS/clock_harness.json" ;;  # issue 24: the per-process modes with the harness's own timing code?
     cluster) step cluster "$limit" $py benchmarks/cluster_bench.py --device cuda --evals ${CLUSTER_EVALS:-40} \
