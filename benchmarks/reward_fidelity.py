@@ -19,25 +19,23 @@ import statistics
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# The judge of 2026-11-27, nineteenth session: paired windows of 5 ms of baseline GPU time, the reference worker
-# kept for the task (benchmarks/device_2026-11-27e/README.md: C warm, E and G fresh machines' first work).
-PAIRED = [HERE / "device_2026-11-27e" / f for f in ("c_paired_w5.json", "e_paired_w5_fresh.json",
-                                                     "g_paired_seeded_fresh.json")] + \
-         [HERE / "device_2026-11-27f" / f for f in ("a_paired_idle.json", "b_paired_busy8.json",  # twentieth session
-                                                     "f_paired_busy8_fresh.json")] + \
-         [HERE / "device_2026-11-28" / f for f in ("a_paired_busy8.json", "b_paired_idle.json",  # twenty-first
-                                                    "e_paired_busy8.json", "e_paired_busy0.json")]
+# Each run of the judge as it is now (since the nineteenth session, 2026-11-27: paired windows of 5 ms of baseline
+# GPU time, the reference worker kept for the task), with the lent machine it ran on (a fresh call is a new
+# machine; the records' READMEs say which calls shared one): the between-machines figure compares their medians.
+PAIRED = {"device_2026-11-27e/c_paired_w5.json": "2026-11-27e C",
+          "device_2026-11-27e/e_paired_w5_fresh.json": "2026-11-27e E",
+          "device_2026-11-27e/g_paired_seeded_fresh.json": "2026-11-27e G",
+          "device_2026-11-27f/a_paired_idle.json": "2026-11-27f A",      # twentieth session
+          "device_2026-11-27f/b_paired_busy8.json": "2026-11-27f A",
+          "device_2026-11-27f/f_paired_busy8_fresh.json": "2026-11-27f F",
+          "device_2026-11-28/a_paired_busy8.json": "2026-11-28 A",       # twenty-first
+          "device_2026-11-28/b_paired_idle.json": "2026-11-28 B",
+          "device_2026-11-28/e_paired_busy8.json": "2026-11-28 B",
+          "device_2026-11-28/e_paired_busy0.json": "2026-11-28 B"}
 EARLIER = [HERE / "device_2026-11-27" / f for f in ("h100_paired_idle.json", "h200_paired_idle.json",
                                                      "h200_paired_busy8.json")] + \
           [HERE / "device_2026-11-27e" / f for f in ("a_paired_fresh_ref.json", "b_paired_kept_ref.json",
                                                       "c_paired_default.json")]   # windows of 20 ms
-# Which lent machine each run had (a fresh call is a new machine; the records' READMEs say which calls
-# shared one): the between-machines figure compares the machines' medians.
-MACHINE = {"c_paired_w5.json": "2026-11-27e C", "e_paired_w5_fresh.json": "2026-11-27e E",
-           "g_paired_seeded_fresh.json": "2026-11-27e G", "a_paired_idle.json": "2026-11-27f A",
-           "b_paired_busy8.json": "2026-11-27f A", "f_paired_busy8_fresh.json": "2026-11-27f F",
-           "a_paired_busy8.json": "2026-11-28 A", "b_paired_idle.json": "2026-11-28 B",
-           "e_paired_busy8.json": "2026-11-28 B", "e_paired_busy0.json": "2026-11-28 B"}
 # The service on one H100, three evaluators, the judge above (2026-11-28: B a fresh machine's first work, 24
 # evaluations; D the same machine warm, 48): the figure is the worst run.
 THROUGHPUT = [HERE / "device_2026-11-28" / f for f in ("b_scale_fixed.json", "d_scale_warm.json")]
@@ -54,10 +52,11 @@ def runs_of(paths: list[Path]) -> list[dict]:
     for p in paths:
         d = json.loads(p.read_text())
         rows = d["rows"]
-        runs.append({"file": f"{p.parent.name}/{p.name}", "device": d["machine"]["device"], "busy": d["busy"],
+        name = f"{p.parent.name}/{p.name}"
+        runs.append({"file": name, "device": d["machine"]["device"], "busy": d["busy"],
                      "evaluations": len(rows), "vs_eager_spread_pct": spread([r["vs_eager"] for r in rows]),
                      "vs_compile_spread_pct": spread([r["vs_compile"] for r in rows]),
-                     "rewards": sorted({r["reward"] for r in rows}), "machine": MACHINE.get(p.name),
+                     "rewards": sorted({r["reward"] for r in rows}), "machine": PAIRED.get(name),
                      "vs_eager_median": statistics.median(r["vs_eager"] for r in rows),
                      "vs_compile_median": statistics.median(r["vs_compile"] for r in rows)})
     return runs
@@ -97,7 +96,7 @@ def agreement(path: Path) -> dict:
 
 def summary() -> dict:
     s = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-28",
-         "demo": demo([p for p in PAIRED if p.exists()], [p for p in EARLIER if p.exists()], THROUGHPUT),
+         "demo": demo([HERE / f for f in PAIRED if (HERE / f).exists()], [p for p in EARLIER if p.exists()], THROUGHPUT),
          "level3": {"tasks": None, "within_3pct": None},
          "kb_agreement": agreement(AGREEMENT),
          "cuda_l1": {"solutions": 210, "runtime_verdict": None, "false_rejections": None}}

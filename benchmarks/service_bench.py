@@ -109,8 +109,7 @@ def steady_rate(ends: list[float]) -> float | None:
     than 5 or no time between them. Reported beside the whole run's rate, never instead of it."""
     if len(ends) < 5:
         return None
-    ends = sorted(ends)
-    lo = len(ends) // 5
+    lo = len(ends) // 5  # `ends` in the order the evaluations ended: rising
     span = ends[-1] - ends[lo - 1]
     return 3600 * (len(ends) - lo) / span if span > 0 else None
 

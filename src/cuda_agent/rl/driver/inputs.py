@@ -265,17 +265,13 @@ def _models(actor: str | None, critic: str | None) -> list[str]:
 def _ppo_logs(run: RunConfig, stage_dir: Path) -> list[str]:
     kwargs = "++reward.custom_reward_function.reward_kwargs"
     harness = run.harness.resolved(run.platform)   # the agent loop's service gets the same (write_agent_loops)
+    own = launch.evaluation_gpus(run)              # decided once, for the agent loop's service and the reward's
+    loops = launch.write_agent_loops(run, stage_dir, own)
     return [f"trainer.rollout_data_dir={stage_dir / 'rollouts'}",
             f"trainer.validation_data_dir={stage_dir / 'validation'}",
-            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={launch.write_agent_loops(run, stage_dir)}",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}",
             f"{kwargs}.journal={stage_dir / 'reward_service.jsonl'}",
             f"{kwargs}.evaluators_per_gpu={harness['evaluators_per_device']}",
             f"{kwargs}.evaluators={harness['cpu_evaluators']}", f"{kwargs}.build_workers={harness['build_workers']}",
-            *_reward_gpus(run, kwargs)]
-
-
-def _reward_gpus(run: RunConfig, kwargs: str) -> list[str]:
-    """The reward's evaluators on GPUs of their own (launch.evaluation_gpus), else on the trainer's first
-    (the stage configs' `shared_gpu: "0"`)."""
-    own = launch.evaluation_gpus(run)
-    return [f"{kwargs}.shared_gpu=null", f"{kwargs}.gpus={own}"] if own else []
+            # the reward's evaluators on GPUs of their own, else on the trainer's first (the configs' shared_gpu "0")
+            *([f"{kwargs}.shared_gpu=null", f"{kwargs}.gpus={own}"] if own else [])]

@@ -347,10 +347,10 @@ def evaluation_gpus(run: RunConfig) -> int:
     return wanted
 
 
-def write_agent_loops(run: RunConfig, stage_dir: Path) -> Path:
+def write_agent_loops(run: RunConfig, stage_dir: Path, own_gpus: int | None = None) -> Path:
     """<stage>/agent_loops.yaml: the plug-in's agent loops (rl/rollout/agent_loops.yaml) with this run's
-    options: the harness's device and service (evaluators, builders, its GPUs: evaluation_gpus, as the
-    reward's), the agent config, the run folders kept in the stage's folder."""
+    options: the harness's device and service (evaluators, builders, its GPUs: `own_gpus`, else
+    evaluation_gpus, as the reward's), the agent config, the run folders kept in the stage's folder."""
     import yaml
 
     from cuda_agent.rl.driver.stages import AGENT_LOOPS
@@ -364,7 +364,7 @@ def write_agent_loops(run: RunConfig, stage_dir: Path) -> Path:
                 entry["agent_config"] = str(run.agent_config)
             entry["service"] = {**(entry.get("service") or {}), **run.harness.resolved(run.platform)}
             if run.platform == "gpu" and run.harness_device == "cuda":
-                own = evaluation_gpus(run)
+                own = evaluation_gpus(run) if own_gpus is None else own_gpus
                 entry["service"].update({"gpus": own} if own else {"shared_gpu": "0"})
     path = stage_dir / "agent_loops.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
