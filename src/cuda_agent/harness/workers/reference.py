@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import traceback
+from pathlib import Path
 
 
 def main(fd_in: int, fd_out: int) -> None:
@@ -128,6 +129,10 @@ def serve_job(channel, job: dict, task) -> dict | None:
                     opened.close()
                 channel.send({"ok": ok, "reason": opened if isinstance(opened, str) else ""})
             elif op == "compile":  # CPU work, done before the harness takes the device for timing
+                if not _warmed:  # a fresh H100 (2026-11-28): six new workers' first compiles, 10-12 s each of
+                    # imports and Inductor's set-up, ran one after the other in the turn (the last ended 60 s in),
+                    # where a warmed spare's compile took well under a second once its turn came
+                    _warm_compile(str(device), *_lock_of(msg))
                 before = _graphs()
                 compiled = _compile(model, make_inputs(task, msg["seed"], device), msg, job.get("compile_turn", ""))
                 channel.send({"ok": True, "graphs": _graphs() - before})
@@ -167,7 +172,10 @@ def serve_job(channel, job: dict, task) -> dict | None:
             timing.close()
 
 
-def _warm_compile(device: str, lock: str) -> None:
+_warmed = False  # whether this process has paid torch.compile's first-use costs (_warm_compile)
+
+
+def _warm_compile(device: str, lock: str, lock_dir: Path | None = None) -> None:
     """torch.compile of a tiny function, then forgotten: the imports and Inductor's set-up that a
     worker's first compile pays (seconds) are paid here instead, holding the device lock `lock`
     shared as a compile does ("": none). A failure here is the real compile's to report."""
@@ -177,12 +185,20 @@ def _warm_compile(device: str, lock: str) -> None:
 
     from cuda_agent.measure import compile_for_timing, device_lock
 
+    global _warmed
     try:
-        with device_lock(lock, shared=True) if lock else nullcontext():
+        with device_lock(lock, shared=True, lock_dir=lock_dir) if lock else nullcontext():
             compile_for_timing(torch.nn.ReLU(), [torch.randn(64, 64, device=device)])
         torch._dynamo.reset()
     except Exception:
         pass
+    _warmed = True
+
+
+def _lock_of(msg: dict) -> tuple[str, Path | None]:
+    """The device lock a compile holds shared (`msg["lock"]` where the harness keeps the host quiet for
+    timing, else "": none) and the folder of its lock files."""
+    return (msg.get("lock") or "") if msg.get("quiet") else "", Path(msg["lock_dir"]) if msg.get("lock_dir") else None
 
 
 def _compile(model, inputs: list, msg: dict, task_key: str = ""):
@@ -190,17 +206,16 @@ def _compile(model, inputs: list, msg: dict, task_key: str = ""):
     `msg["lock_dir"]`) where the harness keeps the host quiet for timing (`msg["quiet"]`): held
     here, not by the harness, so that Inductor's autotuning can hold it alone for its benchmarks
     (timing.compile_for_timing) without waiting for the harness's shared hold. With `task_key`, in
-    its task's turn on this host (measure.compile_turn), waited for before the device lock."""
+    its task's turn on this host (measure.compile_turn), waited for before the device lock (a process's
+    first-use costs are paid before, by _warm_compile: the turn holds only the task's compile)."""
     from contextlib import nullcontext
-    from pathlib import Path
 
     from cuda_agent.measure import compile_for_timing, compile_turn, device_lock
 
-    key = msg.get("lock") if msg.get("quiet") else None
-    lock_dir = Path(msg["lock_dir"]) if msg.get("lock_dir") else None
+    key, lock_dir = _lock_of(msg)
     with compile_turn(task_key, lock_dir) if task_key else nullcontext(), \
             device_lock(key, shared=True, lock_dir=lock_dir) if key else nullcontext():
-        return compile_for_timing(model, inputs, alone=key, lock_dir=lock_dir)
+        return compile_for_timing(model, inputs, alone=key or None, lock_dir=lock_dir)
 
 
 def shifted_usable(model, task, seed: tuple[int, int, str], device) -> str:

@@ -1,0 +1,68 @@
+"""A reference worker's first compile of a task: torch.compile's first-use costs (imports, Inductor's
+set-up: 10-12 s of a fresh H100 worker's compile) are paid before the task's turn on the host
+(measure.compile_turn), so that the turn holds only the task's compile; a worker that has paid them
+(a spare warmed while it waited, or one kept for its task) pays nothing again."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import cuda_agent.measure as measure
+from cuda_agent.harness.workers import reference
+from cuda_agent.measure import module_from_source
+
+HACKS = Path(__file__).resolve().parents[2] / "hacks"
+
+
+class Channel:
+    """The harness's side of a worker's channel: the requests it will send, the replies it got."""
+
+    def __init__(self, requests: list[dict]):
+        self.requests, self.replies = list(requests), []
+
+    def recv(self):
+        return self.requests.pop(0) if self.requests else None
+
+    def send(self, message: dict) -> None:
+        self.replies.append(message)
+
+
+@pytest.fixture
+def events(monkeypatch) -> list[tuple[str, str]]:
+    """What the worker did, in order: ("compile", the module's class) and ("turn", the task's key)."""
+    seen: list[tuple[str, str]] = []
+
+    @contextmanager
+    def turn(task_key, lock_dir=None, max_wait_s=None):
+        seen.append(("turn", task_key))
+        yield True
+
+    def compile_for_timing(model, inputs, alone=None, lock_dir=None):
+        seen.append(("compile", type(model).__name__))
+        return model
+
+    monkeypatch.setattr(measure, "compile_turn", turn)
+    monkeypatch.setattr(measure, "compile_for_timing", compile_for_timing)
+    monkeypatch.setattr(reference, "_warmed", False)  # a fresh worker
+    return seen
+
+
+def _job(tmp_path: Path, turn: str) -> dict:
+    return {"device": "cpu", "weights_seed": 7, "state_path": str(tmp_path / "state.pt"), "compile_turn": turn}
+
+
+def test_a_fresh_worker_warms_torch_compile_before_its_tasks_turn_and_a_warmed_one_does_not(tmp_path, events):
+    task = module_from_source((HACKS / "tasks" / "sbr_small.py").read_text(), "reference", "model.py")
+    compile_request = {"op": "compile", "seed": 11, "quiet": False}
+    first = Channel([compile_request, {"op": "next"}])
+    assert reference.serve_job(first, _job(tmp_path, "sbr:cpu"), task) == {"op": "next"}
+    assert events == [("compile", "ReLU"), ("turn", "sbr:cpu"), ("compile", "Model")]
+    assert first.replies[-1] == {"ok": True, "graphs": 0}  # the warm-up's graph is not the task's
+
+    events.clear()  # the same worker's next job (kept for its task: no turn), and a new task's first compile
+    reference.serve_job(Channel([compile_request, {"op": "next"}]), _job(tmp_path, ""), task)
+    reference.serve_job(Channel([compile_request, {"op": "next"}]), _job(tmp_path, "other:cpu"), task)
+    assert events == [("compile", "Model"), ("turn", "other:cpu"), ("compile", "Model")]
