@@ -8,7 +8,9 @@ evaluator killed half-way: one verdict per request, each fault with its reason, 
 Each N gets a service of its own (`ServiceSettings.gpus`; on the CPU, N evaluators stand in for N
 GPUs) and `--evals-per-gpu` x N evaluations of the demo solution submitted at once, its build and
 baselines cached first. The figures merge into `--summary` (other steps of issue 27, such as
-`bench_wall_s` and `rl_step_s`, keep theirs); `--json` keeps every figure. Prints a table last.
+`bench_wall_s` and `rl_step_s`, keep theirs); `--json` keeps every figure. Both files are written
+after each count and again after the soak, so a run cut short keeps what it measured. Prints a
+table last.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -26,6 +29,9 @@ sys.path.insert(0, str(REPO / "src"))
 from service_bench import soak, throughput  # noqa: E402  (the one-device benchmark's measurements)
 
 GOALS = {"evals_per_hour_per_gpu": 2500, "scaling": 0.9}
+# summary.json's fields that this script writes: each run replaces them as a whole (a count or a soak
+# of an earlier run never stands beside this run's date and device); the other steps' fields stay
+OWN_FIELDS = ("device", "date", "gpus", "evals_per_hour", "steady_evals_per_hour", "scaling", "soak")
 
 
 def settings_for(device: str, gpus: int, per_device: int):
@@ -44,9 +50,10 @@ def device_name(device: str, gpus: int) -> str:
 
 
 def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int, soak_n: int,
-            soak_timed: bool = True) -> dict:
+            soak_timed: bool = True, save: Callable[[dict], None] = lambda out: None) -> dict:
     """Throughput per GPU count, then the soak on the largest (`soak_timed=False`: its evaluations check
-    correctness only, so 1,000 fit a short device call; the faults and the killed evaluator are the same)."""
+    correctness only, so 1,000 fit a short device call; the faults and the killed evaluator are the same).
+    `save(out)` after each count and after the soak: a run killed later keeps what it measured."""
     from cuda_agent.harness import EvalConfig
     from cuda_agent.service import EvalService
     from service_bench import demo
@@ -72,23 +79,29 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
               f"the longest compile stages (s): {row['compile_s_top']}", flush=True)
         for failure in row["failures"]:
             print(f"  failed: {failure}", flush=True)
+        save(out)
     if soak_n:
         n = max(counts)
         task, sol = demo(device)
+        t0 = time.perf_counter()
         with EvalService(settings_for(device, n, per_device)) as svc:
-            svc.evaluate(task, sol, EvalConfig(device=device, profile=soak_timed))  # built, baselines cached
+            first = svc.evaluate(task, sol, EvalConfig(device=device, profile=soak_timed))  # built, baselines cached
+            print(f"soak on {n} GPU(s): service and first evaluation (reward {first.reward}) in "
+                  f"{time.perf_counter() - t0:.1f} s", flush=True)
             clean_s = out["throughput"][str(n)]["eval_s"] if soak_timed else None  # no untimed clean run to set beside it
             out["soak"] = soak(svc, device, soak_n, clean_s, profile=soak_timed)
             out["soak"].update(gpus=n, timed=soak_timed)
         print("soak", json.dumps({k: v for k, v in out["soak"].items() if k != "stats"})[:800], flush=True)
+        save(out)
     return out
 
 
 def summarize(out: dict, device: str, old: dict | None = None) -> dict:
-    """summary.json's fields from a run (merged into `old`: the other steps' figures stay)."""
+    """summary.json's fields from a run, so far (merged into `old`: the other steps' figures stay; this
+    script's own, `OWN_FIELDS`, are this run's alone: no soak before this run's soak has ended)."""
     counts = sorted(int(n) for n in out["throughput"])
     per_hour = {str(n): round(out["throughput"][str(n)]["evals_per_hour"]) for n in counts}
-    summary = dict(old or {})
+    summary = {k: v for k, v in (old or {}).items() if k not in OWN_FIELDS}
     steady = {str(n): round(v) for n in counts if (v := out["throughput"][str(n)].get("steady_evals_per_hour"))}
     summary.update(device=device_name(device, max(counts)), date=time.strftime("%Y-%m-%d"), gpus=max(counts),
                    evals_per_hour=per_hour, steady_evals_per_hour=steady)
@@ -123,6 +136,14 @@ def table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def write_json(path: Path, data: dict) -> None:
+    """`path` replaced whole (a run killed while writing leaves the previous file, never half of one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default=None)
@@ -137,16 +158,17 @@ def main() -> None:
     from cuda_agent.devices import default_device
 
     device = args.device or default_device()
-    out = measure(device, sorted(set(args.gpus)), args.per_device, args.evals_per_gpu, args.soak,
-                  soak_timed=not args.soak_untimed)
     old = json.loads(args.summary.read_text()) if args.summary and args.summary.exists() else None
-    summary = summarize(out, device, old)
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1, default=str))
-    if args.summary:
-        args.summary.parent.mkdir(parents=True, exist_ok=True)
-        args.summary.write_text(json.dumps(summary, indent=1) + "\n")
-    print(table(summary))
+
+    def save(out: dict) -> None:  # every save merges into the summary as it was before this run
+        if args.json:
+            write_json(args.json, out)
+        if args.summary:
+            write_json(args.summary, summarize(out, device, old))
+
+    out = measure(device, sorted(set(args.gpus)), args.per_device, args.evals_per_gpu, args.soak,
+                  soak_timed=not args.soak_untimed, save=save)
+    print(table(summarize(out, device, old)))
 
 
 if __name__ == "__main__":

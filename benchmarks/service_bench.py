@@ -200,19 +200,37 @@ def soak(svc, device: str, n: int, clean_eval_s: float | None, profile: bool = T
                          says, False))
         else:
             plan.append((sol, task, EvalConfig(device=device, profile=profile), "", True))
+    used = [Path(folder).name for folder, *_ in kinds[:min(len(kinds), n // 10)]]
+    print(f"soak: {n} requests, every tenth faulty (kinds: {', '.join(used) or 'none'})", flush=True)
     t0 = time.perf_counter()
     futures = [svc.submit_path(t, folder, config) for folder, t, config, _, _ in plan]
+    faulty = [f for f, (*_, honest) in zip(futures, plan) if not honest]
     killed = threading.Event()
 
-    def kill_half_way() -> None:
-        while sum(f.done() for f in futures) < n // 2:
+    def watch() -> None:
+        """Kills one evaluator half-way; prints progress every tenth of the requests and at least every
+        30 s (a soak cut short says whether it was slow or stuck)."""
+        step, next_at, last = max(1, n // 10), 0, time.perf_counter()
+        while True:
+            done = sum(f.done() for f in futures)
+            if not killed.is_set() and done >= n // 2:
+                ray.kill(svc.fleet.slots[0].handle)
+                killed.set()
+                print(f"  [{time.perf_counter() - t0:6.1f} s] soak: evaluator 0 killed at {done}/{n} done", flush=True)
+            now = time.perf_counter()
+            if done >= next_at or now - last >= 30 or done == n:
+                print(f"  [{now - t0:6.1f} s] soak {done}/{n} done (faulty {sum(f.done() for f in faulty)} done, "
+                      f"evaluator killed: {'yes' if killed.is_set() else 'no'})", flush=True)
+                next_at, last = (done // step + 1) * step, now
+            if done == n:
+                return
             time.sleep(0.2)
-        ray.kill(svc.fleet.slots[0].handle)
-        killed.set()
 
-    threading.Thread(target=kill_half_way, daemon=True).start()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     verdicts = [f.result() for f in futures]
     wall = time.perf_counter() - t0
+    watcher.join(timeout=5)  # its last line printed
     wrong = []
     for (folder, _, _, says, honest), v in zip(plan, verdicts):
         if honest and not v.correct:

@@ -30,6 +30,27 @@ def test_the_summary_keeps_other_steps_figures_and_states_the_scaling_and_the_so
     assert "(correctness only, not timed)" in text
 
 
+def test_a_summary_saved_before_the_soak_claims_no_soak_and_keeps_other_steps_figures(tmp_path):
+    from scale_bench import summarize, write_json
+
+    old = {"bench_wall_s": {"1": 900}, "rl_step_s": 41.5, "evals_per_hour": {"1": 1, "2": 2, "4": 4},
+           "scaling": {"gpus": 4, "ratio": 0.5, "goal": 0.9}, "date": "2026-01-01",
+           "soak": {"requests": 1000, "verdicts": 1000, "lost": 0}}  # an earlier run's soak
+    path = tmp_path / "scale" / "summary.json"
+    out = {"throughput": {"1": {"evals_per_hour": 2600.4}}}  # the run killed after its first count
+    write_json(path, summarize(out, "cpu", old))
+    saved = json.loads(path.read_text())
+    assert saved["bench_wall_s"] == {"1": 900} and saved["rl_step_s"] == 41.5  # other steps' figures stay
+    assert saved["evals_per_hour"] == {"1": 2600}                              # this run's count replaces the old
+    assert "soak" not in saved and "scaling" not in saved and saved["date"] != "2026-01-01"
+    out["throughput"]["2"] = {"evals_per_hour": 5000.0}                        # the second count, saved over it
+    write_json(path, summarize(out, "cpu", old))
+    saved = json.loads(path.read_text())
+    assert saved["evals_per_hour"] == {"1": 2600, "2": 5000} and saved["scaling"]["ratio"] == round(5000 / 5200, 3)
+    assert "soak" not in saved and saved["bench_wall_s"] == {"1": 900}
+    assert [f.name for f in path.parent.iterdir()] == ["summary.json"]         # no temporary file left
+
+
 def test_the_rate_once_running_leaves_out_the_first_fifth_and_stands_beside_the_whole_runs():
     from scale_bench import summarize, table
     from service_bench import steady_rate
