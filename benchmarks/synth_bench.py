@@ -65,6 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="start no candidate this long after the script started (the catalog counted)")
     ap.add_argument("--grace-seconds", type=float, default=30.0,
                     help="then, how long candidates in flight may run on before they are cancelled")
+    ap.add_argument("--quiet-timing", action="store_true",
+                    help="on a GPU, torch.compile and the size search's timing wait for other workers' timing")
     return ap.parse_args(argv)
 
 
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
                          kernelbench=args.kernelbench if args.kernelbench.exists() else None,
                          workers=args.workers, mix=Mix.parse(args.mix), max_candidates=args.max_candidates,
                          hf_families=tuple(args.hf_families.split(",")) if args.hf_families else None,
-                         seeds=args.seeds, grace_s=args.grace_seconds,
+                         seeds=args.seeds, grace_s=args.grace_seconds, quiet_timing=args.quiet_timing,
                          max_seconds=args.max_seconds - (time.time() - T0) if args.max_seconds is not None else None)
     this_run: list[dict] = []  # the candidates this call decided (the journal has earlier runs' too)
 
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> dict:
     accepted_now = sum(r["filter"] == "accepted" for r in this_run)
     wall = time.time() - T0
     bench = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "device": device, "gpus": gpus,
-             "workers_per_device": args.workers or 1, "torch": torch.__version__, "transformers": _transformers(),
+             "workers_per_device": args.workers or 1, "quiet_timing": args.quiet_timing,
+             "torch": torch.__version__, "transformers": _transformers(),
              "python": platform.python_version(), "count": args.count, "dataset_tasks": len(rows),
              "accepted_this_run": accepted_now, "candidates_this_run": len(this_run),
              "candidates_in_journal": len(records),

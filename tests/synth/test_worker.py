@@ -23,8 +23,18 @@ def worker(tmp_path, monkeypatch):
     return Worker()
 
 
-def eager(worker: Worker, code: str, alone: bool = False) -> dict:
-    return worker.eager({"op": "eager", "code": code, "device": "cpu", "plan": FAST_TIMING, "alone": alone})
+def eager(worker: Worker, code: str, alone: bool = False, beside: bool = False) -> dict:
+    return worker.eager({"op": "eager", "code": code, "device": "cpu", "plan": FAST_TIMING, "alone": alone,
+                         "beside": beside})
+
+
+def in_thread(fn) -> tuple[threading.Thread, dict]:
+    """`fn()` started in a thread of its own (a holder of the device lock apart from this one); its reply
+    lands in the dict under "reply"."""
+    done: dict = {}
+    t = threading.Thread(target=lambda: done.__setitem__("reply", fn()), daemon=True)
+    t.start()
+    return t, done
 
 
 def test_a_worker_lets_go_of_the_previous_candidate_before_building_the_next(worker):
@@ -63,3 +73,43 @@ def test_compile_drops_the_candidate_unless_out_of_memory_may_bring_a_retry(work
     worker.state["model"] = None  # makes torch.compile fail, as an error other than out of memory
     reply = worker.compile({"op": "compile", "plan": FAST_TIMING, "atol": 1e-2, "rtol": 1e-2})
     assert not reply["ok"] and worker.state == {}
+
+
+def test_the_size_searchs_timing_runs_beside_other_workers_runs_unless_the_run_times_quietly(worker):
+    """On a GPU the size search's timing (it only picks a size: the window and the set's figures are the
+    baselines', timed alone) holds the lock shared, beside the other workers' runs; quiet, it waits for them."""
+    good = task("return torch.tanh(self.linear(x))")
+    with device_lock(lock_name("cpu"), shared=True):  # another worker's run on the device
+        beside, got = in_thread(lambda: eager(worker, good, beside=True))
+        beside.join(60)
+        assert not beside.is_alive() and got["reply"]["ok"], got
+        quiet, waited = in_thread(lambda: eager(Worker(), good))
+        quiet.join(1.0)
+        assert quiet.is_alive(), "the quiet run's timing did not wait for the run beside it"
+    quiet.join(60)
+    assert waited["reply"]["ok"], waited
+
+
+@pytest.mark.slow  # torch.compile on 2 cores: tens of seconds
+def test_compile_runs_beside_a_timer_unless_the_run_times_quietly(worker, monkeypatch):
+    """torch.compile (CPU work, seconds on a GPU machine) holds no lock beside timing: a timer neither waits
+    for it nor holds it up. Quiet, it holds the lock shared and waits for the timer."""
+    import cuda_agent.measure as measure
+
+    # the baselines' own timing (alone, after the compile) is not what this test watches
+    monkeypatch.setattr(measure, "time_baselines",
+                        lambda *a, **k: (measure.TimingStats(1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 5),) * 2)
+    relu = task("return torch.relu(self.linear(x))")
+    ask = {"op": "compile", "plan": FAST_TIMING, "atol": 1e-2, "rtol": 1e-2}
+    assert eager(worker, relu)["ok"]
+    with device_lock(lock_name("cpu")):  # a timer timing on the device
+        quiet, waited = in_thread(lambda: worker.compile({**ask, "beside": False}))
+        quiet.join(1.0)
+        assert quiet.is_alive(), "the quiet compile ran while a timer held the device"
+    quiet.join(300)
+    assert waited["reply"]["ok"], waited
+    assert eager(worker, relu)["ok"]
+    with device_lock(lock_name("cpu")):
+        beside, got = in_thread(lambda: worker.compile({**ask, "beside": True}))
+        beside.join(300)
+        assert not beside.is_alive() and got["reply"]["ok"], got

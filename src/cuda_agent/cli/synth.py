@@ -84,6 +84,9 @@ def synth_command(
                                                     "the same command resumes"),
         grace_seconds: float = typer.Option(30.0, min=0.0, help="with --max-seconds: how long candidates in flight "
                                                                 "may run on before they are cancelled"),
+        quiet_timing: bool = typer.Option(False, "--quiet-timing", help="on a GPU, torch.compile and the size "
+                                          "search's timing wait for other workers' timing (slower; the set's figures "
+                                          "are timed alone either way)"),
         jsonl: bool = typer.Option(False, "--jsonl", help="write JSONL beside the Parquet"),
         model: Optional[str] = typer.Option(None, help="llm composer: the model name"),
         base_url: Optional[str] = typer.Option(None, help="llm composer: the OpenAI-compatible endpoint"),
@@ -124,7 +127,7 @@ def synth_command(
     config = SynthConfig(out=out_path, count=count, composer=composer, device=dev, seed=seed, window=win,
                          similarity_threshold=similarity, kernelbench=kb, workers=workers, address=address,
                          max_candidates=max_candidates, jsonl=jsonl, mix=target, hf_families=_families(hf_families),
-                         seeds=seeds, max_seconds=max_seconds, grace_s=grace_seconds)
+                         seeds=seeds, max_seconds=max_seconds, grace_s=grace_seconds, quiet_timing=quiet_timing)
     start = time.time()
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=err, disable=quiet)

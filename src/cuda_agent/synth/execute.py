@@ -108,6 +108,9 @@ class ExecutionFilters:
         self.config, self.window, self.memory_budget = config, config.resolved_window(), memory_budget
         self.stop_at = stop_at
         self.alone = False  # on the GPU alone: after an out-of-memory error at the current size
+        # On a GPU the size search's timing and torch.compile run beside other workers' timing (synth/worker.py);
+        # on the CPU backend the CPU is the device they would disturb
+        self.beside = config.device == "cuda" and not config.quiet_timing
 
     def execute(self, cand: Candidate, rec: dict, executor: Executor) -> Outcome:
         started = executor.start_seconds
@@ -131,7 +134,7 @@ class ExecutionFilters:
             timeout = min(limit_s, self.stop_at - time.time())
             if timeout <= 0:
                 return None
-        reply = executor.request({**message, "alone": self.alone}, timeout)
+        reply = executor.request({**message, "alone": self.alone, "beside": self.beside}, timeout)
         add_seconds(rec["seconds"], reply.get("seconds", {}))
         if "peak_mb" in reply:
             rec["gpu_peak_mb"] = max(rec.get("gpu_peak_mb", 0.0), reply["peak_mb"])

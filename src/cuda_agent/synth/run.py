@@ -60,6 +60,10 @@ class SynthConfig:
     timing: TimingPlan = field(default_factory=lambda: TimingPlan(min_runs=5, max_runs=100, budget_s=0.1,
                                                                   warmup_s=0.05, min_warmup=2))
     limits: Limits = field(default_factory=Limits)
+    # False (on a GPU): a candidate's torch.compile (CPU work, seconds) and its size search's timing run beside
+    # the other workers' timing, which waited for them (2x H100, 2026-11-28: eager timing 41% of the workers'
+    # seconds, 492 accepted per GPU-hour); the set's figures stay the baselines', timed alone. True: as before.
+    quiet_timing: bool = False
     jsonl: bool = False                # also (or, for a .jsonl OUT, only) write JSONL
     mix: Mix | None = field(default_factory=Mix)  # target share per task class; None: draw any seed
     hf_families: tuple[str, ...] | None = None    # transformers model types to crawl blocks from; None: all
