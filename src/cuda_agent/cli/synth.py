@@ -237,6 +237,8 @@ def _synth_group(ctx: typer.Context,
                  seeds: Optional[Path] = typer.Option(None),
                  max_seconds: Optional[float] = typer.Option(None, min=0.0),
                  grace_seconds: float = typer.Option(30.0, min=0.0),
+                 quiet_timing: bool = typer.Option(False, "--quiet-timing", help="on a GPU, torch.compile and the "
+                                                   "size search's timing wait for other workers' timing"),
                  model: Optional[str] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
                  api_key: Optional[str] = typer.Option(None), quiet: bool = typer.Option(False, "--quiet", "-q"),
                  as_json: bool = typer.Option(False, "--json")) -> None:
@@ -248,8 +250,8 @@ def _synth_group(ctx: typer.Context,
     synth_command(out_path=out_path, count=count, composer=composer, device=device, seed=seed, window=window,
                   similarity=similarity, kernelbench=kernelbench, workers=workers, address=address,
                   max_candidates=max_candidates, mix=mix, hf_families=hf_families, seeds=seeds,
-                  max_seconds=max_seconds, grace_seconds=grace_seconds, jsonl=jsonl, model=model,
-                  base_url=base_url, api_key=api_key, quiet=quiet, as_json=as_json)
+                  max_seconds=max_seconds, grace_seconds=grace_seconds, quiet_timing=quiet_timing, jsonl=jsonl,
+                  model=model, base_url=base_url, api_key=api_key, quiet=quiet, as_json=as_json)
 
 
 synth_app.command("seeds")(seeds_command)
