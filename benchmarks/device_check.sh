@@ -120,7 +120,7 @@ for arg in "$@"; do
              --soak ${SCALE_SOAK:-1000} --summary "$LOGS/${tag}_summary.json" --json "$LOGS/$tag.json" ${SCALE_ARGS:-} ;;  # issue 27
     probe) step probe "$limit" $py benchmarks/clock_probe.py --harness --procs ${PROBE_PROCS:-8} --rounds ${PROBE_ROUNDS:-15} \
              --json "$LOGS/clock_harness.json" ;;  # issue 24: the per-process modes with the harness's own timing code?
-    cluster) step cluster "$limit" $py benchmarks/cluster_bench.py --device cuda --evals ${CLUSTER_EVALS:-40} \
+    cluster) step cluster "$limit" $py benchmarks/cluster_bench.py --device cuda --evals ${CLUSTER_EVALS:-16} \
                --json "$LOGS/cluster.json" ;;  # issue 27 item 5: two Ray nodes, the second lost half-way
     offstream) step offstream "$limit" $py benchmarks/offstream_probe.py --json "$LOGS/offstream.json" ;;  # issue 24: honest calls charged?
     twoproc) step twoproc "$limit" $py benchmarks/two_process_probe.py --evals ${TWOPROC_EVALS:-8} ${TWOPROC_ARGS:---stop} \
