@@ -31,8 +31,13 @@
 # Two runs at once on a machine of two GPUs: give each its GPU, its Ray and its OUT, e.g.
 #   CUDA_VISIBLE_DEVICES=1 RAY_TMPDIR=/tmp/rb OUT=$OUT/b bash benchmarks/rl_learning.sh ablation &
 # (RAY_TMPDIR apart, each run starts its own Ray instead of joining the other's).
-# TAG=n8: ppo and control write to their own folders (fill_n8, fill_control_n8), start from the RFT actor of
-# $W/fill, and eval:ppo / eval:control read them (results ppo_n8.cpu.json ...): variants and repeats side by side.
+# TAG=n8: ppo, control and ablation write to their own folders (fill_n8, fill_control_n8, fill_ablation_n8), ppo and
+# control start from the RFT actor of $W/fill, and eval:ppo / eval:control / eval:ablation read them (results
+# ppo_n8.cpu.json ...): variants and repeats side by side. RL's step time on 1 and 2 GPUs (issue 27), no RFT needed:
+#   GPUS=1 TAG=g1 EXTRA="fill:trainer.total_training_steps=3" bash benchmarks/rl_learning.sh prep ablation:300
+#   GPUS=2 TAG=g2 EXTRA="fill:trainer.total_training_steps=3" bash benchmarks/rl_learning.sh ablation:300
+#   python3 benchmarks/rl_step_time.py 1=/tmp/rl/fill_ablation_g1/fill 2=/tmp/rl/fill_ablation_g2/fill \
+#     --summary benchmarks/scale/summary.json
 # await:rft[:SECS] waits until RFT's actor exists (a run launched beside the one that trains it).
 # TIER=2: the family's tier 2 (the expression and EPT, every correct reply timed: rewards 2 and 3), its runs
 # under $W/tier2 and its results named *.tier2.*; training and evaluation judge on the GPU (DEVICE, JUDGE: cuda).
@@ -102,7 +107,7 @@ for arg in "$@"; do
         rft) model=$(actor_of $R/fill/fill_rft) ;;
         ppo) model=$(latest $R/fill${TAG:+_$TAG}/fill) ;;
         control) model=$(latest $R/fill_control${TAG:+_$TAG}/fill) ;;
-        ablation) model=$(latest $R/fill_ablation/fill) ;;
+        ablation) model=$(latest $R/fill_ablation${TAG:+_$TAG}/fill) ;;
       esac
       timeout -k 30 "$limit" python3 -m cuda_agent.rl.tools.fill_eval --model "$model" --device "$JUDGE" --sampled ${SAMPLED:-2} \
         --tier "$TIER" --build-workers 8 --out $W/learning/$name${TAG:+_$TAG}$T.$JUDGE.json 2>&1 \
@@ -126,7 +131,7 @@ for arg in "$@"; do
       timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $R/fill_control${TAG:+_$TAG} "$FILL")" --quiet $REWARD ${EXTRA:-} \
         fill:actor_rollout_ref.model.path=$rft "fill:+$KW.shuffle=true" 2>&1 | tail -15 ;;
     ablation)
-      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $R/fill_ablation "$FILL")" --quiet $REWARD ${EXTRA:-} \
+      timeout -k 60 "$limit" python3 -m cuda_agent train fill --config "$(run_file $R/fill_ablation${TAG:+_$TAG} "$FILL")" --quiet $REWARD ${EXTRA:-} \
         fill:actor_rollout_ref.model.path=$W/smollm2 fill:trainer.critic_warmup=0 2>&1 | tail -15 ;;
     arft)
       from=""; [ "${ARFT_FROM:-}" = rft ] && from="fill_agentic_rft:model.path=$(actor_of $R/fill/fill_rft)"
