@@ -71,6 +71,9 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
         print(f"{n} GPU(s): {row['evals_per_hour']:.0f} evaluations/h over {row['evaluators']} evaluators "
               f"({f'{steady:.0f}/h' if steady else 'n/a'} after the first fifth), "
               f"rewards {row['reward_counts']}; mean s a stage: {stages}", flush=True)
+        parts = " ".join(f"{k.split('.', 1)[1]} {v:.2f}" for k, v in row["stage_s"].items() if k.startswith("timing."))
+        if parts:  # where the device's time alone goes: what bounds a GPU's evaluations per hour
+            print(f"  timing's parts, mean s: {parts}", flush=True)
         for side in ("vs_eager", "vs_compile"):  # one task, one solution: every verdict should read the same
             if row[side]:
                 print(f"  {side}: {min(row[side]):.3f}-{max(row[side]):.3f}x "
