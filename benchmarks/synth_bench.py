@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--grace-seconds", type=float, default=30.0,
                     help="then, how long candidates in flight may run on before they are cancelled")
     ap.add_argument("--quiet-timing", action="store_true",
-                    help="on a GPU, torch.compile and the size search's timing wait for other workers' timing")
+                    help="on a GPU, the size search's timing waits for the other workers' runs")
     return ap.parse_args(argv)
 
 

@@ -3,13 +3,16 @@ candidates, and how it shares the device with the workers beside it."""
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 
 import pytest
 
 from cuda_agent.devices import lock_name
+from cuda_agent.home import subdir
 from cuda_agent.measure import device_lock
 from cuda_agent.synth.worker import Worker
+from measure.lockprobe import would_wait
 
 from .conftest import FAST_TIMING
 from .test_filters import task
@@ -75,41 +78,29 @@ def test_compile_drops_the_candidate_unless_out_of_memory_may_bring_a_retry(work
     assert not reply["ok"] and worker.state == {}
 
 
-def test_the_size_searchs_timing_runs_beside_other_workers_runs_unless_the_run_times_quietly(worker):
+def test_the_size_searchs_timing_runs_beside_other_workers_runs_unless_the_run_times_quietly(worker, monkeypatch):
     """On a GPU the size search's timing (it only picks a size: the window and the set's figures are the
     baselines', timed alone) holds the lock shared, beside the other workers' runs; quiet, it waits for them."""
+    import cuda_agent.measure as measure
+
+    timing, real = threading.Event(), measure.time_callable
+
+    def time_callable(*args, **kwargs):  # reached once the timing's hold of the lock is taken
+        timing.set()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(measure, "time_callable", time_callable)
     good = task("return torch.tanh(self.linear(x))")
     with device_lock(lock_name("cpu"), shared=True):  # another worker's run on the device
         beside, got = in_thread(lambda: eager(worker, good, beside=True))
         beside.join(60)
-        assert not beside.is_alive() and got["reply"]["ok"], got
+        assert not beside.is_alive() and got["reply"]["ok"] and timing.is_set(), got
+        timing.clear()
         quiet, waited = in_thread(lambda: eager(Worker(), good))
-        quiet.join(1.0)
-        assert quiet.is_alive(), "the quiet run's timing did not wait for the run beside it"
+        deadline = time.monotonic() + 60  # until its timer queues at the turnstile (it holds it, waiting)
+        while not would_wait(subdir("locks") / f"{lock_name('cpu')}.turnstile", shared=True):
+            assert time.monotonic() < deadline and quiet.is_alive(), "the quiet run's timing never waited"
+            time.sleep(0.01)
+        assert quiet.is_alive() and not timing.is_set(), "the quiet run timed while another worker ran"
     quiet.join(60)
-    assert waited["reply"]["ok"], waited
-
-
-@pytest.mark.slow  # torch.compile on 2 cores: tens of seconds
-def test_compile_runs_beside_a_timer_unless_the_run_times_quietly(worker, monkeypatch):
-    """torch.compile (CPU work, seconds on a GPU machine) holds no lock beside timing: a timer neither waits
-    for it nor holds it up. Quiet, it holds the lock shared and waits for the timer."""
-    import cuda_agent.measure as measure
-
-    # the baselines' own timing (alone, after the compile) is not what this test watches
-    monkeypatch.setattr(measure, "time_baselines",
-                        lambda *a, **k: (measure.TimingStats(1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 5),) * 2)
-    relu = task("return torch.relu(self.linear(x))")
-    ask = {"op": "compile", "plan": FAST_TIMING, "atol": 1e-2, "rtol": 1e-2}
-    assert eager(worker, relu)["ok"]
-    with device_lock(lock_name("cpu")):  # a timer timing on the device
-        quiet, waited = in_thread(lambda: worker.compile({**ask, "beside": False}))
-        quiet.join(1.0)
-        assert quiet.is_alive(), "the quiet compile ran while a timer held the device"
-    quiet.join(300)
-    assert waited["reply"]["ok"], waited
-    assert eager(worker, relu)["ok"]
-    with device_lock(lock_name("cpu")):
-        beside, got = in_thread(lambda: worker.compile({**ask, "beside": True}))
-        beside.join(300)
-        assert not beside.is_alive() and got["reply"]["ok"], got
+    assert waited["reply"]["ok"] and timing.is_set(), waited

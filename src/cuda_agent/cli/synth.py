@@ -84,9 +84,9 @@ def synth_command(
                                                     "the same command resumes"),
         grace_seconds: float = typer.Option(30.0, min=0.0, help="with --max-seconds: how long candidates in flight "
                                                                 "may run on before they are cancelled"),
-        quiet_timing: bool = typer.Option(False, "--quiet-timing", help="on a GPU, torch.compile and the size "
-                                          "search's timing wait for other workers' timing (slower; the set's figures "
-                                          "are timed alone either way)"),
+        quiet_timing: bool = typer.Option(False, "--quiet-timing", help="on a GPU, the size search's timing "
+                                          "waits for the other workers' runs (slower; the set's figures are timed "
+                                          "alone either way)"),
         jsonl: bool = typer.Option(False, "--jsonl", help="write JSONL beside the Parquet"),
         model: Optional[str] = typer.Option(None, help="llm composer: the model name"),
         base_url: Optional[str] = typer.Option(None, help="llm composer: the OpenAI-compatible endpoint"),
@@ -237,8 +237,8 @@ def _synth_group(ctx: typer.Context,
                  seeds: Optional[Path] = typer.Option(None),
                  max_seconds: Optional[float] = typer.Option(None, min=0.0),
                  grace_seconds: float = typer.Option(30.0, min=0.0),
-                 quiet_timing: bool = typer.Option(False, "--quiet-timing", help="on a GPU, torch.compile and the "
-                                                   "size search's timing wait for other workers' timing"),
+                 quiet_timing: bool = typer.Option(False, "--quiet-timing", help="on a GPU, the size search's "
+                                                   "timing waits for the other workers' runs"),
                  model: Optional[str] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
                  api_key: Optional[str] = typer.Option(None), quiet: bool = typer.Option(False, "--quiet", "-q"),
                  as_json: bool = typer.Option(False, "--json")) -> None:

@@ -54,7 +54,7 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult) 
         # For the device alone: behind the shared holds of other evaluations' runs and compiles. Outside every stage
         # before it had one of its own (a fresh H100, 2026-11-28: evaluations of 12 s whose stages summed to 2 s
         # while other workers' first compiles held the lock shared).
-        with timed(result, "lock"):
+        with timed(result, "wait_alone"):
             alone.enter_context(device_lock(lock_name(backend.device)))
         with timed(result, "timing"):
             paired = _watched_run(session, result, backend.is_cuda)

@@ -108,8 +108,8 @@ class ExecutionFilters:
         self.config, self.window, self.memory_budget = config, config.resolved_window(), memory_budget
         self.stop_at = stop_at
         self.alone = False  # on the GPU alone: after an out-of-memory error at the current size
-        # On a GPU the size search's timing and torch.compile run beside other workers' timing (synth/worker.py);
-        # on the CPU backend the CPU is the device they would disturb
+        # On a GPU the size search's timing runs beside other workers' runs (synth/worker.py); on the CPU backend
+        # the CPU is the device they would disturb
         self.beside = config.device == "cuda" and not config.quiet_timing
 
     def execute(self, cand: Candidate, rec: dict, executor: Executor) -> Outcome:

@@ -54,15 +54,16 @@ class SynthConfig:
     atol: float = 1e-2
     rtol: float = 1e-2
     # The set's timings choose sizes and say how fast eager and torch.compile are; the window is 100x wide and
-    # the reward is measured again by the judge. Timing holds the GPU alone, the workers' runs and compiles wait
-    # for it: 0.1 s of calls a side (was 0.3; 1.06 s of timing a candidate, 1,119 accepted/h with six workers on
+    # the reward is measured again by the judge. The baselines' timing holds the GPU alone, the workers' runs and
+    # compiles wait for it: 0.1 s of calls a side (was 0.3; 1.06 s of timing a candidate, 1,119 accepted/h with six workers on
     # an H100, 2026-11-27), at least 5 calls (a 100 ms task: 0.5 s).
     timing: TimingPlan = field(default_factory=lambda: TimingPlan(min_runs=5, max_runs=100, budget_s=0.1,
                                                                   warmup_s=0.05, min_warmup=2))
     limits: Limits = field(default_factory=Limits)
-    # False (on a GPU): a candidate's torch.compile (CPU work, seconds) and its size search's timing run beside
-    # the other workers' timing, which waited for them (2x H100, 2026-11-28: eager timing 41% of the workers'
-    # seconds, 492 accepted per GPU-hour); the set's figures stay the baselines', timed alone. True: as before.
+    # False (on a GPU): the size search's timing, which only picks a size, holds the lock shared beside the other
+    # workers' runs instead of waiting for them to drain (2x H100, 2026-11-28: that timing was 41% of the workers'
+    # seconds, 492 accepted per GPU-hour); the window and the set's figures stay the baselines', timed alone.
+    # True: alone, as before.
     quiet_timing: bool = False
     jsonl: bool = False                # also (or, for a .jsonl OUT, only) write JSONL
     mix: Mix | None = field(default_factory=Mix)  # target share per task class; None: draw any seed

@@ -4,7 +4,7 @@ rejects the candidate). It speaks JSON lines through a sandbox `ChildChannel`
 
   {"op": "probe", "code", "device"}            -> build and run once (seed checks): output shapes
   {"op": "eager", "code", "device", "plan",     -> eager, deterministic, stochastic, degenerate, time
-   "alone"}                                        eager (for the size search)
+   "alone", "beside"}                              eager (for the size search)
   {"op": "compile", "plan", "atol", "rtol",     -> torch.compile the last eager model, compare, and
    "alone"}                                        time eager and torch.compile as the harness does
                                                    (measure.time_baselines)
@@ -15,10 +15,9 @@ Every reply carries `seconds` per stage, so the benchmark can say where the time
 
 Several workers share a GPU. Their runs hold the device lock shared and timing holds it alone
 (measure.device_lock); a request with `alone` runs alone as well (the retry after an out-of-memory
-error, which another worker's memory may have caused). A request with `beside` (the run's default on
-a GPU) does two things beside other workers' timing instead of waiting for it: the size search's
-timing (it only chooses a size; the window and the set's figures are the baselines', timed alone) holds
-the lock shared, and torch.compile (CPU work, seconds) holds none, its autotuning benchmarks alone. Each worker keeps on the GPU only what its
+error, which another worker's memory may have caused). With `beside` (the run's default on a GPU),
+the size search's timing holds the lock shared, beside the other workers' runs: it only chooses a
+size, and the window and the set's figures are the baselines' (`compile`), timed alone. Each worker keeps on the GPU only what its
 current candidate needs: the previous candidate is dropped before the next is built, and the
 allocator's cache is handed back to the device when a section ends, for the others to use.
 """
@@ -94,7 +93,7 @@ class Worker:
         from cuda_agent.measure import TimingPlan, time_callable, timing_draw
 
         draw = timing_draw(module, INPUT_SEED, device)
-        with _section(device, shared=bool(msg.get("beside")) and not msg.get("alone")):  # see the module's doc
+        with _section(device, shared=bool(msg.get("beside")) and not msg.get("alone")):  # beside: the module's doc
             stats = time_callable(model, draw, device, TimingPlan.from_dict(msg["plan"])).stats
         seconds["eager_timing"] = time.perf_counter() - t
         self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "draw": draw}
@@ -160,8 +159,7 @@ class Worker:
         from cuda_agent.devices import lock_name
         from cuda_agent.measure import autotune_alone
 
-        beside = bool(msg.get("beside")) and not msg.get("alone")  # beside timing: no lock (the module's doc)
-        with _section(st["device"], shared=not msg.get("alone"), lock=not beside):
+        with _section(st["device"], shared=not msg.get("alone")):
             try:
                 torch._dynamo.reset()
                 compiled = torch.compile(st["model"])
@@ -188,18 +186,16 @@ class Worker:
 
 
 @contextmanager
-def _section(device, shared: bool = False, lock: bool = True):
+def _section(device, shared: bool = False):
     """A stretch of GPU work under the device's lock, as every user of the device takes it (several workers
-    share a GPU for the CPU-bound work: their runs hold it shared, timing and retries alone; `lock=False`:
-    none, beside timing). On the way out, before the lock is released, the memory this worker freed leaves
-    PyTorch's cache for the device, where the workers sharing it can allocate it; without that, each
-    worker's cache keeps the peak of every candidate it ran, and the others run out of memory."""
-    from contextlib import nullcontext
-
+    share a GPU for the CPU-bound work: their runs hold it shared, timing and retries alone). On
+    the way out, before the lock is released, the memory this worker freed leaves PyTorch's cache
+    for the device, where the workers sharing it can allocate it; without that, each worker's cache
+    keeps the peak of every candidate it ran, and the others run out of memory."""
     from cuda_agent.devices import lock_name
     from cuda_agent.measure import device_lock
 
-    with device_lock(lock_name(device.type), shared=shared) if lock else nullcontext():
+    with device_lock(lock_name(device.type), shared=shared):
         try:
             yield
         finally:

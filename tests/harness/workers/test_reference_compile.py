@@ -40,13 +40,18 @@ def events(monkeypatch) -> list[tuple[str, str]]:
         seen.append(("turn", task_key))
         yield True
 
-    def compile_for_timing(model, inputs, alone=None, lock_dir=None):
+    def compile_for_timing(model, inputs, alone=None, lock_dir=None):  # a compile that makes one graph, as torch's does
+        from torch._dynamo.utils import counters
+
         seen.append(("compile", type(model).__name__))
+        counters["stats"]["unique_graphs"] += 1
         return model
 
     monkeypatch.setattr(measure, "compile_turn", turn)
     monkeypatch.setattr(measure, "compile_for_timing", compile_for_timing)
     monkeypatch.setattr(reference, "_warmed", False)  # a fresh worker
+    monkeypatch.setattr(reference, "_warm_made", 0)
+    import torch._dynamo  # noqa: F401  (its counter, which the fake compile moves)
     return seen
 
 
@@ -58,9 +63,11 @@ def test_a_fresh_worker_warms_torch_compile_before_its_tasks_turn_and_a_warmed_o
     task = module_from_source((HACKS / "tasks" / "sbr_small.py").read_text(), "reference", "model.py")
     compile_request = {"op": "compile", "seed": 11, "quiet": False}
     first = Channel([compile_request, {"op": "next"}])
+    made = reference._graphs()
     assert reference.serve_job(first, _job(tmp_path, "sbr:cpu"), task) == {"op": "next"}
     assert events == [("compile", "ReLU"), ("turn", "sbr:cpu"), ("compile", "Model")]
-    assert first.replies[-1] == {"ok": True, "graphs": 0}  # the warm-up's graph is not the task's
+    assert first.replies[-1] == {"ok": True, "graphs": 1}  # the task's graph; the warm-up's is no task's
+    assert reference._graphs() == made + 1
 
     events.clear()  # the same worker's next job (kept for its task: no turn), and a new task's first compile
     reference.serve_job(Channel([compile_request, {"op": "next"}]), _job(tmp_path, ""), task)

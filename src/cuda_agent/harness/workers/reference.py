@@ -58,13 +58,14 @@ def serve(channel) -> None:
 
 
 def _graphs() -> int:
-    """The graphs torch.compile has made in this process so far (none where it never compiled:
-    importing it takes a second that a worker which only checks correctness need not spend)."""
+    """The graphs torch.compile has made for tasks in this process so far (none where it never compiled:
+    importing it takes a second that a worker which only checks correctness need not spend). A warm-up's
+    graphs (_warm_compile) are no task's: torch._dynamo.reset() leaves them in torch's counter."""
     if "torch._dynamo" not in sys.modules:
         return 0
     from torch._dynamo.utils import counters
 
-    return int(counters["stats"]["unique_graphs"])
+    return int(counters["stats"]["unique_graphs"]) - _warm_made
 
 
 def _answer(device: str, made: int, compiled: bool) -> dict:
@@ -173,6 +174,7 @@ def serve_job(channel, job: dict, task) -> dict | None:
 
 
 _warmed = False  # whether this process has paid torch.compile's first-use costs (_warm_compile)
+_warm_made = 0   # the graphs those warm-ups made
 
 
 def _warm_compile(device: str, lock: str, lock_dir: Path | None = None) -> None:
@@ -185,13 +187,15 @@ def _warm_compile(device: str, lock: str, lock_dir: Path | None = None) -> None:
 
     from cuda_agent.measure import compile_for_timing, device_lock
 
-    global _warmed
+    global _warmed, _warm_made
+    before = _graphs()
     try:
         with device_lock(lock, shared=True, lock_dir=lock_dir) if lock else nullcontext():
             compile_for_timing(torch.nn.ReLU(), [torch.randn(64, 64, device=device)])
         torch._dynamo.reset()
-    except Exception:
-        pass
+    except Exception as e:  # in the worker's log; the task's own compile says what matters
+        print(f"torch.compile's warm-up failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+    _warm_made += _graphs() - before
     _warmed = True
 
 
