@@ -173,6 +173,8 @@ def test_the_wait_for_the_device_alone_is_a_stage_of_its_own(task, timed, tmp_pa
     assert r.correct and r.paired is not None, r.reason
     assert seen.is_set(), "the timer never waited for the lock"
     assert r.stage_seconds["wait_alone"] >= 0.5, r.stage_seconds
+    # the baselines' windows with the solution's processes stopped: what stopping and continuing them costs
+    assert 0 <= r.stage_seconds["timing.quiet"] <= r.stage_seconds["timing.run"], r.stage_seconds
     assert sum(v for k, v in r.stage_seconds.items() if "." not in k) <= r.seconds + 0.05
 
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import os
 import time
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import asdict
+from typing import Iterator
 
 from cuda_agent.devices import Backend, lock_name
 from cuda_agent.harness import baselines
@@ -142,7 +143,7 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
         with timed(result, "timing.run"):  # the timed windows and the checks among them (timing.checks)
             run = drive_paired(side(SOLUTION), [side(b) for b in BASELINES], plan, cuda=cuda, check=check,
                                checks=session.config.timed_outputs_checked,
-                               quiet=lambda: frozen([child_uid] if child_uid else []))
+                               quiet=lambda: _frozen_timed(result, [child_uid] if child_uid else []))
     except BaseException:
         for end in ends:  # what failed first is the verdict's reason, not a worker gone since
             with suppress(Exception):
@@ -152,6 +153,24 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
         for end in ends:
             end()
     return run, calls
+
+
+@contextmanager
+def _frozen_timed(result: EvalResult, uids: list[int]) -> Iterator[bool]:
+    """sandbox.frozen around a round's baseline windows, its own cost (stopping the solution's processes and
+    continuing them: a forked helper each way, and /proc read until they are seen stopped) added to the
+    `timing.quiet` stage, the windows inside it left out: how much of a GPU's time alone it takes."""
+    t0, inside = time.monotonic(), 0.0
+    try:
+        with frozen(uids) as stopped:
+            t1 = time.monotonic()
+            try:
+                yield stopped
+            finally:
+                inside = time.monotonic() - t1
+    finally:
+        spent = time.monotonic() - t0 - inside
+        result.stage_seconds["timing.quiet"] = round(result.stage_seconds.get("timing.quiet", 0.0) + spent, 3)
 
 
 def _wrong_output(session: Session, tag: str, seed: int, calls: int) -> tuple[int, str] | None:
