@@ -30,6 +30,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from scale_bench import merge_summary  # noqa: E402  (summary.json is the scale benchmark's)
 
 
 def cuda_l1_set(path: Path, per_level: int, levels: list[int], out: Path) -> tuple[Path, Path]:
@@ -144,9 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
                                  "correctness_moved": sum(d["correctness_moved"] for d in verdicts["differ"])}}
     (args.out / "compare.json").write_text(json.dumps({**result, "differ": verdicts["differ"]}, indent=1) + "\n")
     if args.summary:
-        old = json.loads(args.summary.read_text()) if args.summary.exists() else {}
-        args.summary.parent.mkdir(parents=True, exist_ok=True)
-        args.summary.write_text(json.dumps({**old, **result}, indent=1) + "\n")
+        merge_summary(args.summary, result)
     print(table(runs, verdicts))
     return result
 

@@ -27,6 +27,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from clock_probe import Clocks  # noqa: E402  (its nvidia-smi sampler)
 
 
 def _spin() -> None:
@@ -64,62 +67,6 @@ def plan_of(budget: float, overrides: list[str]):
     return TimingPlan(**values)
 
 
-class GpuWatch:
-    """The GPU's clocks, power and temperature through one evaluation (issue 24: is a
-    whole evaluation read 5-7% slow when the GPU ran slower?), sampled every `every_ms` by one
-    `nvidia-smi -lms` process beside the run (or nothing where there is no nvidia-smi)."""
-
-    QUERY = "clocks.sm,clocks.mem,power.draw,temperature.gpu"  # fields older and newer drivers all know
-
-    def __init__(self, index: int = 0, every_ms: int = 100):
-        self.index, self.every_ms, self.samples = index, every_ms, []
-        self._proc = self._thread = None
-
-    @staticmethod
-    def parse(line: str) -> dict | None:
-        """One nvidia-smi CSV line (noheader, nounits) as a sample; None for what is not one."""
-        out = [x.strip() for x in line.split(",")]
-        try:
-            return {"sm_mhz": int(out[0]), "mem_mhz": int(out[1]), "power_w": float(out[2]), "temp_c": int(out[3])}
-        except (ValueError, IndexError):
-            return None
-
-    def __enter__(self) -> "GpuWatch":
-        import subprocess
-        import threading
-
-        try:
-            self._proc = subprocess.Popen(["nvidia-smi", f"--id={self.index}", f"--query-gpu={self.QUERY}",
-                                           "--format=csv,noheader,nounits", f"--loop-ms={self.every_ms}"],
-                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        except OSError:
-            return self
-
-        def read() -> None:
-            for line in self._proc.stdout:
-                if (sample := self.parse(line)) is not None:
-                    self.samples.append(sample)
-
-        self._thread = threading.Thread(target=read, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            self._proc.wait(10)
-            self._thread.join(5)
-
-    def summary(self) -> dict:
-        if not self.samples:
-            return {}
-        sm = sorted(x["sm_mhz"] for x in self.samples)
-        return {"samples": len(sm), "sm_mhz_min": sm[0], "sm_mhz_median": sm[len(sm) // 2], "sm_mhz_max": sm[-1],
-                "mem_mhz": sorted({x["mem_mhz"] for x in self.samples}),
-                "power_w_max": max(x["power_w"] for x in self.samples),
-                "temp_c_max": max(x["temp_c"] for x in self.samples)}
-
-
 def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (),
                 fresh_reference: bool = False) -> list[dict]:
     from contextlib import nullcontext
@@ -131,14 +78,25 @@ def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (
     sol = REPO / "benchmarks" / "solutions" / f"scale_bias_relu_{device}"
     config = EvalConfig(device=device, timing=plan_of(budget, list(overrides)))
     rows, cached_eager = [], None
-    with nullcontext() if fresh_reference else keep_warm(0):
-        results = []
-        for _ in range(evals):
-            t0 = time.perf_counter()
-            with GpuWatch() if device == "cuda" else nullcontext() as gpu:
+    # the GPU's clocks, power and temperature through each evaluation (clock_probe's nvidia-smi sampler): is an
+    # evaluation read 5-7% slow when the GPU ran slower? (issue 24)
+    clocks = Clocks("0") if device == "cuda" else None
+    results = []
+    try:
+        with nullcontext() if fresh_reference else keep_warm(0):
+            for i in range(evals):
+                t0 = time.perf_counter()
+                if clocks:
+                    clocks.side = f"eval {i + 1}"
                 r = evaluate(task, sol, config)
-            results.append((r, time.perf_counter() - t0, gpu.summary() if gpu else {}))
-    for i, (r, seconds, gpu) in enumerate(results):
+                results.append((r, time.perf_counter() - t0))
+                if clocks:
+                    clocks.side = "idle"
+    finally:
+        if clocks:
+            clocks.stop()
+    for i, (r, seconds) in enumerate(results):
+        gpu = clocks.summary(f"eval {i + 1}") if clocks else {}
         if not r.correct or r.paired is None:
             raise SystemExit(f"evaluation {i + 1} failed at {r.stage}: {r.reason}")
         cached_eager = r.paired.cached_ms.get("eager", cached_eager or r.eager.median_ms)
@@ -187,12 +145,12 @@ def table(rows: list[dict]) -> str:
               "|---|--:|--:|" + "--:|" * len(stages)]
     lines += [f"| {r['eval']} | {r.get('reference_jobs')} | {r.get('compile_graphs')} | "
               + " | ".join(f"{r['stage_s'].get(k, 0):.2f}" for k in stages) + " |" for r in rows]
-    if any(r.get("gpu") for r in rows):  # the GPU's state through each evaluation: a slow one at lower clocks?
-        lines += ["", "| eval | solution median ms | SM MHz min / median / max | memory MHz | power W max | temp C max "
-                  "| samples |", "|---|--:|--:|--:|--:|--:|--:|"]
-        lines += [f"| {r['eval']} | {r['solution_ms']:.5f} | {g['sm_mhz_min']} / {g['sm_mhz_median']} / {g['sm_mhz_max']} "
-                  f"| {','.join(map(str, g['mem_mhz']))} | {g['power_w_max']:.0f} | {g['temp_c_max']} "
-                  f"| {g['samples']} |" for r in rows if (g := r.get("gpu"))]
+    if any((r.get("gpu") or {}).get("samples") for r in rows):  # the GPU through each evaluation: slow at lower clocks?
+        lines += ["", "| eval | solution median ms | SM MHz min / mean / max | memory MHz | power W | temp C "
+                  "| clock-event reasons | samples |", "|---|--:|--:|--:|--:|--:|---|--:|"]
+        lines += [f"| {r['eval']} | {r['solution_ms']:.5f} | {g['sm_min']} / {g['sm_mhz']} / {g['sm_max']} | {g['mem_mhz']} "
+                  f"| {g['power_w']} | {g['temp_c']} | {','.join(g['event_reasons'])} | {g['samples']} |"
+                  for r in rows if (g := r.get("gpu")) and g.get("samples")]
     parts = list(dict.fromkeys(k for r in rows for k in r.get("timing_parts_s", {})))  # the timing stage's seconds
     lines += ["", "| eval | warm-up rounds | " + " | ".join(f"{k} s" for k in parts) + " |", "|---|--:|" + "--:|" * len(parts)]
     lines += [f"| {r['eval']} | {r.get('warmup_rounds')} | "

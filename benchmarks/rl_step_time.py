@@ -19,6 +19,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from scale_bench import merge_summary  # noqa: E402  (summary.json is the scale benchmark's)
 
 STEP_KEY = "timing_s/step"
 PARTS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/values", "timing_s/update_critic", "timing_s/update_actor")
@@ -67,10 +70,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1) + "\n")
     if args.summary:
-        old = json.loads(args.summary.read_text()) if args.summary.exists() else {}
-        old["rl_step_s"] = {gpus: r["step_s"] for gpus, r in runs.items()}
-        args.summary.parent.mkdir(parents=True, exist_ok=True)
-        args.summary.write_text(json.dumps(old, indent=1) + "\n")
+        merge_summary(args.summary, {"rl_step_s": {gpus: r["step_s"] for gpus, r in runs.items()}})
     print(table(runs))
 
 

@@ -147,6 +147,12 @@ def write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
+def merge_summary(path: Path, fields: dict) -> None:
+    """`fields` merged into the summary at `path` (issue 27's other figures: bench_scale.py's bench_wall_s,
+    rl_step_time.py's rl_step_s), the rest of it kept, written whole."""
+    write_json(path, {**(json.loads(path.read_text()) if path.exists() else {}), **fields})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default=None)

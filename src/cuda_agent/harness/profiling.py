@@ -160,17 +160,14 @@ def _frozen_timed(result: EvalResult, uids: list[int]) -> Iterator[bool]:
     """sandbox.frozen around a round's baseline windows, its own cost (stopping the solution's processes and
     continuing them: a forked helper each way, and /proc read until they are seen stopped) added to the
     `timing.quiet` stage, the windows inside it left out: how much of a GPU's time alone it takes."""
-    t0, inside = time.monotonic(), 0.0
+    stack = ExitStack()
+    with timed(result, "timing.quiet"):
+        stopped = stack.enter_context(frozen(uids))
     try:
-        with frozen(uids) as stopped:
-            t1 = time.monotonic()
-            try:
-                yield stopped
-            finally:
-                inside = time.monotonic() - t1
+        yield stopped
     finally:
-        spent = time.monotonic() - t0 - inside
-        result.stage_seconds["timing.quiet"] = round(result.stage_seconds.get("timing.quiet", 0.0) + spent, 3)
+        with timed(result, "timing.quiet"):
+            stack.close()
 
 
 def _wrong_output(session: Session, tag: str, seed: int, calls: int) -> tuple[int, str] | None:
