@@ -27,27 +27,27 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def watched(tmp_path_factory):
     """One evaluation of the honest fused kernel with every request to the two workers recorded,
-    each with whether the solution's user was stopped (sandbox.frozen) when it was made."""
-    from cuda_agent.harness import profiling
+    each with whether the solution's user was stopped (sandbox.Freezer) when it was made."""
     from cuda_agent.harness.session import Session
+    from cuda_agent.sandbox import Freezer
 
     mp = pytest.MonkeyPatch()
     log: list[tuple[str, dict, tuple]] = []
     stopped: list[tuple] = []
-    frozen = profiling.frozen
+    frozen = Freezer.frozen
 
-    def recording_frozen(uids):
-        uids = tuple(uids)
+    def recording_frozen(self):
+        uids = tuple(self.uids)
 
         class Block:
-            def __enter__(self):
-                self.inner = frozen(uids)
+            def __enter__(self_):
+                self_.inner = frozen(self)
                 stopped.append(uids)
-                return self.inner.__enter__()
+                return self_.inner.__enter__()
 
-            def __exit__(self, *exc):
+            def __exit__(self_, *exc):
                 stopped.pop()
-                return self.inner.__exit__(*exc)
+                return self_.inner.__exit__(*exc)
         return Block()
 
     ask_ref, ask_child = Session.ask_reference, Session.ask_child
@@ -60,7 +60,7 @@ def watched(tmp_path_factory):
         log.append(("child", dict(message or {}), tuple(stopped)))
         return ask_child(self, message, stage)
 
-    mp.setattr(profiling, "frozen", recording_frozen)
+    mp.setattr(Freezer, "frozen", recording_frozen)
     mp.setattr(Session, "ask_reference", ref)
     mp.setattr(Session, "ask_child", child)
     solution = tmp_path_factory.mktemp("profiling") / "solution"

@@ -18,7 +18,7 @@ import pytest
 
 from cuda_agent.home import home
 from cuda_agent.sandbox import CommandRunner, claim_tool_user, prepare_workspace
-from cuda_agent.sandbox.isolation import UserSlot, claim_user, eval_uids, frozen, kill_user_processes
+from cuda_agent.sandbox.isolation import Freezer, UserSlot, claim_user, eval_uids, frozen, kill_user_processes
 from cuda_agent.tasks import EXAMPLES_DIR, load_task
 from cuda_agent.workspace import create_workspace, read_manifest
 
@@ -376,6 +376,90 @@ def test_frozen_processes_run_again_when_the_timed_block_raises():
         while _state_of(spinner.pid) == "T" and time.monotonic() < deadline:
             time.sleep(0.01)
         assert _state_of(spinner.pid) in "RS"
+
+
+def _uids_of(pid: int) -> list[str]:
+    return next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("Uid:")).split()[1:]
+
+
+def _readable_as(user, pid: int) -> bool:
+    """Whether a process of `user` may read /proc/`pid`/environ (ptrace's read access)."""
+    child = os.fork()
+    if child == 0:
+        code = 2
+        try:
+            os.setgroups([])
+            os.setresgid(user.gid, user.gid, user.gid)
+            os.setresuid(user.uid, user.uid, user.uid)
+            try:
+                Path(f"/proc/{pid}/environ").read_bytes()
+                code = 0
+            except PermissionError:
+                code = 1
+        finally:
+            os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    assert code in (0, 1), code
+    return code == 0
+
+
+def _continued(pid: int) -> bool:
+    deadline = time.monotonic() + 5
+    while _state_of(pid) == "T" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _state_of(pid) in "RS"
+
+
+@root_only
+def test_a_kept_freezer_stops_the_user_in_every_block_through_one_helper_that_holds_nothing_of_the_harness():
+    """A paired run freezes the solution's user around each round's baseline windows (about 20 rounds): one
+    helper, forked once, does every round. It is the sandbox user's process, not dumpable (the user's processes
+    may read their own /proc entries, not its: nor ptrace it), holds no descriptor of the harness (a lock or
+    pipe it kept open would outlive the harness's own) and is not taken for a process left running."""
+    with sandboxed(SPINNER) as spinner:
+        uid = spinner.slot.user.uid
+        with Freezer([uid]) as freezer:
+            helpers = set()
+            for _ in range(5):
+                with freezer.frozen() as stopped:
+                    helper = freezer._helpers[uid]
+                    assert stopped and helper is not None and _state_of(spinner.pid) == "T"
+                    helpers.add(helper.pid)
+                    ticks = _cpu_ticks(spinner.pid)
+                    time.sleep(0.05)
+                    assert _cpu_ticks(spinner.pid) == ticks, "the spinner ran while frozen"
+                assert _continued(spinner.pid)
+            assert len(helpers) == 1
+            (pid,) = helpers
+            assert _uids_of(pid)[:3] == [str(uid)] * 3
+            assert [_readable_as(spinner.slot.user, p) for p in (spinner.pid, pid)] == [True, False]  # not dumpable
+            assert sorted(os.listdir(f"/proc/{pid}/fd")) == ["0", "1"]
+        assert not _alive(pid), "the helper outlived the freezer"
+
+
+@root_only
+@pytest.mark.parametrize("attack", ["stop", "kill"])
+def test_a_helper_stopped_or_killed_by_the_user_between_blocks_freezes_nothing_less(attack):
+    """The user's processes may signal its helper (it is theirs) while they run, between blocks: the next
+    block still stops all of them (a helper forked per signal) and continues them after."""
+    import signal
+
+    with sandboxed(SPINNER) as spinner:
+        uid = spinner.slot.user.uid
+        with Freezer([uid]) as freezer:
+            with freezer.frozen() as stopped:
+                assert stopped
+            helper = freezer._helpers[uid]
+            os.kill(helper.pid, signal.SIGSTOP if attack == "stop" else signal.SIGKILL)
+            for _ in range(3):
+                with freezer.frozen() as stopped:
+                    assert stopped and _state_of(spinner.pid) == "T"
+                    ticks = _cpu_ticks(spinner.pid)
+                    time.sleep(0.05)
+                    assert _cpu_ticks(spinner.pid) == ticks, "the spinner ran while frozen"
+                assert _continued(spinner.pid)
+            assert freezer._helpers[uid] is None   # replaced for good: a stopped helper costs one wait, once
+        assert not _alive(helper.pid)
 
 
 def test_a_harness_child_runs_at_normal_priority_whatever_its_parents(tmp_path):
