@@ -253,12 +253,7 @@ class _Helper:
     @staticmethod
     def start(uid: int) -> _Helper | None:
         """The helper of `uid`, ready; None where one cannot be had (the caller forks per signal)."""
-        if uid <= 0:
-            raise ValueError(f"uid {uid}: kill(-1) as root would signal every process of the machine")
-        try:
-            gid = pwd.getpwuid(uid).pw_gid
-        except KeyError:
-            gid = _NOGROUP
+        gid = _gid_for_kill(uid)
         try:
             close_range = _pylibc.close_range
         except AttributeError:   # glibc before 2.34: every inherited descriptor could not be closed
@@ -274,9 +269,7 @@ class _Helper:
                     _pylibc.signal(s, ctypes.c_void_p(0))   # SIG_DFL: no inherited handler runs here
                 if (_pylibc.dup2(command_in, 0) == 0 and _pylibc.dup2(reply_out, 1) == 1
                         and close_range(2, ctypes.c_uint(0xFFFFFFFF), 0) == 0   # no lock or pipe of the harness held
-                        and _pylibc.setgroups(0, None) == 0 and _pylibc.setresgid(gid, gid, gid) == 0
-                        and _pylibc.setresuid(uid, uid, uid) == 0 and _pylibc.getuid() == uid
-                        and _pylibc.geteuid() == uid
+                        and _become(uid, gid)
                         and _pylibc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
                         and _pylibc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
                         and _pylibc.write(1, b"r", 1) == 1):
@@ -375,19 +368,12 @@ def _signal_user(uid: int, sig: int) -> bool:
 
 def _pass_as(uid: int, sig: int) -> bool:
     """One kill(-1, sig) from a forked helper that became `uid`; True when it says it was sent."""
-    if uid <= 0:
-        raise ValueError(f"uid {uid}: kill(-1) as root would signal every process of the machine")
-    try:
-        gid = pwd.getpwuid(uid).pw_gid
-    except KeyError:
-        gid = _NOGROUP
+    gid = _gid_for_kill(uid)
     said, says = os.pipe()  # its word, not its exit status: a harness may not be able to wait for it
     pid = _pylibc.fork()  # not os.fork: no Python fork hooks in a copy of a threaded process
     if pid == 0:
         try:  # only libc calls here; never kill(-1) unless every uid is `uid`
-            if (_pylibc.setgroups(0, None) == 0 and _pylibc.setresgid(gid, gid, gid) == 0
-                    and _pylibc.setresuid(uid, uid, uid) == 0 and _pylibc.getuid() == uid
-                    and _pylibc.geteuid() == uid
+            if (_become(uid, gid)
                     and (_pylibc.kill(-1, sig) == 0 or ctypes.get_errno() == errno.ESRCH)):
                 os.write(says, b"+")
         finally:
@@ -408,6 +394,24 @@ def _pass_as(uid: int, sig: int) -> bool:
         return said_it
     finally:
         os.close(said)
+
+
+def _gid_for_kill(uid: int) -> int:
+    """The group a helper that becomes `uid` takes; refuses root, for whom kill(-1) signals every process
+    of the machine."""
+    if uid <= 0:
+        raise ValueError(f"uid {uid}: kill(-1) as root would signal every process of the machine")
+    try:
+        return pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        return _NOGROUP
+
+
+def _become(uid: int, gid: int) -> bool:
+    """In a forked helper (libc calls only): drop every group and become `uid` for real, effective and
+    saved ids; True only when every id is `uid`'s, so that kill(-1) signals no process but its."""
+    return (_pylibc.setgroups(0, None) == 0 and _pylibc.setresgid(gid, gid, gid) == 0
+            and _pylibc.setresuid(uid, uid, uid) == 0 and _pylibc.getuid() == uid and _pylibc.geteuid() == uid)
 
 
 def _processes_of(uid: int, ignore: str = "ZX") -> dict[int, set[str]]:
