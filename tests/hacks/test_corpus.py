@@ -70,6 +70,8 @@ def params(kind: str, layer: str = "corpus") -> list:
         elif kind == "cpu" and folder.name in AFTER_CRASH and "runtime" not in e:
             continue  # judged as is by test_next_evaluation_runs_normally
         marks = [pytest.mark.xfail(strict=True, reason=f"hole: {e['hole']}")] if "hole" in e else []
+        if "needs_root" in e and os.geteuid() != 0:
+            marks.append(pytest.mark.skip(reason=f"needs root: {e['needs_root']}"))
         if kind == "cuda":
             marks.append(pytest.mark.cuda)
         out.append(pytest.param(folder, marks=marks, id=folder.name))

@@ -36,7 +36,7 @@ from cuda_agent.harness.workers.calls import read_times
 from cuda_agent.home import subdir
 from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed, device_lock,
                                 drive_paired, side_stats, watch)
-from cuda_agent.sandbox import Freezer
+from cuda_agent.sandbox import Freezer, FrozenBlock
 from cuda_agent.tasks import Task
 
 BASELINES = ("eager", "compile")
@@ -160,20 +160,30 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
 
 
 @contextmanager
-def _frozen_timed(result: EvalResult, freezer: Freezer) -> Iterator[bool]:
+def _frozen_timed(result: EvalResult, freezer: Freezer) -> Iterator[FrozenBlock]:
     """The freezer's block around a round's baseline windows, its own cost (stopping the solution's processes
-    and continuing them: a word to the kept helper each way, and /proc read until they are seen stopped)
-    added to the `timing.quiet` stage, the windows inside it left out: how much of a GPU's time alone it
-    takes. On a loaded 2-core CPU, default plan: 1.7-2.2 s of an evaluation (28 ms a round) while a helper
-    was forked for every signal, 0.30-0.36 s (3.4 ms a round) with the kept one (2026-11-28)."""
+    and continuing them: a word to the kept helper each way, and /proc read until they are seen stopped and
+    once more at the end) added to the `timing.quiet` stage, the windows inside it left out: how much of a
+    GPU's time alone it takes. On a loaded 2-core CPU, default plan: 1.7-2.2 s of an evaluation (28 ms a
+    round) while a helper was forked for every signal, 0.34-0.45 s (4.2 ms a round) with one kept helper
+    and the listing at the end (2026-11-28). A block in which the solution's
+    processes ran after all fails the evaluation; one that began before all were seen stopped (a process
+    inside the kernel) is flagged `frozen_late`."""
     stack = ExitStack()
     with timed(result, "timing.quiet"):
-        stopped = stack.enter_context(freezer.frozen())
+        block = stack.enter_context(freezer.frozen())
+    if not block.stopped and "frozen_late" not in result.flags:
+        result.flags.append("frozen_late")
     try:
-        yield stopped
-    finally:
+        yield block
+    except BaseException:
         with timed(result, "timing.quiet"):
             stack.close()
+        raise
+    with timed(result, "timing.quiet"):
+        stack.close()
+    if not block.quiet:
+        raise Stop("profile", block.why_not_quiet())
 
 
 def _wrong_output(session: Session, tag: str, seed: int, calls: int) -> tuple[int, str] | None:

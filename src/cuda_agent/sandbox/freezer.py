@@ -1,0 +1,138 @@
+"""Stopping every process of the solution's sandbox user while its baselines are timed.
+
+A paired run times the baselines' windows of each round (about 20 a run) with every process of the
+solution's user stopped (SIGSTOP), so that nothing it left running slows them and lifts its speed-up.
+A process may continue itself, though (kernel timers that send it SIGCONT, re-armed while it runs:
+2026-11-28 review), or continue another late in the stopping pass. So each block says, once it has
+ended, whether it was quiet: whether the user's processes ran (their threads' run time, from a listing
+before the block and one after it, before they are continued) and whether any came or went. A block
+that was not quiet fails the evaluation (harness/profiling.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from cuda_agent.sandbox.user_signals import PATIENCE_S, STOPPED, Helper, Seen, listing, signal_user
+
+RAN_MS = 2.0              # CPU time the user's processes may run in a block (a late stop's last steps)
+_LATE_PATIENCE_S = 0.05   # the wait for a stop once a block of the run has begun without one
+
+
+@dataclass
+class FrozenBlock:
+    """One block of a `Freezer`: whether every process of the users was seen stopped as it began
+    (`stopped`), and, once it has ended, the milliseconds they ran in it (`ran_ms`) and how many
+    processes or threads came or went (`changed`): a stopped process does neither."""
+
+    stopped: bool
+    ran_ms: float = 0.0
+    changed: int = 0
+
+    @property
+    def quiet(self) -> bool:
+        return self.ran_ms <= RAN_MS and not self.changed
+
+    def why_not_quiet(self) -> str:
+        return (f"the solution's processes ran for {self.ran_ms:.3g} ms, and {self.changed} processes or threads of "
+                "theirs came or went, in a block where they were stopped while the baselines were timed (something "
+                "continued them: timers that send SIGCONT?)")
+
+
+@contextmanager
+def frozen(uids: Iterable[int]) -> Iterator[FrozenBlock]:
+    """One block of `Freezer(uids).frozen()`."""
+    with Freezer(uids) as freezer, freezer.frozen() as block:
+        yield block
+
+
+class Freezer:
+    """Stops every process of each of `uids` for a block (`frozen()`), and continues them when it ends,
+    however it ends. The kernel stops all of a uid's processes in one pass (user_signals), so a fork
+    cannot slip past; the pass is made again while any is seen running, since a process signalled early
+    may continue one signalled late. Root only: otherwise it stops nothing (sandboxed processes then run
+    as the caller).
+
+    Each uid's helper is started once, on first use, and kept until `close()`: a helper for every signal
+    cost ~5 ms (a fork) to ~25 ms (a new interpreter), two a round, all of it GPU time held alone. The
+    uid's processes may stop or kill it; when it does not answer in time it is killed and that uid gets a
+    helper for every signal from then on. The check that every process is stopped is a listing of /proc,
+    the helper itself excepted only while its pidfd says it is alive after the listing (so its pid cannot
+    have been reused)."""
+
+    def __init__(self, uids: Iterable[int]):
+        self.uids = [u for u in dict.fromkeys(uids) if u > 0] if os.geteuid() == 0 else []
+        self._helpers: dict[int, Helper | None] = {}   # uid -> its helper; None: failed, one for every signal
+        self._patience_s = PATIENCE_S
+
+    def __enter__(self) -> Freezer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for helper in self._helpers.values():
+            if helper is not None:
+                helper.close()
+        self._helpers.clear()
+
+    @contextmanager
+    def frozen(self) -> Iterator[FrozenBlock]:
+        """Every process of the uids stopped for the block; the block's record, complete once it ends."""
+        sent: list[int] = []
+        block = FrozenBlock(stopped=True)
+        try:
+            for uid in self.uids:
+                sent.append(uid)
+                self._signal(uid, signal.SIGSTOP)
+            deadline, pause = time.monotonic() + self._patience_s, 0.0002
+            before = self._listing()
+            while _running(before) and time.monotonic() < deadline:
+                time.sleep(pause)   # a stop takes microseconds where the process is not inside the kernel
+                pause = min(2 * pause, 0.005)
+                for uid in self.uids:
+                    self._signal(uid, signal.SIGSTOP)
+                before = self._listing()
+            block.stopped = not _running(before)
+            if not block.stopped:   # a process that stays inside the kernel (a vfork's parent) costs this once
+                self._patience_s = _LATE_PATIENCE_S
+            yield block
+            after = self._listing()   # before they are continued
+            block.ran_ms = sum(max(0, s.run_ns - before[k].run_ns) for k, s in after.items() if k in before) / 1e6
+            block.changed = len(before.keys() ^ after.keys()) + sum(
+                s.threads != before[k].threads for k, s in after.items() if k in before)
+        finally:
+            for uid in sent:
+                self._signal(uid, signal.SIGCONT)
+
+    def _signal(self, uid: int, sig: int) -> bool:
+        if uid not in self._helpers:
+            self._helpers[uid] = Helper.start(uid)
+        helper = self._helpers[uid]
+        if helper is not None:
+            if helper.send(sig):
+                return True
+            helper.close()   # stopped, killed or refused by a process of `uid`: no second chance
+            self._helpers[uid] = None
+        return signal_user(uid, sig)
+
+    def _listing(self) -> dict[tuple[int, int], Seen]:
+        """(uid, pid) -> what was seen of it, for the live processes of the uids but their helpers."""
+        seen: dict[tuple[int, int], Seen] = {}
+        for uid in self.uids:
+            found = listing(uid)
+            helper = self._helpers.get(uid)
+            if helper is not None and helper.proc.pid in found and helper.alive():  # alive after the listing
+                del found[helper.proc.pid]
+            seen.update(((uid, pid), s) for pid, s in found.items() if s.states - {"Z", "X"})
+        return seen
+
+
+def _running(seen: dict[tuple[int, int], Seen]) -> bool:
+    return any(s.states - set(STOPPED) for s in seen.values())

@@ -1,0 +1,213 @@
+"""Signalling every process of a sandbox user at once, and listing them.
+
+kill(-1, sig) from a process that is the user signals, in one pass under the kernel's task list lock,
+every process that process may signal (those whose real or saved uid is the user's) but itself, and a
+process forking meanwhile passes the signal on to its child: a listing of /proc misses a chain of
+processes that fork and exit faster than it reads. So a `Helper` that has become the user sends it.
+
+The helper is a new interpreter (fork and exec from C, `subprocess`), never a fork of the harness that
+runs Python: such a child deadlocked on the GIL about once in 200-750 forks (2026-11-28 review), still
+root and holding every descriptor of the harness, its device lock included. It drops root itself, keeps
+root as its saved uid and is not dumpable (the user's processes may signal it, never ptrace or read it),
+ignores every signal it can, dumps no core, and dies with the harness.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import select
+import signal
+import subprocess
+import sys
+from contextlib import suppress
+from dataclasses import dataclass
+
+PATIENCE_S = 1.0            # how long a killed process may take to end, or a stopped one to stop
+HELPER_PATIENCE_S = 0.25    # how long a helper may take to answer before it is killed
+STOPPED = "TtZX"            # thread states that run nothing: stopped, traced, dead
+_PASSES = 20                # helpers started before signalling falls back to a listing of /proc
+_NOGROUP = 65534
+_CODES = {signal.SIGSTOP: b"S", signal.SIGCONT: b"C", signal.SIGKILL: b"K"}
+
+# argv: uid gid parent-pid. Answers b"r" once it is the user, then b"+" or b"-" for each code read.
+_HELPER = r"""
+import ctypes, os, resource, signal, sys
+uid, gid, parent = (int(a) for a in sys.argv[1:4])
+libc = ctypes.CDLL(None, use_errno=True)
+for s in signal.valid_signals():
+    if s not in (signal.SIGKILL, signal.SIGSTOP):
+        try:
+            signal.signal(s, signal.SIG_IGN)
+        except (OSError, ValueError):
+            pass
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:   # PR_SET_PDEATHSIG
+    sys.exit(1)
+os.setgroups([])
+os.setresgid(gid, gid, gid)
+os.setresuid(uid, uid, 0)   # saved uid root: no process of the user may ptrace it, whatever suid_dumpable says
+if (libc.prctl(4, 0, 0, 0, 0) != 0 or libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0   # not dumpable; the death
+        or os.getppid() != parent or os.getuid() != uid or os.geteuid() != uid      # signal again (cleared)
+        or os.getgroups() or os.getgid() != gid or os.getegid() != gid):
+    sys.exit(1)
+codes = {b"S": signal.SIGSTOP, b"C": signal.SIGCONT, b"K": signal.SIGKILL}
+os.write(1, b"r")
+while (code := os.read(0, 1)) in codes:
+    try:
+        os.kill(-1, codes[code])
+        made = True
+    except ProcessLookupError:   # none to signal
+        made = True
+    except OSError:
+        made = False
+    os.write(1, b"+" if made else b"-")
+"""
+
+
+@dataclass
+class Helper:
+    """A process that is the user `uid` and sends kill(-1, sig) for each signal asked of it (`send`):
+    SIGSTOP, SIGCONT or SIGKILL. `pidfd` names it however its pid is reused."""
+
+    uid: int
+    proc: subprocess.Popen
+    pidfd: int
+
+    @staticmethod
+    def start(uid: int) -> Helper | None:
+        """The helper of `uid`, ready; None where none answered in time (the caller signals another way)."""
+        if uid <= 0:
+            raise ValueError(f"uid {uid}: kill(-1) as root would signal every process of the machine")
+        try:
+            gid = pwd.getpwuid(uid).pw_gid
+        except KeyError:
+            gid = _NOGROUP
+        try:
+            proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _HELPER, str(uid), str(gid), str(os.getpid())],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    close_fds=True, cwd="/", env={}, bufsize=0)
+        except OSError:
+            return None
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except OSError:   # a kernel before 5.3: its pid is ours until we reap it
+            pidfd = -1
+        helper = Helper(uid, proc, pidfd)
+        if helper._answer(max(HELPER_PATIENCE_S, 5.0)) != b"r":   # a new interpreter: slower than an answer
+            helper.close()
+            return None
+        return helper
+
+    def send(self, sig: int) -> bool:
+        """True when it says that its pass was made."""
+        try:
+            self.proc.stdin.write(_CODES[sig])
+        except (OSError, ValueError):   # it is gone, or closed
+            return False
+        return self._answer(HELPER_PATIENCE_S) == b"+"
+
+    def _answer(self, patience_s: float) -> bytes:
+        waiting = select.poll()
+        waiting.register(self.proc.stdout, select.POLLIN)
+        if not waiting.poll(patience_s * 1000):
+            return b""
+        try:
+            return os.read(self.proc.stdout.fileno(), 1)
+        except (OSError, ValueError):
+            return b""
+
+    def alive(self) -> bool:
+        """Whether it has not ended (its pid is then its own, not another process's)."""
+        if self.pidfd < 0:
+            return self.proc.poll() is None
+        waiting = select.poll()
+        waiting.register(self.pidfd, select.POLLIN)   # readable once it has ended
+        return not waiting.poll(0)
+
+    def close(self) -> None:
+        """Kill it and wait until it has ended: a signal it was sending is sent, or never will be."""
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            with suppress(OSError):
+                pipe.close()
+        if self.pidfd >= 0:
+            with suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            os.close(self.pidfd)
+            self.pidfd = -1
+        else:
+            with suppress(OSError):
+                self.proc.kill()
+        with suppress(subprocess.TimeoutExpired, ChildProcessError):
+            self.proc.wait(PATIENCE_S)
+
+
+def signal_user(uid: int, sig: int) -> bool:
+    """Send `sig` (SIGSTOP, SIGCONT or SIGKILL) to every process of `uid` from a helper that is `uid`.
+    True when a pass was made. A process of `uid` may kill or stop the helper first; then another helper
+    tries, and each failure signals by pid from a listing."""
+    for _ in range(_PASSES):
+        helper = Helper.start(uid)
+        if helper is not None:
+            try:
+                if helper.send(sig):
+                    return True
+            finally:
+                helper.close()
+        for pid in processes_of(uid):
+            with suppress(OSError):
+                os.kill(pid, sig)
+    return False
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A process as a listing saw it: its threads' states ("R" running, "S" sleeping, "T" stopped, ...),
+    how many threads it had, and the nanoseconds they have run (their schedstat; 0 on a kernel that
+    keeps none)."""
+
+    states: frozenset[str]
+    threads: int
+    run_ns: int
+
+
+def listing(uid: int) -> dict[int, Seen]:
+    """Every process whose real, effective or saved uid is `uid`, dead ones (zombies) included."""
+    found: dict[int, Seen] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                uids = next(line for line in f if line.startswith("Uid:")).split()[1:4]
+            if str(uid) not in uids:
+                continue
+            tids = os.listdir(f"/proc/{entry}/task")
+        except (OSError, StopIteration):  # it ended meanwhile
+            continue
+        states = {_state(f"/proc/{entry}/task/{tid}/stat") for tid in tids} - {""}
+        run_ns = sum(_run_ns(f"/proc/{entry}/task/{tid}/schedstat") for tid in tids)
+        found[int(entry)] = Seen(frozenset(states), len(tids), run_ns)
+    return found
+
+
+def processes_of(uid: int, ignore: str = "ZX") -> dict[int, set[str]]:
+    """The processes of `uid` with a thread in a state not in `ignore`, with those states."""
+    return {pid: live for pid, seen in listing(uid).items() if (live := set(seen.states) - set(ignore))}
+
+
+def _state(stat_path: str) -> str:
+    try:
+        with open(stat_path) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _run_ns(schedstat_path: str) -> int:
+    try:
+        with open(schedstat_path) as f:
+            return int(f.read().split()[0])
+    except (OSError, IndexError, ValueError):   # the thread ended, or no schedstat
+        return 0
+
