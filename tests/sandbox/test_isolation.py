@@ -525,3 +525,21 @@ def test_a_harness_child_runs_at_normal_priority_whatever_its_parents(tmp_path):
     assert out.returncode == 0, out.stderr
     expected = 0 if os.geteuid() == 0 else 5  # only root may lower a priority
     assert out.stdout.strip() == str(expected)
+
+
+def test_a_thread_that_ends_while_another_starts_is_a_change_whatever_the_totals(monkeypatch):
+    """Run time is compared thread by thread: a process whose long-lived thread ends while a new one runs
+    keeps its thread count and may lower its total, yet two threads came and went, which only a process
+    that ran can do."""
+    from cuda_agent.sandbox import freezer as freezing
+    from cuda_agent.sandbox.user_signals import Seen
+
+    seen = iter([{7: Seen(frozenset("T"), {7: 5_000_000_000, 8: 10})},                  # stopped, as it begins
+                 {7: Seen(frozenset("T"), {7: 5_000_000_000, 9: 1_000_000})}])          # as it ends
+    monkeypatch.setattr(freezing, "listing", lambda uid: next(seen))
+    monkeypatch.setattr(freezing.Freezer, "_signal", lambda self, uid, sig: True)
+    freezer = freezing.Freezer([])
+    freezer.uids = [4242]
+    with freezer.frozen() as block:
+        assert block.stopped
+    assert (block.ran_ms, block.changed, block.quiet) == (0.0, 2, False)

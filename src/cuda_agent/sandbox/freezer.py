@@ -27,8 +27,8 @@ _LATE_PATIENCE_S = 0.05   # the wait for a stop once a block of the run has begu
 @dataclass
 class FrozenBlock:
     """One block of a `Freezer`: whether every process of the users was seen stopped as it began
-    (`stopped`), and, once it has ended, the milliseconds they ran in it (`ran_ms`) and how many
-    processes or threads came or went (`changed`): a stopped process does neither."""
+    (`stopped`), and, once it has ended, the milliseconds their threads ran in it (`ran_ms`) and how many
+    threads came or went (`changed`): a stopped process does neither."""
 
     stopped: bool
     ran_ms: float = 0.0
@@ -39,8 +39,8 @@ class FrozenBlock:
         return self.ran_ms <= RAN_MS and not self.changed
 
     def why_not_quiet(self) -> str:
-        return (f"the solution's processes ran for {self.ran_ms:.3g} ms, and {self.changed} processes or threads of "
-                "theirs came or went, in a block where they were stopped while the baselines were timed (something "
+        return (f"the solution's processes ran for {self.ran_ms:.3g} ms, and {self.changed} threads of theirs came "
+                "or went, in a block where they were stopped while the baselines were timed (something "
                 "continued them: timers that send SIGCONT?)")
 
 
@@ -103,10 +103,9 @@ class Freezer:
             if not block.stopped:   # a process that stays inside the kernel (a vfork's parent) costs this once
                 self._patience_s = _LATE_PATIENCE_S
             yield block
-            after = self._listing()   # before they are continued
-            block.ran_ms = sum(max(0, s.run_ns - before[k].run_ns) for k, s in after.items() if k in before) / 1e6
-            block.changed = len(before.keys() ^ after.keys()) + sum(
-                s.threads != before[k].threads for k, s in after.items() if k in before)
+            then, now = _threads(before), _threads(self._listing())   # now: before they are continued
+            block.ran_ms = sum(max(0, ns - then[k]) for k, ns in now.items() if k in then) / 1e6
+            block.changed = len(then.keys() ^ now.keys())
         finally:
             for uid in sent:
                 self._signal(uid, signal.SIGCONT)
@@ -132,6 +131,12 @@ class Freezer:
                 del found[helper.proc.pid]
             seen.update(((uid, pid), s) for pid, s in found.items() if s.states - {"Z", "X"})
         return seen
+
+
+def _threads(seen: dict[tuple[int, int], Seen]) -> dict[tuple[int, int, int], int]:
+    """(uid, pid, thread id) -> the thread's run time in nanoseconds: a thread that ends and one that starts
+    are two changes, whatever the processes' totals say."""
+    return {(*k, tid): ns for k, s in seen.items() for tid, ns in s.run_ns.items()}
 
 
 def _running(seen: dict[tuple[int, int], Seen]) -> bool:

@@ -162,13 +162,11 @@ def signal_user(uid: int, sig: int) -> bool:
 
 @dataclass(frozen=True)
 class Seen:
-    """A process as a listing saw it: its threads' states ("R" running, "S" sleeping, "T" stopped, ...),
-    how many threads it had, and the nanoseconds they have run (their schedstat; 0 on a kernel that
-    keeps none)."""
+    """A process as a listing saw it: its threads' states ("R" running, "S" sleeping, "T" stopped, ...)
+    and each thread's run time in nanoseconds by thread id (its schedstat; 0 on a kernel that keeps none)."""
 
     states: frozenset[str]
-    threads: int
-    run_ns: int
+    run_ns: dict[int, int]
 
 
 def listing(uid: int) -> dict[int, Seen]:
@@ -186,8 +184,7 @@ def listing(uid: int) -> dict[int, Seen]:
         except (OSError, StopIteration):  # it ended meanwhile
             continue
         states = {_state(f"/proc/{entry}/task/{tid}/stat") for tid in tids} - {""}
-        run_ns = sum(_run_ns(f"/proc/{entry}/task/{tid}/schedstat") for tid in tids)
-        found[int(entry)] = Seen(frozenset(states), len(tids), run_ns)
+        found[int(entry)] = Seen(frozenset(states), {int(t): _run_ns(f"/proc/{entry}/task/{t}/schedstat") for t in tids})
     return found
 
 
