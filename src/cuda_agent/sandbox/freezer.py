@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from cuda_agent.sandbox.user_signals import PATIENCE_S, STOPPED, Helper, Seen, listing, signal_user
+from cuda_agent.sandbox.user_signals import PATIENCE_S, STOPPED, Helper, Seen, Thread, listing, signal_user
 
 RAN_MS = 2.0              # CPU time the user's processes may run in a block (a late stop's last steps)
 _LATE_PATIENCE_S = 0.05   # the wait for a stop once a block of the run has begun without one
@@ -27,21 +27,24 @@ _LATE_PATIENCE_S = 0.05   # the wait for a stop once a block of the run has begu
 @dataclass
 class FrozenBlock:
     """One block of a `Freezer`: whether every process of the users was seen stopped as it began
-    (`stopped`), and, once it has ended, the milliseconds their threads ran in it (`ran_ms`) and how many
-    threads came or went (`changed`): a stopped process does neither."""
+    (`stopped`), and, once it has ended: the milliseconds their threads ran in it (`ran_ms`), how many
+    threads stopped as it began were scheduled in since (`scheduled`) and how many came or went
+    (`changed`). A stopped thread does none of these; a thread already ending as the block began (its
+    process exiting: no user code runs in it) is left out."""
 
     stopped: bool
     ran_ms: float = 0.0
+    scheduled: int = 0
     changed: int = 0
 
     @property
     def quiet(self) -> bool:
-        return self.ran_ms <= RAN_MS and not self.changed
+        return self.ran_ms <= RAN_MS and not self.scheduled and not self.changed
 
     def why_not_quiet(self) -> str:
-        return (f"the solution's processes ran for {self.ran_ms:.3g} ms, and {self.changed} threads of theirs came "
-                "or went, in a block where they were stopped while the baselines were timed (something "
-                "continued them: timers that send SIGCONT?)")
+        return (f"the solution's processes ran for {self.ran_ms:.3g} ms ({self.scheduled} stopped threads scheduled "
+                f"in, {self.changed} threads came or went) in a block where they were stopped while the baselines "
+                "were timed (something continued them: timers that send SIGCONT?)")
 
 
 @contextmanager
@@ -104,8 +107,11 @@ class Freezer:
                 self._patience_s = _LATE_PATIENCE_S
             yield block
             then, now = _threads(before), _threads(self._listing())   # now: before they are continued
-            block.ran_ms = sum(max(0, ns - then[k]) for k, ns in now.items() if k in then) / 1e6
-            block.changed = len(then.keys() ^ now.keys())
+            ending = {k for k, t in then.items() if t.exiting}
+            common = [(t, now[k]) for k, t in then.items() if k in now and k not in ending]
+            block.ran_ms = sum(max(0, n.run_ns - t.run_ns) for t, n in common if n.run_ns >= 0) / 1e6
+            block.scheduled = sum(t.state in ("T", "t") and n.runs != t.runs for t, n in common)
+            block.changed = len((then.keys() ^ now.keys()) - ending) + sum(n.runs < 0 for _, n in common)
         finally:
             for uid in sent:
                 self._signal(uid, signal.SIGCONT)
@@ -133,11 +139,12 @@ class Freezer:
         return seen
 
 
-def _threads(seen: dict[tuple[int, int], Seen]) -> dict[tuple[int, int, int], int]:
-    """(uid, pid, thread id) -> the thread's run time in nanoseconds: a thread that ends and one that starts
-    are two changes, whatever the processes' totals say."""
-    return {(*k, tid): ns for k, s in seen.items() for tid, ns in s.run_ns.items()}
+def _threads(seen: dict[tuple[int, int], Seen]) -> dict[tuple[int, int, int], Thread]:
+    """(uid, pid, thread id) -> the thread: a thread that ends and one that starts are two changes, whatever
+    the processes' totals say."""
+    return {(*k, tid): t for k, s in seen.items() for tid, t in s.threads.items()}
 
 
 def _running(seen: dict[tuple[int, int], Seen]) -> bool:
-    return any(s.states - set(STOPPED) for s in seen.values())
+    """Whether a thread runs that a stop should reach (an ending one it does not: its process is exiting)."""
+    return any(t.state not in STOPPED and not t.exiting for s in seen.values() for t in s.threads.values())

@@ -161,12 +161,27 @@ def signal_user(uid: int, sig: int) -> bool:
 
 
 @dataclass(frozen=True)
-class Seen:
-    """A process as a listing saw it: its threads' states ("R" running, "S" sleeping, "T" stopped, ...)
-    and each thread's run time in nanoseconds by thread id (its schedstat; 0 on a kernel that keeps none)."""
+class Thread:
+    """A thread as a listing saw it: its state ("R" running, "S" sleeping, "T" stopped, ...; "" where it
+    ended while read), whether it is ending (PF_EXITING: no user code runs in it any more, and a stop does
+    not reach it), and from its schedstat the nanoseconds it has run and the times it was scheduled in
+    (both 0 on a kernel that keeps no schedstat, -1 where it ended while read)."""
 
-    states: frozenset[str]
-    run_ns: dict[int, int]
+    state: str
+    exiting: bool
+    run_ns: int
+    runs: int
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A process as a listing saw it: its threads by thread id."""
+
+    threads: dict[int, Thread]
+
+    @property
+    def states(self) -> frozenset[str]:
+        return frozenset(t.state for t in self.threads.values()) - {""}
 
 
 def listing(uid: int) -> dict[int, Seen]:
@@ -183,8 +198,7 @@ def listing(uid: int) -> dict[int, Seen]:
             tids = os.listdir(f"/proc/{entry}/task")
         except (OSError, StopIteration):  # it ended meanwhile
             continue
-        states = {_state(f"/proc/{entry}/task/{tid}/stat") for tid in tids} - {""}
-        found[int(entry)] = Seen(frozenset(states), {int(t): _run_ns(f"/proc/{entry}/task/{t}/schedstat") for t in tids})
+        found[int(entry)] = Seen({int(t): _thread(f"/proc/{entry}/task/{t}") for t in tids})
     return found
 
 
@@ -193,18 +207,22 @@ def processes_of(uid: int, ignore: str = "ZX") -> dict[int, set[str]]:
     return {pid: live for pid, seen in listing(uid).items() if (live := set(seen.states) - set(ignore))}
 
 
-def _state(stat_path: str) -> str:
+_PF_EXITING = 0x4
+_SCHEDSTAT = os.path.exists("/proc/self/schedstat")   # CONFIG_SCHED_INFO
+
+
+def _thread(path: str) -> Thread:
     try:
-        with open(stat_path) as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
-def _run_ns(schedstat_path: str) -> int:
+        with open(f"{path}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        state, exiting = fields[0], bool(int(fields[6]) & _PF_EXITING)
+    except (OSError, IndexError, ValueError):
+        state, exiting = "", False
+    if not _SCHEDSTAT:
+        return Thread(state, exiting, 0, 0)
     try:
-        with open(schedstat_path) as f:
-            return int(f.read().split()[0])
-    except (OSError, IndexError, ValueError):   # the thread ended, or no schedstat
-        return 0
-
+        with open(f"{path}/schedstat") as f:
+            run_ns, _, runs = (int(x) for x in f.read().split()[:3])
+    except (OSError, ValueError):   # it ended
+        run_ns, runs = -1, -1
+    return Thread(state, exiting, run_ns, runs)
