@@ -532,7 +532,7 @@ def _block_over(monkeypatch, before: dict, after: dict):
     from cuda_agent.sandbox import freezer as freezing
 
     seen = iter([before, after])
-    monkeypatch.setattr(freezing, "listing", lambda uid: next(seen))
+    monkeypatch.setattr(freezing, "listing", lambda uid, only=None: next(seen))
     monkeypatch.setattr(freezing.Freezer, "_signal", lambda self, uid, sig: True)
     freezer = freezing.Freezer([])
     freezer.uids = [4242]

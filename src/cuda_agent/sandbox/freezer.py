@@ -95,6 +95,7 @@ class Freezer:
                 sent.append(uid)
                 self._signal(uid, signal.SIGSTOP)
             deadline, pause = time.monotonic() + self._patience_s, 0.0002
+            time.sleep(pause)   # a sleeping process stops once it is woken: a listing read too soon is read again
             before = self._listing()
             while _running(before) and time.monotonic() < deadline:
                 time.sleep(pause)   # a stop takes microseconds where the process is not inside the kernel
@@ -106,7 +107,9 @@ class Freezer:
             if not block.stopped:   # a process that stays inside the kernel (a vfork's parent) costs this once
                 self._patience_s = _LATE_PATIENCE_S
             yield block
-            then, now = _threads(before), _threads(self._listing())   # now: before they are continued
+            # Before they are continued. Stopped, none could start another process: their own are read again
+            # (a new thread is in its process's listing); late, every process of the machine is.
+            then, now = _threads(before), _threads(self._listing(before.keys() if block.stopped else None))
             ending = {k for k, t in then.items() if t.exiting}
             common = [(t, now[k]) for k, t in then.items() if k in now and k not in ending]
             block.ran_ms = sum(max(0, n.run_ns - t.run_ns) for t, n in common if n.run_ns >= 0) / 1e6
@@ -127,11 +130,12 @@ class Freezer:
             self._helpers[uid] = None
         return signal_user(uid, sig)
 
-    def _listing(self) -> dict[tuple[int, int], Seen]:
-        """(uid, pid) -> what was seen of it, for the live processes of the uids but their helpers."""
+    def _listing(self, only: Iterable[tuple[int, int]] | None = None) -> dict[tuple[int, int], Seen]:
+        """(uid, pid) -> what was seen of it, for the live processes of the uids but their helpers (of the
+        (uid, pid) pairs `only` where given)."""
         seen: dict[tuple[int, int], Seen] = {}
         for uid in self.uids:
-            found = listing(uid)
+            found = listing(uid, None if only is None else [pid for u, pid in only if u == uid])
             helper = self._helpers.get(uid)
             if helper is not None and helper.proc.pid in found and helper.alive():  # alive after the listing
                 del found[helper.proc.pid]

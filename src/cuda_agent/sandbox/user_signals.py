@@ -22,6 +22,7 @@ import subprocess
 import sys
 from contextlib import suppress
 from dataclasses import dataclass
+from typing import Iterable
 
 PATIENCE_S = 1.0            # how long a killed process may take to end, or a stopped one to stop
 HELPER_PATIENCE_S = 0.25    # how long a helper may take to answer before it is killed
@@ -184,10 +185,12 @@ class Seen:
         return frozenset(t.state for t in self.threads.values()) - {""}
 
 
-def listing(uid: int) -> dict[int, Seen]:
-    """Every process whose real, effective or saved uid is `uid`, dead ones (zombies) included."""
+def listing(uid: int, only: Iterable[int] | None = None) -> dict[int, Seen]:
+    """Every process whose real, effective or saved uid is `uid`, dead ones (zombies) included; of the
+    pids `only` where given (a /proc read of every process of the machine, ~11 us each, is what a freezer's
+    block costs)."""
     found: dict[int, Seen] = {}
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir("/proc") if only is None else map(str, only):
         if not entry.isdigit():
             continue
         try:
