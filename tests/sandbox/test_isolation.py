@@ -18,7 +18,7 @@ import pytest
 
 from cuda_agent.home import home
 from cuda_agent.sandbox import CommandRunner, claim_tool_user, prepare_workspace
-from cuda_agent.sandbox.freezer import RAN_MS, Freezer, frozen
+from cuda_agent.sandbox.freezer import RAN_MS, Freezer
 from cuda_agent.sandbox.isolation import UserSlot, claim_user, eval_uids, kill_user_processes
 from cuda_agent.tasks import EXAMPLES_DIR, load_task
 from cuda_agent.workspace import create_workspace, read_manifest
@@ -354,7 +354,7 @@ def test_what_a_solution_left_running_is_frozen_while_baselines_are_timed():
         assert _wait_progress(chain, 200) > 200, "the chain did not start"
         uids = [spinner.slot.user.uid, chain.slot.user.uid]
         assert set(uids) <= set(eval_uids())
-        with frozen(uids) as block:
+        with Freezer(uids) as freezer, freezer.frozen() as block:
             ticks, count = _cpu_ticks(spinner.pid), chain.progress()
             time.sleep(0.3)
             assert block.stopped and _state_of(spinner.pid) == "T"
@@ -371,7 +371,7 @@ def test_what_a_solution_left_running_is_frozen_while_baselines_are_timed():
 @root_only
 def test_frozen_processes_run_again_when_the_timed_block_raises():
     with sandboxed(SPINNER) as spinner:
-        with pytest.raises(RuntimeError), frozen([spinner.slot.user.uid]):
+        with pytest.raises(RuntimeError), Freezer([spinner.slot.user.uid]) as freezer, freezer.frozen():
             assert _state_of(spinner.pid) == "T"
             raise RuntimeError("the baseline failed")
         deadline = time.monotonic() + 5
@@ -467,30 +467,15 @@ def test_a_helper_stopped_or_killed_by_the_user_between_blocks_freezes_nothing_l
         assert not _alive(helper.proc.pid)
 
 
-# A spinner that continues itself: 100 one-shot POSIX timers armed 0.5-50 ms ahead, each sending it
-# SIGCONT (a handler installed, so that the signal is not ignored), re-armed every 2 ms while it runs.
-# A stop flushes a pending SIGCONT and would end one periodic timer; one-shot timers re-armed are not.
-SELF_CONTINUING = """
-import ctypes, os, signal, sys, time
-os.write(int(sys.argv[1]), b"%d\\n" % os.getpid())
-libc = ctypes.CDLL(None, use_errno=True)
-class Event(ctypes.Structure):
-    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int), ("pad", ctypes.c_byte * 48)]
-class Spec(ctypes.Structure):
-    _fields_ = [("i_s", ctypes.c_long), ("i_ns", ctypes.c_long), ("v_s", ctypes.c_long), ("v_ns", ctypes.c_long)]
-signal.signal(signal.SIGCONT, lambda *a: None)
-timers = []
-for k in range(100):
-    tid = ctypes.c_void_p()
-    assert libc.timer_create(1, ctypes.byref(Event(None, signal.SIGCONT, 0)), ctypes.byref(tid)) == 0
-    timers.append((tid, Spec(0, 0, 0, (k + 1) * 500_000)))
-while True:
-    for tid, spec in timers:
-        libc.timer_settime(tid, 0, ctypes.byref(spec), None)
-    end = time.monotonic() + 0.002
-    while time.monotonic() < end:
-        pass
-"""
+def _self_continuing() -> str:
+    """The corpus case self_continuing_spinner's process (a spinner whose one-shot timers send it SIGCONT), as
+    a program for `sandboxed`: it says its pid first."""
+    import ast
+
+    source = (Path(__file__).resolve().parent.parent / "hacks" / "cpu" / "self_continuing_spinner" / "model_new.py")
+    code = next(node.value.value for node in ast.parse(source.read_text()).body
+                if isinstance(node, ast.Assign) and node.targets[0].id == "SELF_CONTINUING")
+    return 'import os, sys\nos.write(int(sys.argv[1]), b"%d\\n" % os.getpid())\n' + code
 
 
 @root_only
@@ -498,7 +483,7 @@ def test_a_process_that_continues_itself_makes_the_block_not_quiet():
     """Stopping cannot hold a process whose own timers send it SIGCONT (2026-11-28 review: it ran at 70-100%
     through every block, old helper or kept): the block must say that it ran, so that the timing it
     covered is not believed (harness/profiling.py fails the evaluation)."""
-    with sandboxed(SELF_CONTINUING) as attacker:
+    with sandboxed(_self_continuing()) as attacker:
         uid = attacker.slot.user.uid
         time.sleep(0.3)   # its timers armed
         with Freezer([uid]) as freezer:

@@ -11,7 +11,7 @@ What runs where:
   a time and never learns a figure but its own.
 This process holds the device's lock alone for the whole run; neither worker takes the lock while
 it times, so the two can never wait for each other. The baselines' windows of each round run with
-every process of the solution's user stopped (sandbox.frozen): nothing the solution left running
+every process of the solution's user stopped (sandbox.Freezer): nothing the solution left running
 can slow them, and so inflate its speed-up.
 
 The judge's cached baselines are recorded beside the paired figures (a drift check; never the
@@ -164,11 +164,10 @@ def _frozen_timed(result: EvalResult, freezer: Freezer) -> Iterator[FrozenBlock]
     """The freezer's block around a round's baseline windows, its own cost (stopping the solution's processes
     and continuing them: a word to the kept helper each way, and /proc read until they are seen stopped and
     once more at the end) added to the `timing.quiet` stage, the windows inside it left out: how much of a
-    GPU's time alone it takes. On a loaded 2-core CPU, default plan: 1.7-2.2 s of an evaluation (28 ms a
-    round) while a helper was forked for every signal, 0.34-0.45 s (4.2 ms a round) with one kept helper
-    and the listing at the end (2026-11-28). A block in which the solution's
-    processes ran after all fails the evaluation; one that began before all were seen stopped (a process
-    inside the kernel) is flagged `frozen_late`."""
+    GPU's time alone it takes. A quiet 2-core CPU, default plan: 1.39 s of an evaluation (13.6 ms a round)
+    while a helper was forked for every signal, 0.25 s (2.5 ms) with the kept one (2026-11-28). A block in
+    which the solution's processes ran after all fails the evaluation; one that began before all were seen
+    stopped (a process inside the kernel) is flagged `frozen_late`."""
     stack = ExitStack()
     with timed(result, "timing.quiet"):
         block = stack.enter_context(freezer.frozen())
@@ -176,13 +175,10 @@ def _frozen_timed(result: EvalResult, freezer: Freezer) -> Iterator[FrozenBlock]
         result.flags.append("frozen_late")
     try:
         yield block
-    except BaseException:
+    finally:
         with timed(result, "timing.quiet"):
             stack.close()
-        raise
-    with timed(result, "timing.quiet"):
-        stack.close()
-    if not block.quiet:
+    if not block.quiet:   # reached only when the windows ended without an error
         raise Stop("profile", block.why_not_quiet())
 
 

@@ -13,7 +13,7 @@ worker where candidates run), by the agent (its shell commands) and by rl (verl'
 """
 
 from cuda_agent.sandbox.groups import group_alive, kill_group, stop_group
-from cuda_agent.sandbox.freezer import Freezer, FrozenBlock, frozen
+from cuda_agent.sandbox.freezer import Freezer, FrozenBlock
 from cuda_agent.sandbox.isolation import (SandboxUser, UserSlot, claim_user, eval_uids, reachable_by_others,
                                           sandbox_user)
 from cuda_agent.sandbox.process import ChildChannel, ChildFailed, Exchange, Process
@@ -22,6 +22,6 @@ from cuda_agent.sandbox.shell import (CommandResult, CommandRunner, Environment,
 
 __all__ = [
     "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner", "Environment", "Exchange", "Process",
-    "Freezer", "FrozenBlock", "SandboxUser", "UserSlot", "claim_tool_user", "claim_user", "eval_uids", "frozen", "group_alive", "kill_group",
+    "Freezer", "FrozenBlock", "SandboxUser", "UserSlot", "claim_tool_user", "claim_user", "eval_uids", "group_alive", "kill_group",
     "prepare_workspace", "reachable_by_others", "sandbox_user", "shared_workspace_dir", "stop_group",
 ]

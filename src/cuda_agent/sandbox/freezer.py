@@ -47,13 +47,6 @@ class FrozenBlock:
                 "were timed (something continued them: timers that send SIGCONT?)")
 
 
-@contextmanager
-def frozen(uids: Iterable[int]) -> Iterator[FrozenBlock]:
-    """One block of `Freezer(uids).frozen()`."""
-    with Freezer(uids) as freezer, freezer.frozen() as block:
-        yield block
-
-
 class Freezer:
     """Stops every process of each of `uids` for a block (`frozen()`), and continues them when it ends,
     however it ends. The kernel stops all of a uid's processes in one pass (user_signals), so a fork

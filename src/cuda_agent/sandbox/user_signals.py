@@ -26,6 +26,7 @@ from typing import Iterable
 
 PATIENCE_S = 1.0            # how long a killed process may take to end, or a stopped one to stop
 HELPER_PATIENCE_S = 0.25    # how long a helper may take to answer before it is killed
+_START_PATIENCE_S = 5.0     # how long a new helper (a new interpreter) may take to say it is ready
 STOPPED = "TtZX"            # thread states that run nothing: stopped, traced, dead
 _PASSES = 20                # helpers started before signalling falls back to a listing of /proc
 _NOGROUP = 65534
@@ -95,7 +96,7 @@ class Helper:
         except OSError:   # a kernel before 5.3: its pid is ours until we reap it
             pidfd = -1
         helper = Helper(uid, proc, pidfd)
-        if helper._answer(max(HELPER_PATIENCE_S, 5.0)) != b"r":   # a new interpreter: slower than an answer
+        if helper._answer(_START_PATIENCE_S) != b"r":
             helper.close()
             return None
         return helper
