@@ -34,6 +34,20 @@ def test_near_duplicate_is_the_same_in_every_process_and_differs_per_variant():
     assert not torch.equal(make_inputs(t, 7, CPU, 12)[0], a[0])
 
 
+def test_a_chain_of_near_duplicates_moves_a_few_places_more_at_each_link():
+    """The harness's second near duplicate is made from its first ([v1, v2]): a cache keyed on a
+    sample of the input that the first link moved (and so recomputed) replays on the second."""
+    t = task(lambda: [torch.randn(256, 256), 3])
+    first, _ = varied_inputs(t, 7, CPU, 11)
+    second, changed = varied_inputs(t, 7, CPU, [11, 12])
+    assert torch.equal(varied_inputs(t, 7, CPU, [11])[0][0], first[0])  # a chain of one is the near duplicate
+    assert torch.equal(make_inputs(t, 7, CPU, [11, 12])[0], second[0])  # the same in every process
+    assert 0 < int((second[0] != first[0]).sum()) <= MOVED == changed
+    assert int((second[0] != make_inputs(t, 7, CPU)[0]).sum()) > MOVED  # both links' places differ from the draw
+    with pytest.raises(ValueError, match="one variant"):
+        varied_inputs(t, 7, CPU, [11, 12], kind=SHIFTED)
+
+
 def test_near_duplicate_of_lower_triangular_inputs_stays_lower_triangular():
     """KernelBench L1-15: rotating values among random places put some above the diagonal, and an
     honest kernel that reads only the lower triangles was accused of replaying results."""

@@ -45,28 +45,33 @@ def to_device(values, device: torch.device) -> list:
 NEAR, SHIFTED = "near", "shifted"  # the input sets made from a drawn one (see variants.py)
 
 
-def make_inputs(task_module: types.ModuleType, seed: int, device: torch.device, variant: int | None = None,
-                kind: str = NEAR) -> list:
+def make_inputs(task_module: types.ModuleType, seed: int, device: torch.device,
+                variant: int | list[int] | None = None, kind: str = NEAR) -> list:
     """The task's inputs drawn with `seed` (the same in every process for the same seed), and,
     with `variant`, the set made from them: their near duplicate, or (kind SHIFTED) their shifted
     set (see `varied_inputs`)."""
     return varied_inputs(task_module, seed, device, variant, kind)[0]
 
 
-def varied_inputs(task_module: types.ModuleType, seed: int, device: torch.device, variant: int | None,
+def varied_inputs(task_module: types.ModuleType, seed: int, device: torch.device, variant: int | list[int] | None,
                   kind: str = NEAR) -> tuple[list, int]:
     """The inputs of `seed`, or the set `kind` made from them with `variant`: NEAR takes a few
     values from a second draw (seeded with `variant`) at the same places, SHIFTED moves the
-    continuous inputs by x -> a*x + b. Returns the set and how many places (NEAR) or tensors
-    (SHIFTED) it changed: 0 where it is the drawn set itself."""
+    continuous inputs by x -> a*x + b. A list of variants (NEAR only) makes a chain: the near
+    duplicate of the near duplicate of ... Returns the set and how many places (NEAR: the last link
+    of the chain) or tensors (SHIFTED) it changed: 0 where it is its predecessor itself."""
     inputs = _draw(task_module, seed, device)
     if variant is None:
         return inputs, 0
-    if kind == SHIFTED:
+    if kind == SHIFTED and isinstance(variant, int):
         return shifted(inputs, variant)
     if kind != NEAR:
-        raise ValueError(f"input set kind {kind!r}: expected {NEAR!r} or {SHIFTED!r}")
-    return near_duplicate(inputs, _draw(task_module, variant, device), variant)
+        raise ValueError(f"input set kind {kind!r} with variant {variant!r}: expected {NEAR!r} (one variant or a "
+                         f"chain of them) or {SHIFTED!r} (one variant)")
+    changed = 0
+    for link in variant if isinstance(variant, (list, tuple)) else [variant]:
+        inputs, changed = near_duplicate(inputs, _draw(task_module, int(link), device), int(link))
+    return inputs, changed
 
 
 def _draw(task_module: types.ModuleType, seed: int, device: torch.device) -> list:
