@@ -4,6 +4,7 @@ CUDA_AGENT_HOME per checkout (and per xdist worker), and the `cuda` marker's ski
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -26,10 +27,33 @@ def pytest_configure(config):
 
     name = f"cuda_agent_test_home_{hashlib.sha256(str(REPO).encode()).hexdigest()[:8]}"
     home = os.environ.setdefault("CUDA_AGENT_HOME", str(Path(os.environ.get("TMPDIR", "/tmp")) / name))
-    if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
         # a home of its own per worker: the device lock, the baseline cache and the build cache are a
         # home's, and a test that asserts the lock is free must not see the other worker's evaluation
         os.environ["CUDA_AGENT_HOME"] = f"{home}_{worker}"
+    else:
+        _remove_homes_of_removed_checkouts(Path(home).parent)
+    mine = Path(os.environ["CUDA_AGENT_HOME"])
+    if mine.name.startswith("cuda_agent_test_home_"):  # not a home the user named
+        mine.mkdir(parents=True, exist_ok=True)
+        (mine / CHECKOUT_FILE).write_text(str(REPO))
+
+
+CHECKOUT_FILE = "checkout"  # in each test home: the checkout whose tests made it
+
+
+def _remove_homes_of_removed_checkouts(parent: Path) -> None:
+    """Test homes whose checkout is gone: about 1.2 GB each (the build cache), three a run under xdist,
+    kept for the next run of their checkout. Clones made and removed for CI runs left 73 GB in /tmp,
+    and a later CI run failed for want of disk (2026-11-28)."""
+    for home in parent.glob("cuda_agent_test_home_*"):
+        try:
+            checkout = Path((home / CHECKOUT_FILE).read_text().strip())
+        except OSError:
+            continue  # not a home, or one made before the marker: not ours to judge
+        if checkout != REPO and not checkout.exists():
+            shutil.rmtree(home, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
