@@ -26,7 +26,8 @@ fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))
 state = {'cwd': os.getcwd(), 'path0': sys.path[0], 'fds': fds, 'argv': sys.argv[1:], 'main': __name__,
          'home': os.environ.get('HOME'), 'mine': os.environ.get('CUDA_AGENT_PROBE'), 'before': before,
          'leader': os.getpgid(0) == os.getpid() == os.getsid(0), 'uid': os.getuid(),
-         'as': resource.getrlimit(resource.RLIMIT_AS)[0], 'stdin': os.read(0, 10).decode()}
+         'as': resource.getrlimit(resource.RLIMIT_AS)[0], 'stdin': os.read(0, 10).decode(),
+         'seccomp': [l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')]}
 os.write(int(sys.argv[2]), (json.dumps(state) + '\\n').encode())
 line = os.fdopen(int(sys.argv[1])).readline()
 print('to the log:', line.strip())
@@ -35,11 +36,18 @@ if action == 'segv':
     os.kill(os.getpid(), 11)
 if action == 'sleep':
     import time; time.sleep(600)
-if action == 'attack':  # its server: signal it, read its memory, find a descriptor of it left open
+if action == 'attack':  # its server: signal it, read its memory, find a descriptor of it left open; a namespace
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def namespace():
+        if libc.unshare(0x10000000 | 0x40000000) != 0:  # a user namespace and a network namespace of its own
+            raise OSError(ctypes.get_errno(), 'unshare')
+
     tried = {}
     for name, how in (('signal', lambda: os.kill(os.getppid(), 0)),
                       ('memory', lambda: open(f'/proc/{os.getppid()}/mem', 'rb').close()),
-                      ('fds', lambda: os.listdir(f'/proc/{os.getppid()}/fd'))):
+                      ('fds', lambda: os.listdir(f'/proc/{os.getppid()}/fd')), ('namespace', namespace)):
         try:
             how()
             tried[name] = 'done'
@@ -133,7 +141,9 @@ def test_a_forked_child_gets_its_confinement(probe):
     finally:
         slot.release()
     assert state["uid"] == slot.user.uid and state["as"] == 3 << 30
-    assert tried == {"signal": "PermissionError", "memory": "PermissionError", "fds": "PermissionError"}, tried
+    assert state["seccomp"] == ["2"]  # syscall_filter: in filter mode
+    assert tried == {"signal": "PermissionError", "memory": "PermissionError", "fds": "PermissionError",
+                     "namespace": "PermissionError"}, tried
 
 
 def test_a_child_whose_confinement_fails_is_refused_as_popen_refuses_it(probe):

@@ -19,7 +19,8 @@ import pytest
 from cuda_agent.home import home
 from cuda_agent.sandbox import CommandRunner, claim_tool_user, prepare_workspace
 from cuda_agent.sandbox.freezer import RAN_MS, Freezer
-from cuda_agent.sandbox.isolation import UserSlot, claim_user, eval_uids, kill_user_processes
+from cuda_agent.sandbox import syscall_filter
+from cuda_agent.sandbox.isolation import Confinement, UserSlot, claim_user, eval_uids, kill_user_processes
 from cuda_agent.tasks import EXAMPLES_DIR, load_task
 from cuda_agent.workspace import create_workspace, read_manifest
 
@@ -189,6 +190,58 @@ def test_commands_have_no_network(isolated):
     assert runner.describe().endswith("no network")
     out, _ = sh(runner, "cat /proc/net/dev | tail -n +3 | awk '{print $1}'")
     assert out.split() == ["lo:"]
+
+
+def test_commands_make_no_namespace_of_their_own_but_threads_forks_and_programs_run(isolated):
+    """A user namespace would make the sandbox user root over a network namespace of its own, where a
+    packet looped by tc keeps a CPU busy in softirq through every stop (syscall_filter)."""
+    _, runner = isolated
+    out, code = sh(runner, "grep Seccomp: /proc/self/status; unshare -Urn true 2>/dev/null; echo unshare=$?; "
+                           "unshare -U true 2>/dev/null; echo user=$?; "
+                           f"{sys.executable} -c 'import threading, subprocess, os; t = threading.Thread(target=print, "
+                           "args=(\"thread\",)); t.start(); t.join(); print(subprocess.run([\"echo\", \"program\"], "
+                           "capture_output=True, text=True).stdout.strip()); pid = os.fork(); pid or os._exit(3); "
+                           "print(\"fork\", os.waitpid(pid, 0)[1] >> 8)'")
+    assert code == 0, out
+    assert out.split() == ["Seccomp:", "2", "unshare=1", "user=1", "thread", "program", "fork", "3"], out
+
+
+def test_the_filter_refuses_namespaces_clone3_and_io_uring_and_nothing_else_a_program_needs():
+    probe = """
+import ctypes, errno, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def call(*args):
+    r = libc.syscall(*args)
+    return 'ok' if r >= 0 else errno.errorcode[ctypes.get_errno()]
+seen = {'unshare_user': call(272, 0x10000000), 'unshare_net': call(272, 0x40000000), 'unshare_time': call(272, 0x80),
+        'unshare_files': call(272, 0x400), 'clone_newuser': call(56, 0x10000000 | 17, 0, 0, 0, 0),
+        'setns': call(308, 0, 0), 'clone3': call(435, 0, 0), 'io_uring_setup': call(425, 8, 0),
+        'bpf': call(321, 0, 0, 0), 'x32_getpid': call(0x40000000 | 39), 'getpid': call(39)}
+t = threading.Thread(target=lambda: seen.update(thread='ok')); t.start(); t.join()
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+seen['fork'] = 'ok' if os.waitpid(pid, 0)[1] == 0 else 'failed'
+print(sorted(seen.items()))
+"""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the probe uses x86_64's system call numbers")
+    done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, timeout=60,
+                          preexec_fn=Confinement(network=True, new_session=False).preexec())
+    assert done.returncode == 0, done.stderr
+    assert dict(eval(done.stdout)) == {
+        "unshare_user": "EPERM", "unshare_net": "EPERM", "unshare_time": "EPERM", "unshare_files": "ok",
+        "clone_newuser": "EPERM", "setns": "EPERM", "bpf": "EPERM", "clone3": "ENOSYS", "io_uring_setup": "ENOSYS",
+        "x32_getpid": "ENOSYS", "getpid": "ok", "thread": "ok", "fork": "ok"}
+
+
+def test_the_filter_is_known_for_both_machines_and_its_jumps_land_inside_it():
+    for machine in ("x86_64", "aarch64"):
+        code = syscall_filter.program(machine)
+        assert code[-1][0] == code[-2][0] == 0x06  # ends in returns
+        for i, (op, jt, jf, _) in enumerate(code):
+            assert op == 0x06 or i + 1 + max(jt, jf) < len(code)
+    assert syscall_filter.program("riscv64") is None  # unknown numbers: no filter rather than a wrong one
 
 
 @root_only

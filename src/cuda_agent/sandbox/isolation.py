@@ -7,7 +7,8 @@ command of the agent) runs confined by it (the paper's "system-level permission 
   one cannot ptrace, signal or write the files of another, and releasing the slot kills whatever
   still runs as that user, wherever it moved to (a new session, a double fork).
 - Limits: no core files, an address-space limit where asked, no network (a new, empty network
-  namespace; not root, inside a user namespace of our own where the kernel allows one).
+  namespace; not root, inside a user namespace of our own where the kernel allows one), and a
+  seccomp filter (syscall_filter): no namespaces of its own, no io_uring, no bpf.
 - Ending: SIGKILL when the process that started it dies (parent-death signal); where asked, a PID
   namespace of its own whose first process is the command, so that when the command ends or is
   killed the kernel kills everything it started, `setsid` daemons included.
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 import cuda_agent
+from cuda_agent.sandbox import syscall_filter
 from cuda_agent.sandbox.user_signals import PATIENCE_S, processes_of, signal_user
 
 EVAL_USER = "cuda-agent-eval"   # solution children: cuda-agent-eval-0..63
@@ -187,6 +189,7 @@ class Confinement:
     user_namespace: bool = False         # not root: namespaces inside a user namespace of our own
     new_session: bool = True
     nice: int | None = 0                 # scheduling priority (0: normal, whatever the parent's; None: inherited)
+    syscall_filter: bool = True          # no namespaces of its own, no io_uring, no bpf (syscall_filter.py)
 
     def preexec(self) -> Callable[[], None]:
         return lambda: _confine(self)
@@ -227,6 +230,8 @@ def _confine(c: Confinement) -> None:
         os.setgid(c.user.gid)
         os.setuid(c.user.uid)
         _die_with_parent()
+    if c.syscall_filter:  # last: the namespaces above are made before it refuses them
+        syscall_filter.install()
 
 
 def _own_user_namespace(flags: int) -> bool:
