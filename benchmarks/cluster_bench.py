@@ -27,6 +27,7 @@ import argparse
 import ctypes
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -312,9 +313,19 @@ def main() -> None:
     # it, else "Failed to connect to Ray cluster" / InvalidAuthToken. Read by Ray at import: set first.
     os.environ["RAY_AUTH_MODE"] = "token"
     from cuda_agent.devices import default_device
+    from cuda_agent.home import private_ray_tmp
 
+    # the nodes' sessions in a folder only we can enter, not /tmp/ray (0777, no sticky bit: a sandbox user
+    # could replace the sockets of Ray's root workers); the nodes and the driver read it from the environment
+    private = None if os.environ.get("RAY_TMPDIR") else private_ray_tmp()
+    if private is not None:
+        os.environ["RAY_TMPDIR"] = str(private)
     a.logs.mkdir(parents=True, exist_ok=True)
-    out = run(a.device or default_device(), a.evals, a.cpus, a.cpu_evaluators, a.logs, a.stall_s)
+    try:
+        out = run(a.device or default_device(), a.evals, a.cpus, a.cpu_evaluators, a.logs, a.stall_s)
+    finally:
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))
     print("| nodes | evaluators (on the second) | requests | verdicts | lost | correct | retried | harness errors "

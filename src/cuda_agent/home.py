@@ -4,6 +4,7 @@ how much room each part takes (`cuda-agent cache`)."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -12,6 +13,18 @@ def home() -> Path:
     root = Path(os.environ.get("CUDA_AGENT_HOME") or Path.home() / ".cache" / "cuda_agent")
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     return root
+
+
+RAY_TMP_PREFIX = "cuda-agent-ray-"
+
+
+def private_ray_tmp() -> Path:
+    """A new folder only this user can enter (0700), for a local Ray's sessions: Ray makes its own folders
+    world-writable without the sticky bit (/tmp/ray/session_*/sockets, runtime_resources: 0777), so that
+    under /tmp/ray any user, a sandbox user among them, could replace the sockets and runtime files that
+    Ray's workers (root, as the harness) use. Under the system's temporary folder, not the home: a Unix
+    socket's path must fit in 107 bytes. The caller removes it once its Ray has stopped."""
+    return Path(tempfile.mkdtemp(prefix=RAY_TMP_PREFIX))
 
 
 def subdir(name: str) -> Path:

@@ -3,6 +3,8 @@ FILE: key: expected ..., got ... (without verl: the run file is read before verl
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cuda_agent.rl.driver.stages import TrainError, load_run_config
@@ -38,7 +40,7 @@ def test_right_values_are_taken_as_typed(tmp_path):
 
 
 def test_verl_starts_its_local_ray_with_token_auth_said_so_ray_does_not_warn(tmp_path, monkeypatch):
-    from cuda_agent.rl.driver.launch import stage_env
+    from cuda_agent.rl.driver.launch import remove_ray_tmp, stage_env
 
     run = tmp_path / "run.yaml"
     run.write_text("out: out\nmodel: m\n")
@@ -48,6 +50,31 @@ def test_verl_starts_its_local_ray_with_token_auth_said_so_ray_does_not_warn(tmp
     env = stage_env(config, tmp_path / "stage", 0)
     assert env["RAY_AUTH_MODE"] == "token"
     assert env["RAY_ADDRESS"] == "local"  # a Ray of its own, not the last one `ray start` made on the host
+    remove_ray_tmp(env)
     monkeypatch.setenv("RAY_ADDRESS", "auto")       # a cluster's own setting is left to it
     env = stage_env(config, tmp_path / "stage", 0)
     assert "RAY_AUTH_MODE" not in env and env["RAY_ADDRESS"] == "auto"
+
+
+def test_a_stages_local_ray_keeps_its_sessions_where_only_we_can_enter(tmp_path, monkeypatch):
+    """Ray makes /tmp/ray and its sessions 0777 without the sticky bit: a sandbox user could replace the
+    sockets and runtime files Ray's root workers use. A stage's own Ray keeps them in a 0700 folder."""
+    from cuda_agent.rl.driver.launch import remove_ray_tmp, stage_env
+
+    run = tmp_path / "run.yaml"
+    run.write_text("out: out\nmodel: m\n")
+    config = load_run_config(run)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    env = stage_env(config, tmp_path / "stage", 0)
+    private = Path(env["RAY_TMPDIR"])
+    assert private.is_dir() and private.stat().st_mode & 0o777 == 0o700
+    remove_ray_tmp(env)
+    assert not private.exists()
+    mine = tmp_path / "my_ray_tmp"
+    mine.mkdir()
+    monkeypatch.setenv("RAY_TMPDIR", str(mine))     # a folder the user named is theirs: used, never removed
+    env = stage_env(config, tmp_path / "stage", 0)
+    assert env["RAY_TMPDIR"] == str(mine)
+    remove_ray_tmp(env)
+    assert mine.is_dir()

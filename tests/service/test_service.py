@@ -142,7 +142,13 @@ def test_a_local_service_starts_a_ray_of_its_own_even_where_a_gone_cluster_is_na
         t0 = time.monotonic()
         with EvalService(ServiceSettings(device="cpu", cpu_evaluators=1, build_workers=0, spares=0)) as svc:
             assert svc.call(_block, 0.0, str(tmp_path / "log"), "served").result(timeout=120) == "served"
+            # its sessions in a folder only we can enter: Ray makes its own 0777 without the sticky bit, where a
+            # sandbox user could replace the sockets and runtime files of Ray's root workers
+            private = svc._ray_tmp
+            assert private is not None and private.stat().st_mode & 0o777 == 0o700
+            assert list((private / "ray").glob("session_*/sockets"))
         assert time.monotonic() - t0 < 120
+        assert not private.exists()  # removed with the Ray
     finally:
         if before is None:
             latest.unlink(missing_ok=True)

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator
 
 from cuda_agent.devices import default_device
 from cuda_agent.harness import EvalConfig, EvalResult, SolutionError, read_solution, workspace_task
+from cuda_agent.home import private_ray_tmp
 from cuda_agent.service.fleet import Fleet
 from cuda_agent.service.scheduler import Scheduler
 from cuda_agent.service.settings import PRIORITY_BENCH, ServiceSettings
@@ -79,6 +80,7 @@ class EvalService:
         self.fleet = Fleet(self.settings, self.device, self.stats)
         self.scheduler = Scheduler(self.settings, self.device, self.fleet, self.stats)
         self._started_ray = False
+        self._ray_tmp: Path | None = None   # the folder of the local Ray's sessions, where this service started one
         self._scratch = Path(tempfile.mkdtemp(prefix="cuda_agent_requests_"))
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -97,8 +99,16 @@ class EvalService:
             else:
                 _quiet_token_auth_notice()
                 # "local": a Ray of its own, never the cluster /tmp/ray/ray_current_cluster names (a bare
-                # ray.init() joins the last one `ray start` made on this host, and waits on it if it is gone)
-                ray.init(**{"address": "local", **kwargs, **(s.ray_init or {})})
+                # ray.init() joins the last one `ray start` made on this host, and waits on it if it is gone);
+                # its sessions in a folder of ours, out of the sandbox users' reach (home.private_ray_tmp)
+                self._ray_tmp = private_ray_tmp()
+                kwargs["_temp_dir"] = str(self._ray_tmp / "ray")
+                try:
+                    ray.init(**{"address": "local", **kwargs, **(s.ray_init or {})})
+                except BaseException:
+                    shutil.rmtree(self._ray_tmp, ignore_errors=True)
+                    self._ray_tmp = None
+                    raise
             self._started_ray = True
         try:
             if s.journal is not None:
@@ -143,6 +153,9 @@ class EvalService:
             if self._started_ray:   # whatever failed above, the Ray this service started goes with it
                 self._started_ray = False
                 ray.shutdown()
+            if self._ray_tmp is not None:
+                shutil.rmtree(self._ray_tmp, ignore_errors=True)
+                self._ray_tmp = None
 
     # ---- asking ------------------------------------------------------------------------------
 

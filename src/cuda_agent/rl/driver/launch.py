@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from cuda_agent.home import RAY_TMP_PREFIX, private_ray_tmp
 from cuda_agent.journal import Journal, read_rows
 from cuda_agent.rl.driver.stages import CONFIG_DIR, SPECS, RunConfig, TrainError
 # verl's process (its group, its log, its signals): imported by train.py and the CLI from here
@@ -234,6 +235,10 @@ def stage_env(run: RunConfig, stage_dir: Path, attempt: int) -> dict[str, str]:
         # gone). To run on a cluster, RAY_ADDRESS=auto (or its address) is set by the user.
         env.setdefault("RAY_AUTH_MODE", "token")
         env["RAY_ADDRESS"] = "local"
+        # its sessions in a folder of the stage's own, out of the sandbox users' reach (home.private_ray_tmp);
+        # removed when the stage ends (remove_ray_tmp); a folder the user named is theirs
+        if not env.get("RAY_TMPDIR"):
+            env["RAY_TMPDIR"] = str(private_ray_tmp())
     modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys(["cuda_agent.rl.workers.plugin", *modules]))
     src = str(Path(cuda_agent.__file__).resolve().parent.parent)
@@ -246,6 +251,13 @@ def stage_env(run: RunConfig, stage_dir: Path, attempt: int) -> dict[str, str]:
     if run.platform == "cpu":
         env["VERL_PLATFORM"] = "cpu"
     return env
+
+
+def remove_ray_tmp(env: dict[str, str]) -> None:
+    """The folder of a stage's local Ray sessions (stage_env), once the stage has ended."""
+    path = Path(env.get("RAY_TMPDIR", ""))
+    if path.name.startswith(RAY_TMP_PREFIX):   # ours, not a folder the user named
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def loggers() -> str:

@@ -99,23 +99,26 @@ def run_stage(run: RunConfig, stage: str, cli: list[str], report: Report, redo: 
     attempt = journal.attempts(stage) + 1
     journal.write(stage, "started", attempt=attempt, inputs=inputs, overrides=overrides)
     env = launch.stage_env(run, stage_dir, attempt)
-    log = stage_dir / "train.log"
-    latest = launch.latest_checkpoint(stage_dir / "checkpoints")
-    resumed_at = _step_of(latest)
-    if stage in COLLECTS:   # nothing to resume: a collection starts over
-        shutil.rmtree(stage_dir / "runs", ignore_errors=True)
-    if steps is None or resumed_at < steps:
-        report({"event": "phase", "text": f"starting verl ({'resuming at step ' + str(resumed_at) if resumed_at else 'Ray, workers, models'})",
-                "total": steps})
-        try:
-            code = launch.run_logged(launch.command(spec.trainer, spec.config, overrides, run.gpus), env, stage_dir,
-                                     log, _follow(report, stage, steps))
-        finally:   # the steps done so far reach metrics.jsonl and the plots, also when the run is stopped
-            _write_metrics(run, stage)
-        if code != 0:
-            journal.write(stage, "failed", code=code)
-            raise launch.failure(stage, log, code)
-    outputs = _outputs(stage, stage_dir, env, log, report)
+    try:
+        log = stage_dir / "train.log"
+        latest = launch.latest_checkpoint(stage_dir / "checkpoints")
+        resumed_at = _step_of(latest)
+        if stage in COLLECTS:   # nothing to resume: a collection starts over
+            shutil.rmtree(stage_dir / "runs", ignore_errors=True)
+        if steps is None or resumed_at < steps:
+            doing = f"resuming at step {resumed_at}" if resumed_at else "Ray, workers, models"
+            report({"event": "phase", "text": f"starting verl ({doing})", "total": steps})
+            try:
+                code = launch.run_logged(launch.command(spec.trainer, spec.config, overrides, run.gpus), env, stage_dir,
+                                         log, _follow(report, stage, steps))
+            finally:   # the steps done so far reach metrics.jsonl and the plots, also when the run is stopped
+                _write_metrics(run, stage)
+            if code != 0:
+                journal.write(stage, "failed", code=code)
+                raise launch.failure(stage, log, code)
+        outputs = _outputs(stage, stage_dir, env, log, report)
+    finally:   # the stage's local Ray has stopped: its sessions' folder goes
+        launch.remove_ray_tmp(env)
     summary = metrics.summary(_write_metrics(run, stage))
     seconds = round(time.monotonic() - t0, 1)
     journal.write(stage, "finished", inputs=inputs, outputs=outputs, steps=steps, seconds=seconds, summary=summary)
