@@ -18,7 +18,7 @@ import pytest
 
 from cuda_agent.home import home
 from cuda_agent.sandbox import CommandRunner, claim_tool_user, prepare_workspace
-from cuda_agent.sandbox.freezer import RAN_MS, Freezer
+from cuda_agent.sandbox.freezer import RAN_MS, Freezer, FrozenBlock
 from cuda_agent.sandbox import syscall_filter
 from cuda_agent.sandbox.isolation import Confinement, UserSlot, claim_user, eval_uids, kill_user_processes
 from cuda_agent.tasks import EXAMPLES_DIR, load_task
@@ -548,6 +548,40 @@ def test_a_process_that_continues_itself_makes_the_block_not_quiet():
         # every block caught; by how much it ran depends on the CPU it got (a loaded CI machine): one is enough
         assert all(not b.quiet for b in blocks) and any(b.ran_ms > RAN_MS for b in blocks), blocks
         assert "ran for" in blocks[0].why_not_quiet()
+
+
+HOLDER = """
+import mmap, os, sys, time
+f = open({path!r}, "rb")
+if {how!r} == "map":   # a mapping alone: the descriptor closed
+    kept = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    f.close()
+os.write(int(sys.argv[1]), b"%d\\n" % os.getpid())
+time.sleep(600)
+"""
+
+
+@root_only
+@pytest.mark.parametrize("how", ["fd", "map"])
+def test_a_process_of_the_solution_that_holds_the_gpu_makes_the_block_not_quiet_unless_it_is_the_child(how):
+    """Kernels queued before the stop run on through it: a process of the solution's user that holds the
+    GPU (here a file standing for /dev/nvidia*, open or only mapped) fails the block, but the child's own."""
+    fake = Path(tempfile.mkdtemp(prefix="cuda_agent_gpu_")) / "nvidia0"
+    fake.write_bytes(b"x" * 4096)
+    os.chmod(fake.parent, 0o755)
+    os.chmod(fake, 0o644)
+    try:
+        with sandboxed(HOLDER.format(path=str(fake), how=how)) as box:
+            for allowed, holders in (((), (box.pid,)), ((box.pid,), ())):
+                with Freezer([box.slot.user.uid], gpu_allowed=allowed, gpu_files=(str(fake.parent),)) as freezer:
+                    with freezer.frozen() as block:
+                        pass
+                assert block.gpu_holders == holders and block.quiet == (not holders), block
+            assert "held the GPU while the baselines were timed" in \
+                FrozenBlock(stopped=True, gpu_holders=(box.pid,)).why_not_quiet()
+    finally:
+        fake.unlink()
+        fake.parent.rmdir()
 
 
 def test_a_harness_child_runs_at_normal_priority_whatever_its_parents(tmp_path):

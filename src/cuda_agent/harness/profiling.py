@@ -130,7 +130,7 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
         return Side(name, lambda seed: _call_times(session.ask_reference({"op": "call", "which": name, "seed": seed})))
 
     child_uid = _uid_of(session.child.proc.pid)
-    freezer = Freezer([child_uid] if child_uid else [])
+    freezer = Freezer([child_uid] if child_uid else [], gpu_allowed=[session.child.proc.pid])
     ends = [lambda: session.ask_reference({"op": "time_end"})]
     try:
         with timed(result, "timing.start"):  # where the timing stage's seconds go: timing.* (diagnostics)

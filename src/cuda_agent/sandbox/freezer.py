@@ -7,6 +7,11 @@ A process may continue itself, though (kernel timers that send it SIGCONT, re-ar
 ended, whether it was quiet: whether the user's processes ran (their threads' run time, from a listing
 before the block and one after it, before they are continued) and whether any came or went. A block
 that was not quiet fails the evaluation (harness/profiling.py).
+
+A stop reaches a process's threads, not the GPU work it queued: kernels a process of the user other than
+the solution's child launched before the stop run on through the baselines' windows (a daemon with a
+CUDA context of its own). So a block in which such a process holds the GPU (a descriptor or a mapping of
+/dev/nvidia*) is not quiet either. Work the child itself queued is not seen here.
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ from __future__ import annotations
 import os
 import signal
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from cuda_agent.sandbox.user_signals import PATIENCE_S, STOPPED, Helper, Seen, Thread, listing, signal_user
 
 RAN_MS = 2.0              # CPU time the user's processes may run in a block (a late stop's last steps)
+GPU_FILES = ("/dev/nvidia",)  # what a process that holds a GPU has open or mapped (nvidiactl, nvidia0, nvidia-uvm)
 _LATE_PATIENCE_S = 0.05   # the wait for a stop once a block of the run has begun without one
 
 
@@ -36,12 +42,17 @@ class FrozenBlock:
     ran_ms: float = 0.0
     scheduled: int = 0
     changed: int = 0
+    gpu_holders: tuple[int, ...] = ()   # pids of the user's processes, the child's excepted, that held the GPU
 
     @property
     def quiet(self) -> bool:
-        return self.ran_ms <= RAN_MS and not self.scheduled and not self.changed
+        return self.ran_ms <= RAN_MS and not self.scheduled and not self.changed and not self.gpu_holders
 
     def why_not_quiet(self) -> str:
+        if self.gpu_holders:
+            return (f"a process of the solution other than its child (pid {', '.join(map(str, self.gpu_holders))}) "
+                    "held the GPU while the baselines were timed: work it queued runs on through a stop and slows "
+                    "them (every kernel must run in the solution's own process, inside forward)")
         return (f"the solution's processes ran for {self.ran_ms:.3g} ms ({self.scheduled} stopped threads scheduled "
                 f"in, {self.changed} threads came or went) in a block where they were stopped while the baselines "
                 "were timed (something continued them: timers that send SIGCONT?)")
@@ -61,8 +72,9 @@ class Freezer:
     the helper itself excepted only while its pidfd says it is alive after the listing (so its pid cannot
     have been reused)."""
 
-    def __init__(self, uids: Iterable[int]):
+    def __init__(self, uids: Iterable[int], gpu_allowed: Iterable[int] = (), gpu_files: tuple[str, ...] = GPU_FILES):
         self.uids = [u for u in dict.fromkeys(uids) if u > 0] if os.geteuid() == 0 else []
+        self.gpu_allowed, self.gpu_files = frozenset(gpu_allowed), gpu_files   # pids that may hold the GPU
         self._helpers: dict[int, Helper | None] = {}   # uid -> its helper; None: failed, one for every signal
         self._patience_s = PATIENCE_S
 
@@ -102,7 +114,10 @@ class Freezer:
             yield block
             # Before they are continued. Stopped, none could start another process: their own are read again
             # (a new thread is in its process's listing); late, every process of the machine is.
-            then, now = _threads(before), _threads(self._listing(before.keys() if block.stopped else None))
+            after = self._listing(before.keys() if block.stopped else None)
+            block.gpu_holders = tuple(sorted({pid for _, pid in (*before, *after) if pid not in self.gpu_allowed
+                                              and holds(pid, self.gpu_files)}))
+            then, now = _threads(before), _threads(after)
             ending = {k for k, t in then.items() if t.exiting}
             common = [(t, now[k]) for k, t in then.items() if k in now and k not in ending]
             block.ran_ms = sum(max(0, n.run_ns - t.run_ns) for t, n in common if n.run_ns >= 0) / 1e6
@@ -134,6 +149,20 @@ class Freezer:
                 del found[helper.proc.pid]
             seen.update(((uid, pid), s) for pid, s in found.items() if s.states - {"Z", "X"})
         return seen
+
+
+def holds(pid: int, files: tuple[str, ...]) -> bool:
+    """Whether process `pid` has a file whose path starts with one of `files` open or mapped (a mapping
+    outlives its descriptor's close)."""
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(files):
+                    return True
+        with open(f"/proc/{pid}/maps") as f:
+            return any(line.rstrip().split(maxsplit=5)[-1].startswith(files) for line in f if "/" in line)
+    except OSError:   # it ended
+        return False
 
 
 def _threads(seen: dict[tuple[int, int], Seen]) -> dict[tuple[int, int, int], Thread]:
