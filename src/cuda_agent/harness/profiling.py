@@ -36,7 +36,7 @@ from cuda_agent.harness.workers.calls import read_times
 from cuda_agent.home import subdir
 from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed, device_lock,
                                 drive_paired, side_stats, watch)
-from cuda_agent.sandbox import Freezer, FrozenBlock
+from cuda_agent.sandbox import GPU_FILES, Freezer, FrozenBlock
 from cuda_agent.tasks import Task
 
 BASELINES = ("eager", "compile")
@@ -130,7 +130,10 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
         return Side(name, lambda seed: _call_times(session.ask_reference({"op": "call", "which": name, "seed": seed})))
 
     child_uid = _uid_of(session.child.proc.pid)
-    freezer = Freezer([child_uid] if child_uid else [], gpu_allowed=[session.child.proc.pid])
+    # the GPU may be held by the child alone, unless its user is shared with other evaluations' children
+    shared = "shared_sandbox_user" in result.flags
+    freezer = Freezer([child_uid] if child_uid else [], gpu_allowed=[session.child.proc.pid],
+                      gpu_files=() if shared else GPU_FILES)
     ends = [lambda: session.ask_reference({"op": "time_end"})]
     try:
         with timed(result, "timing.start"):  # where the timing stage's seconds go: timing.* (diagnostics)

@@ -191,19 +191,33 @@ def listing(uid: int, only: Iterable[int] | None = None) -> dict[int, Seen]:
     pids `only` where given (a /proc read of every process of the machine, ~11 us each, is what a freezer's
     block costs)."""
     found: dict[int, Seen] = {}
+    mine = str(uid).encode()
     for entry in os.listdir("/proc") if only is None else map(str, only):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/status") as f:
-                uids = next(line for line in f if line.startswith("Uid:")).split()[1:4]
-            if str(uid) not in uids:
+            if mine not in _uids(entry):
                 continue
             tids = os.listdir(f"/proc/{entry}/task")
-        except (OSError, StopIteration):  # it ended meanwhile
+        except OSError:  # it ended meanwhile
             continue
         found[int(entry)] = Seen({int(t): _thread(f"/proc/{entry}/task/{t}") for t in tids})
     return found
+
+
+def _uids(pid: str) -> list[bytes]:
+    """The real, effective and saved uids of `pid`, from the start of its status (one read
+    of 1 KB, not the whole file line by line: 6 us a process instead of 15-27 on a 2-core CPU; the name
+    before them is at most 64 bytes, its newlines escaped by the kernel)."""
+    fd = os.open(f"/proc/{pid}/status", os.O_RDONLY)
+    try:
+        data = os.read(fd, 1024)
+    finally:
+        os.close(fd)
+    at = data.find(b"\nUid:")
+    if at < 0:
+        raise OSError(f"no Uid line in the first 1 KB of /proc/{pid}/status")
+    return data[at + 5:data.find(b"\n", at + 5)].split()[:3]
 
 
 def processes_of(uid: int, ignore: str = "ZX") -> dict[int, set[str]]:
