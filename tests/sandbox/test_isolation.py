@@ -235,6 +235,22 @@ print(sorted(seen.items()))
         "x32_getpid": "ENOSYS", "getpid": "ok", "thread": "ok", "fork": "ok"}
 
 
+def test_a_process_whose_filter_cannot_be_installed_is_not_started(monkeypatch):
+    """Fails closed: where the machine took the filter before, a process that cannot have it does not run
+    without it (Popen raises, as for any confinement that fails). A machine that takes none says so."""
+    from cuda_agent.sandbox import isolation
+
+    assert syscall_filter.works() == (syscall_filter.program() is not None)  # this kernel takes it
+    monkeypatch.setattr(isolation, "install_filter", lambda: False)
+    with pytest.raises(subprocess.SubprocessError):
+        subprocess.run([sys.executable, "-S", "-c", "print('ran')"], timeout=60,
+                       preexec_fn=Confinement(network=True, new_session=False).preexec())
+    assert Confinement(syscall_filter=False).syscall_filter is False
+    if os.geteuid() == 0:
+        monkeypatch.setattr(isolation, "filter_works", lambda: False)
+        assert "takes no seccomp filter" in isolation.sandbox_user()[1]
+
+
 def test_the_filter_is_known_for_both_machines_and_its_jumps_land_inside_it():
     for machine in ("x86_64", "aarch64"):
         code = syscall_filter.program(machine)
@@ -551,21 +567,42 @@ def test_a_process_that_continues_itself_makes_the_block_not_quiet():
 
 
 HOLDER = """
-import mmap, os, sys, time
-f = open({path!r}, "rb")
-if {how!r} == "map":   # a mapping alone: the descriptor closed
-    kept = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-    f.close()
+import ctypes, mmap, os, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+held = threading.Event()
+
+def hold(files_of_its_own):
+    global f, kept
+    if files_of_its_own:   # a descriptor table of this thread's own: not in /proc/PID/fd
+        assert libc.unshare(0x400) == 0   # CLONE_FILES
+    f = open({path!r}, "rb")
+    if not files_of_its_own:   # there: the descriptor alone
+        kept = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    if {how!r} == "map":   # a mapping alone: the descriptor closed
+        f.close()
+    held.set()
+    time.sleep(600)
+
+if {how!r} in ("fd", "map"):
+    threading.Thread(target=hold, args=(False,), daemon=True).start()
+    held.wait()
+    os.write(int(sys.argv[1]), b"%d\\n" % os.getpid())
+    time.sleep(600)
+threading.Thread(target=hold, args=({how!r} == "thread_files",)).start()
+held.wait()
 os.write(int(sys.argv[1]), b"%d\\n" % os.getpid())
+if {how!r} == "leader_gone":   # /proc/PID/fd and /proc/PID/maps now read empty; the thread holds both
+    libc.pthread_exit(None)
 time.sleep(600)
 """
 
 
 @root_only
-@pytest.mark.parametrize("how", ["fd", "map"])
+@pytest.mark.parametrize("how", ["fd", "map", "leader_gone", "thread_files"])
 def test_a_process_of_the_solution_that_holds_the_gpu_makes_the_block_not_quiet_unless_it_is_the_child(how):
     """Kernels queued before the stop run on through it: a process of the solution's user that holds the
-    GPU (here a file standing for /dev/nvidia*, open or only mapped) fails the block, but the child's own."""
+    GPU (here a file standing for /dev/nvidia*: open, only mapped, held by a thread whose leader has exited or
+    in a thread's own descriptor table) fails the block, but the child's own."""
     fake = Path(tempfile.mkdtemp(prefix="cuda_agent_gpu_")) / "nvidia0"
     fake.write_bytes(b"x" * 4096)
     os.chmod(fake.parent, 0o755)
@@ -620,8 +657,8 @@ def test_a_thread_that_ends_while_another_starts_is_a_change_whatever_the_totals
     that ran can do."""
     from cuda_agent.sandbox.user_signals import Seen, Thread
 
-    block = _block_over(monkeypatch, {7: Seen({7: Thread("T", False, 5_000_000_000, 90), 8: Thread("T", False, 10, 3)})},
-                        {7: Seen({7: Thread("T", False, 5_000_000_000, 90), 9: Thread("T", False, 1_000_000, 4)})})
+    block = _block_over(monkeypatch, {7: Seen({7: Thread("T", 5_000_000_000, 90), 8: Thread("T", 10, 3)})},
+                        {7: Seen({7: Thread("T", 5_000_000_000, 90), 9: Thread("T", 1_000_000, 4)})})
     assert block.stopped and (block.ran_ms, block.changed, block.quiet) == (0.0, 2, False)
 
 
@@ -632,16 +669,25 @@ def test_a_stopped_thread_scheduled_in_is_not_quiet_however_briefly(monkeypatch)
     quiet before this)."""
     from cuda_agent.sandbox.user_signals import Seen, Thread
 
-    block = _block_over(monkeypatch, {7: Seen({7: Thread("T", False, 5_000_000_000, 90)})},
-                        {7: Seen({7: Thread("T", False, 5_000_400_000, 93)})})
+    block = _block_over(monkeypatch, {7: Seen({7: Thread("T", 5_000_000_000, 90)})},
+                        {7: Seen({7: Thread("T", 5_000_400_000, 93)})})
     assert (block.ran_ms, block.scheduled, block.quiet) == (0.4, 1, False)
 
 
-def test_a_process_already_exiting_is_neither_waited_for_nor_a_change(monkeypatch):
-    """A process that is exiting (tearing down gigabytes takes a second) ignores a stop and runs no user code:
-    the block does not wait for it, and its end is not a change (2026-11-28 review: reward -1 otherwise)."""
+def test_a_process_still_exiting_as_the_block_begins_counts_like_any_other(monkeypatch):
+    """No stop reaches a process that is exiting, and its exit may run hundreds of milliseconds in the kernel
+    (gigabytes of pages freed: 177-288 ms of CPU inside a block, 2026-11-28 review). The block waits for it;
+    one still exiting when the wait is over, then gone, is a change."""
+    from cuda_agent.sandbox import freezer as freezing
     from cuda_agent.sandbox.user_signals import Seen, Thread
 
-    block = _block_over(monkeypatch, {7: Seen({7: Thread("T", False, 100, 5)}), 8: Seen({8: Thread("R", True, 10, 2)})},
-                        {7: Seen({7: Thread("T", False, 100, 5)})})
-    assert block.stopped and block.quiet, block
+    stopped = {7: Seen({7: Thread("T", 100, 5)})}
+    ended = []   # set inside the block: process 8's exit is over by its end
+    monkeypatch.setattr(freezing, "listing", lambda uid, only=None: stopped if ended else
+                        {**stopped, 8: Seen({8: Thread("R", 10, 2)})})
+    monkeypatch.setattr(freezing.Freezer, "_signal", lambda self, uid, sig: True)
+    freezer = freezing.Freezer([])
+    freezer.uids, freezer._patience_s = [4242], 0.01
+    with freezer.frozen() as block:
+        ended.append(True)
+    assert not block.stopped and block.changed == 1 and not block.quiet, block

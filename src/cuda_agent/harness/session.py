@@ -132,13 +132,14 @@ class Session:
             out.append((tag, seed))
         return out
 
-    def _near_duplicate(self, seed: int, chain: list[int] | None = None) -> tuple:
-        """A tag for the input set of `seed` (or for the near duplicate that `chain` made of it)
-        with a few values taken from another draw (variants.near_duplicate)."""
-        tag, variant = self.next_tag(), [*(chain or []), new_seed()]
-        self.ask_reference({"op": "reference", "tag": tag, "seed": seed, "variant": variant, "kind": NEAR})
-        self.kinds[tag] = NEAR
-        return tag, seed, variant
+    def _near_duplicate(self, origin: tuple) -> tuple:
+        """A tag for the input set `origin` (a drawn set or a near duplicate: a run's tuple) with a few
+        values taken from another draw (variants.near_duplicate)."""
+        chain = origin[2] if self.kinds.get(origin[0]) == NEAR else []
+        tag, variant = self.next_tag(), [*chain, new_seed()]
+        self.ask_reference({"op": "reference", "tag": tag, "seed": origin[1], "variant": variant, "kind": NEAR})
+        self.kinds[tag], self.origins[tag] = NEAR, int(origin[0][1:])
+        return tag, origin[1], variant
 
     def _shifted(self, result: EvalResult) -> tuple:
         """A tag for an input set whose continuous inputs are moved by x -> a*x + b
@@ -161,20 +162,24 @@ class Session:
                           "rtol": self.config.rtol})
 
     def correctness(self, result: EvalResult) -> None:
-        """`correctness_trials` input sets of their own, the second-to-last of them shifted away
-        from get_inputs' distribution where the task allows, then the last again with a few values
-        from another draw (a near duplicate), and that one again the same way, run two at a time
-        back to back; last, whether the outputs moved with the inputs across the sets as the
+        """`correctness_trials` input sets of their own, the last of them shifted away from get_inputs'
+        distribution where the task allows; among them, three near duplicates in a chain (each a few values
+        from another draw away from the one before): two right after their origin, one a set later. Run two
+        at a time back to back; last, whether the outputs moved with the inputs across the sets as the
         reference's did."""
         result.stage = "correctness"
         self.kinds: dict[str, str] = {}  # tag -> NEAR or SHIFTED: the input sets made from a drawn one
+        self.origins: dict[str, int] = {}  # tag of a near duplicate -> the number of the set it was made from
         worst, trials = 0.0, max(2, self.config.correctness_trials)
-        runs = self._new_tags(trials - 2) + [self._shifted(result)] + self._new_tags(1)
-        # two near duplicates, the second made from the first: a cache keyed on a sample of the input's
-        # contents escapes one where a moved value lies in its sample (8 values moved, a 64-value sample of
-        # 262,144: 0.2% of evaluations, seen in the corpus); it escapes both only where both do
-        runs.append(self._near_duplicate(runs[-1][1]))
-        runs.append(self._near_duplicate(runs[-1][1], runs[-1][2]))
+        runs = self._new_tags(trials - 1)
+        # A cache keyed on a sample of the input's contents escapes one near duplicate where a moved value
+        # lies in its sample (8 values moved, a 64-value sample of 262,144: 0.2% of evaluations, seen in the
+        # corpus), so two follow in a chain; and a cache that never replays the call just before it would
+        # escape every near duplicate that follows its origin, so the third comes a set later.
+        runs.append(self._near_duplicate(runs[-1]))
+        runs.append(self._near_duplicate(runs[-1]))
+        runs.append(self._shifted(result))
+        runs.append(self._near_duplicate(runs[-2]))
         total, seen = len(runs), []
         for i in range(0, total, 2):
             pair = runs[i:i + 2]
@@ -187,7 +192,7 @@ class Session:
                 seen.append(tag)
                 if not v["ok"] or tag in changed:
                     why = self._wrong(int(tag[1:]), total, v, tag in changed, result.init, self.kinds.get(tag),
-                                      result.details.get("weights", ""))
+                                      result.details.get("weights", ""), self.origins.get(tag, 0))
                     still = self._follows(seen)["reason"] if not v["ok"] else ""
                     raise Stop("correctness", f"{still}; {why}" if still else why)
                 if v.get("scale") and f"{v['scale']}_outputs" not in result.flags:
@@ -202,14 +207,15 @@ class Session:
             result.flags.append("outputs_barely_depend_on_inputs")  # the task is weak: its outputs hardly vary
         shifted = "one set shifted by x -> a*x + b; " if SHIFTED in self.kinds.values() else ""
         result.correct, result.max_abs_error = True, worst
-        result.reason = (f"correct on {trials} input sets and two near duplicates of the last "
+        result.reason = (f"correct on {trials} input sets and three near duplicates "
                          f"({shifted}max abs error {worst:.2g})")
 
     @staticmethod
     def _wrong(n: int, total: int, v: dict, changed: bool, init: str | None, kind: str | None = None,
-               weights: str = "") -> str:
+               weights: str = "", origin: int = 0) -> str:
         """Why input set n failed, naming the hack its shape suggests (`kind`: how the set was made;
-        `weights`: why the reference's state_dict was not copied in, where it was not)."""
+        `weights`: why the reference's state_dict was not copied in, where it was not; `origin`: the set a
+        near duplicate was made from)."""
         if v["ok"]:  # right in the end, but not when forward returned
             return (f"the output of input set {n} of {total} changed after forward returned, while later calls ran: "
                     "work deferred to a later call (every output must be complete when forward returns)")
@@ -218,7 +224,7 @@ class Session:
             reason += ("; it changed after forward returned, while later calls ran (work deferred to a later call, "
                        "or one output buffer reused by every call?)")
         elif kind == NEAR:
-            reason += (f" (this set repeats set {n - 1} with a few values of each floating-point input taken from "
+            reason += (f" (this set repeats set {origin} with a few values of each floating-point input taken from "
                        "another draw of the task's inputs: results replayed for inputs that look like ones seen "
                        "before, such as a cache keyed on a sample of their contents?)")
         elif kind == SHIFTED:

@@ -33,12 +33,13 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import cuda_agent
-from cuda_agent.sandbox import syscall_filter
+from cuda_agent.sandbox.syscall_filter import install as install_filter
+from cuda_agent.sandbox.syscall_filter import works as filter_works
 from cuda_agent.sandbox.user_signals import PATIENCE_S, processes_of, signal_user
 
 EVAL_USER = "cuda-agent-eval"   # solution children: cuda-agent-eval-0..63
@@ -175,6 +176,9 @@ def sandbox_user() -> tuple[SandboxUser | None, str]:
     if blocked:
         return None, (f"{blocked[0]} is not readable by other users, so the solution child runs as root; "
                       "run `bash scripts/setup.sh` (it makes the interpreter reachable) for full isolation")
+    if not filter_works():
+        return ensure_user(), ("this machine takes no seccomp filter (sandbox/syscall_filter.py): the solution's "
+                               "processes may make namespaces of their own")
     return ensure_user(), ""
 
 
@@ -189,7 +193,8 @@ class Confinement:
     user_namespace: bool = False         # not root: namespaces inside a user namespace of our own
     new_session: bool = True
     nice: int | None = 0                 # scheduling priority (0: normal, whatever the parent's; None: inherited)
-    syscall_filter: bool = True          # no namespaces of its own, no io_uring, no bpf (syscall_filter.py)
+    # no namespaces of its own, no io_uring, no bpf (syscall_filter.py): where the machine takes the filter
+    syscall_filter: bool = field(default_factory=filter_works)
 
     def preexec(self) -> Callable[[], None]:
         return lambda: _confine(self)
@@ -230,8 +235,9 @@ def _confine(c: Confinement) -> None:
         os.setgid(c.user.gid)
         os.setuid(c.user.uid)
         _die_with_parent()
-    if c.syscall_filter:  # last: the namespaces above are made before it refuses them
-        syscall_filter.install()
+    if c.syscall_filter and not install_filter():  # last: the namespaces above are made before it refuses them
+        raise OSError("the seccomp filter (sandbox/syscall_filter.py) could not be installed, though this machine "
+                      "took it before: the process is not started without it")
 
 
 def _own_user_namespace(flags: int) -> bool:

@@ -165,12 +165,10 @@ def signal_user(uid: int, sig: int) -> bool:
 @dataclass(frozen=True)
 class Thread:
     """A thread as a listing saw it: its state ("R" running, "S" sleeping, "T" stopped, ...; "" where it
-    ended while read), whether it is ending (PF_EXITING: no user code runs in it any more, and a stop does
-    not reach it), and from its schedstat the nanoseconds it has run and the times it was scheduled in
+    ended while read), and from its schedstat the nanoseconds it has run and the times it was scheduled in
     (both 0 on a kernel that keeps no schedstat, -1 where it ended while read)."""
 
     state: str
-    exiting: bool
     run_ns: int
     runs: int
 
@@ -225,22 +223,20 @@ def processes_of(uid: int, ignore: str = "ZX") -> dict[int, set[str]]:
     return {pid: live for pid, seen in listing(uid).items() if (live := set(seen.states) - set(ignore))}
 
 
-_PF_EXITING = 0x4
 _SCHEDSTAT = os.path.exists("/proc/self/schedstat")   # CONFIG_SCHED_INFO
 
 
 def _thread(path: str) -> Thread:
     try:
         with open(f"{path}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        state, exiting = fields[0], bool(int(fields[6]) & _PF_EXITING)
-    except (OSError, IndexError, ValueError):
-        state, exiting = "", False
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        state = ""
     if not _SCHEDSTAT:
-        return Thread(state, exiting, 0, 0)
+        return Thread(state, 0, 0)
     try:
         with open(f"{path}/schedstat") as f:
             run_ns, _, runs = (int(x) for x in f.read().split()[:3])
     except (OSError, ValueError):   # it ended
         run_ns, runs = -1, -1
-    return Thread(state, exiting, run_ns, runs)
+    return Thread(state, run_ns, runs)
