@@ -5,7 +5,8 @@ Root only (sandbox users). On the GPU host every block is GPU time held alone.
 
     sudo python benchmarks/freeze_cost.py [--blocks 200] [--idle 8] [--json freeze_cost.json]
 
-The user runs one spinning process and `--idle` sleeping ones, as a solution's child and what it left behind.
+The user runs one spinning process and `--idle` sleeping ones, as a solution's child and what it left behind:
+each block checks the left-behind ones for the GPU (a row without the check beside).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from cuda_agent.sandbox.freezer import Freezer  # noqa: E402
+from cuda_agent.sandbox.freezer import GPU_FILES, Freezer, holds  # noqa: E402
 from cuda_agent.sandbox.isolation import claim_user, kill_user_processes  # noqa: E402
 from cuda_agent.sandbox.user_signals import listing  # noqa: E402
 
@@ -54,16 +55,22 @@ def main() -> None:
     time.sleep(0.5)
     rows: dict[str, list[float]] = {}
     try:
-        with Freezer([uid]) as kept:
-            def block() -> None:
-                with kept.frozen() as b:
+        # the spinner stands for the solution's child, which may hold the GPU; the idle processes are what it
+        # left behind, each checked for the GPU (/dev/nvidia* open or mapped) in every block
+        child = [procs[0].pid]
+        with Freezer([uid], gpu_allowed=child) as kept, Freezer([uid], gpu_allowed=child, gpu_files=()) as unchecked:
+            def block(freezer: Freezer = kept) -> None:
+                with freezer.frozen() as b:
                     assert b.stopped
                 assert b.quiet, b
             block()   # its helper started
+            block(unchecked)
             rows["block, helper kept"] = timed_ms(block, a.blocks)
+            rows["block, helper kept, no GPU check"] = timed_ms(lambda: block(unchecked), a.blocks)
             helper = kept._helpers[uid]
             rows["word to the helper, stop and continue"] = timed_ms(
                 lambda: (helper.send(signal.SIGSTOP), helper.send(signal.SIGCONT)), a.blocks)
+            rows["GPU check of one process left behind"] = timed_ms(lambda: holds(procs[1].pid, GPU_FILES), a.blocks)
 
         def fresh() -> None:
             with Freezer([uid]) as f, f.frozen() as b:

@@ -162,6 +162,7 @@ def holds(pid: int, files: tuple[str, ...]) -> bool:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:   # it ended
         return False
+    mapped = None   # the process's mappings, read once from a live thread (its threads share them)
     for tid in tids:
         task = f"/proc/{pid}/task/{tid}"
         with suppress(OSError):
@@ -169,9 +170,11 @@ def holds(pid: int, files: tuple[str, ...]) -> bool:
                 with suppress(OSError):
                     if os.readlink(f"{task}/fd/{fd}").startswith(files):
                         return True
-        with suppress(OSError), open(f"{task}/maps") as f:
-            if any(line.rstrip().split(maxsplit=5)[-1].startswith(files) for line in f if "/" in line):
-                return True
+        if not mapped:
+            with suppress(OSError), open(f"{task}/maps") as f:
+                mapped = [line.rstrip().split(maxsplit=5)[-1] for line in f if "/" in line]
+                if any(path.startswith(files) for path in mapped):
+                    return True
     return False
 
 
