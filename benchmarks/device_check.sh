@@ -4,7 +4,7 @@
 # under its own time limit. Logs and results go to $OUT/results.tgz (the device tool's output folder,
 # which takes few files; ./device_out here), with runs/ (resumable results) inside it.
 #   bash benchmarks/device_check.sh stop                  (a detached run: its loop, then the running step's processes)
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds placement benchscale freeze
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds placement benchscale freeze owner
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
@@ -129,6 +129,7 @@ for arg in "$@"; do
                  --pairs ${PLACEMENT_PAIRS:-16} --kernels ${PLACEMENT_KERNELS:-sbr,eager,compile} --seed \$i \
                  --json $LOGS/placement_\$i.json || exit 1; done" ;;  # issue 24: modes by placement, by process, or neither?
     overhead) step overhead "$limit" $py benchmarks/call_overhead_probe.py --calls 60 ;;  # issue 27: a timed request's parts
+    owner) step owner "$limit" $py benchmarks/gpu_owner_probe.py --json "$LOGS/gpu_owner.json" ;;  # the freezer's F2: GPU work past a stop or exit
     freeze) step freeze "$limit" $py benchmarks/freeze_cost.py --blocks 200 \
               --json "$LOGS/freeze_cost.json" ;;  # issue 27: the stop around each round's baselines, GPU time held alone
     benchscale) step benchscale "$limit" $py benchmarks/bench_scale.py --cuda-l1 .kb/cuda_l1/h100.json \
