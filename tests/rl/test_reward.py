@@ -157,7 +157,7 @@ def test_every_tier2_choice_builds_and_is_correct():
 
     for ept in fill.EPT_CHOICES:
         v = judge(f"{item.answer}\nept={ept}")
-        assert v["correct"] == 1.0 and v["score"] >= 1.0 and v["speedup_vs_eager"] > 0, (ept, v)
+        assert v["correct"] == 1.0 and v["score"] >= 1.0 and v["speedup_vs_eager"] > 0, (ept, v["stage"], v["reason"], v)
     wrong = judge(item.answer.replace("(expf(v) - 1.f)", "(1.f - expf(v))") + "\nept=8")
     assert wrong["score"] == -1.0 and wrong["stage"] == "correctness", wrong
     assert judge(item.answer)["stage"] == "parse"

@@ -674,6 +674,16 @@ def test_a_stopped_thread_scheduled_in_is_not_quiet_however_briefly(monkeypatch)
     assert (block.ran_ms, block.scheduled, block.quiet) == (0.4, 1, False)
 
 
+def test_a_thread_dead_as_the_block_begins_and_gone_at_its_end_is_no_change(monkeypatch):
+    """A thread whose exit is over (Z or X, not yet reaped) as the block begins runs nothing more: that it is
+    gone at the end is no change (an honest child's thread ending then failed a CI run, 2026-11-28)."""
+    from cuda_agent.sandbox.user_signals import Seen, Thread
+
+    block = _block_over(monkeypatch, {7: Seen({7: Thread("T", 100, 5), 8: Thread("Z", 10, 2), 9: Thread("X", 1, 1)})},
+                        {7: Seen({7: Thread("T", 100, 5)})})
+    assert block.stopped and block.quiet, block
+
+
 def test_a_process_still_exiting_as_the_block_begins_counts_like_any_other(monkeypatch):
     """No stop reaches a process that is exiting, and its exit may run hundreds of milliseconds in the kernel
     (gigabytes of pages freed: 177-288 ms of CPU inside a block, 2026-11-28 review). The block waits for it;

@@ -26,6 +26,7 @@ from typing import Iterable, Iterator
 from cuda_agent.sandbox.user_signals import PATIENCE_S, STOPPED, Helper, Seen, Thread, listing, signal_user
 
 RAN_MS = 2.0              # CPU time the user's processes may run in a block (a late stop's last steps)
+_DEAD = "ZX"              # thread states of an exit that is over
 GPU_FILES = ("/dev/nvidia",)  # what a process that holds a GPU has open or mapped (nvidiactl, nvidia0, nvidia-uvm)
 _LATE_PATIENCE_S = 0.05   # the wait for a stop once a block of the run has begun without one
 
@@ -118,11 +119,14 @@ class Freezer:
             after = self._listing(before.keys() if block.stopped else None)
             block.gpu_holders = tuple(sorted({pid for _, pid in (*before, *after) if pid not in self.gpu_allowed
                                               and holds(pid, self.gpu_files)}))
+            # A thread already dead as the block began (Z or X: its exit done, not yet reaped) runs nothing more;
+            # that it is gone at the end is no change (a thread of the child's ending then, 2026-11-28).
             then, now = _threads(before), _threads(after)
-            common = [(t, now[k]) for k, t in then.items() if k in now]
+            dead = {k for k, t in then.items() if t.state in _DEAD}
+            common = [(t, now[k]) for k, t in then.items() if k in now and k not in dead]
             block.ran_ms = sum(max(0, n.run_ns - t.run_ns) for t, n in common if n.run_ns >= 0) / 1e6
             block.scheduled = sum(t.state in ("T", "t") and n.runs != t.runs for t, n in common)
-            block.changed = len(then.keys() ^ now.keys()) + sum(n.runs < 0 for _, n in common)
+            block.changed = len((then.keys() ^ now.keys()) - dead) + sum(n.runs < 0 for _, n in common)
         finally:
             for uid in sent:
                 self._signal(uid, signal.SIGCONT)
