@@ -127,20 +127,27 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]] | Non
     return out
 
 
+def _compiled() -> _Program | None:
+    code = program()
+    if code is None:
+        return None
+    return _Program(len(code), (_Filter * len(code))(*[_Filter(*ins) for ins in code]))
+
+
+# Made at import, in the parent: install() runs between fork and exec of a process that may have other threads,
+# where a dlopen (ctypes.CDLL) could wait forever on a loader lock another thread held at the fork.
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PROGRAM = _compiled()
+
+
 def install() -> bool:
     """Installs the filter in this process (and so in everything it starts): True, or False where it
     could not be (an unknown machine, a kernel without seccomp). Sets no-new-privileges, which the
     kernel asks of an unprivileged process that installs one, so set-user-ID programs no longer raise
-    privileges either. Safe between fork and exec: no allocation by Python beyond ctypes' own."""
-    code = program()
-    if code is None:
+    privileges either. Between fork and exec it makes two prctl calls and nothing else."""
+    if _PROGRAM is None or _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    filters = (_Filter * len(code))(*[_Filter(*ins) for ins in code])
-    prog = _Program(len(code), filters)
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        return False
-    return libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0
+    return _LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(_PROGRAM), 0, 0) == 0
 
 
 @functools.cache
