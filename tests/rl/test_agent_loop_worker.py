@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ import torch  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 from cuda_agent.agent.trajectory import read_messages  # noqa: E402
+from cuda_agent.home import private_ray_tmp  # noqa: E402
 from cuda_agent.rl.rollout import agent_loop as al  # noqa: E402
 from cuda_agent.rl.rollout.token_trajectory import for_template  # noqa: E402
 from cuda_agent.tasks import EXAMPLES_DIR  # noqa: E402
@@ -103,7 +105,8 @@ def rollout(tiny_model, agent_toml, tmp_path_factory):
         "extra_info": np.array(rows, dtype=object), "index": np.arange(2),
         "data_source": np.array(["cuda_agent"] * 2, dtype=object)})
     assert not ray.is_initialized(), "an earlier test left a Ray runtime up: this test needs its own (runtime_env)"
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+    private = private_ray_tmp()   # its sessions out of the sandbox users' reach, as every Ray of ours
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _temp_dir=str(private / "ray"),
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}})
     try:
         start = time.perf_counter()
@@ -113,6 +116,7 @@ def rollout(tiny_model, agent_toml, tmp_path_factory):
         print(f"rollout of 2 rows in verl's AgentLoopWorker: {time.perf_counter() - start:.0f} s")
     finally:
         ray.shutdown()
+        shutil.rmtree(private, ignore_errors=True)
     return Rollout(tok, scripts, out, tmp / "runs", tmp / "service.jsonl")
 
 
