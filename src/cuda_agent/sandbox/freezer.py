@@ -117,8 +117,9 @@ class Freezer:
             # Before they are continued. Stopped, none could start another process: their own are read again
             # (a new thread is in its process's listing); late, every process of the machine is.
             after = self._listing(before.keys() if block.stopped else None)
-            block.gpu_holders = tuple(sorted({pid for _, pid in (*before, *after) if pid not in self.gpu_allowed
-                                              and holds(pid, self.gpu_files)}))
+            # Stopped, none can open the GPU; one gone since the listing before is a change already: read once.
+            block.gpu_holders = tuple(sorted(pid for _, pid in after if pid not in self.gpu_allowed
+                                             and holds(pid, self.gpu_files)))
             # A thread already dead as the block began (Z or X: its exit done, not yet reaped) runs nothing more;
             # that it is gone at the end is no change (a thread of the child's ending then, 2026-11-28).
             then, now = _threads(before), _threads(after)
@@ -151,7 +152,7 @@ class Freezer:
             helper = self._helpers.get(uid)
             if helper is not None and helper.proc.pid in found and helper.alive():  # alive after the listing
                 del found[helper.proc.pid]
-            seen.update(((uid, pid), s) for pid, s in found.items() if s.states - {"Z", "X"})
+            seen.update(((uid, pid), s) for pid, s in found.items() if s.states - set(_DEAD))
         return seen
 
 
@@ -166,7 +167,7 @@ def holds(pid: int, files: tuple[str, ...]) -> bool:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:   # it ended
         return False
-    mapped = None   # the process's mappings, read once from a live thread (its threads share them)
+    mapped = False   # the process's mappings read, from a live thread (its threads share them)
     for tid in tids:
         task = f"/proc/{pid}/task/{tid}"
         with suppress(OSError):
@@ -176,8 +177,9 @@ def holds(pid: int, files: tuple[str, ...]) -> bool:
                         return True
         if not mapped:
             with suppress(OSError), open(f"{task}/maps") as f:
-                mapped = [line.rstrip().split(maxsplit=5)[-1] for line in f if "/" in line]
-                if any(path.startswith(files) for path in mapped):
+                paths = [line.rstrip().split(maxsplit=5)[-1] for line in f if "/" in line]
+                mapped = bool(paths)   # a leader that has exited reads empty: the next thread's are read
+                if any(path.startswith(files) for path in paths):
                     return True
     return False
 
