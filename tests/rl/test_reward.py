@@ -147,17 +147,19 @@ def test_the_harness_judges_a_fill_reply():
 @pytest.mark.slow
 def test_every_tier2_choice_builds_and_is_correct():
     """The fill family's tier 2: every EPT of a held-out task builds and passes the real harness (CPU
-    backend: the choice as the loop's chunk), timed as tier 2 is; a wrong expression with a valid
-    choice still fails."""
+    backend: the choice as the loop's chunk); a wrong expression with a valid choice still fails. Verdicts
+    only, not timed: on a loaded 2-core CI machine the harness's clock check refused an honest choice's
+    timing twice in a row (1.5 ms reported, 4.2 ms seen, 2026-11-28); speed is asserted on the device."""
     item = next(it for it in fill.items("val", "cpu", tier=2) if it.op.name == "elu")
     row = fill.fill_row(item, 0, "cpu")
 
     def judge(reply):
-        return reward.score(FILL, reply, row["reward_model"]["ground_truth"], row["extra_info"], **FILL_FAST)
+        return reward.score(FILL, reply, row["reward_model"]["ground_truth"], row["extra_info"],
+                            **{**FILL_FAST, "profile": False})
 
     for ept in fill.EPT_CHOICES:
         v = judge(f"{item.answer}\nept={ept}")
-        assert v["correct"] == 1.0 and v["score"] >= 1.0 and v["speedup_vs_eager"] > 0, (ept, v["stage"], v["reason"], v)
+        assert v["correct"] == 1.0 and v["score"] >= 1.0, (ept, v["stage"], v["reason"], v)
     wrong = judge(item.answer.replace("(expf(v) - 1.f)", "(1.f - expf(v))") + "\nept=8")
     assert wrong["score"] == -1.0 and wrong["stage"] == "correctness", wrong
     assert judge(item.answer)["stage"] == "parse"
