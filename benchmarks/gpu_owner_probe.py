@@ -53,8 +53,13 @@ if mode == "stopped":
     os.kill(os.getpid(), signal.SIGSTOP)
     time.sleep(600)
 if mode == "parked":
-    fds = [int(fd) for fd in os.listdir("/proc/self/fd")
-           if os.readlink(f"/proc/self/fd/{fd}").startswith("/dev/nvidia")]
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):   # the listing's own descriptor is gone by the time it is read
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("/dev/nvidia"):
+                fds.append(int(fd))
+        except FileNotFoundError:
+            pass
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(path)
     s.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
@@ -132,6 +137,9 @@ def scenario(torch, nvml: Nvml, mode: str, a, cycles: int) -> dict:
         assert d.stdout.readline().strip() == "queued"
         if mode == "exited" or mode == "parked":
             d.wait(30)
+        held = keep.stdout.readline().split() if keep else []
+        if keep and (held[:1] != ["holding"] or int(held[1]) == 0):
+            raise RuntimeError(f"the holder took no descriptor of /dev/nvidia* (it said {held}; daemon rc {d.returncode})")
         else:
             time.sleep(0.05)   # its stop taken
         t0 = time.monotonic()
@@ -144,7 +152,7 @@ def scenario(torch, nvml: Nvml, mode: str, a, cycles: int) -> dict:
             time.sleep(0.1)
         return {"mode": mode, "daemon_pid": pid, "daemon_alive": d.poll() is None,
                 "nvml_lists_daemon": pid in owners, "nvml_pids": sorted(owners),
-                "holder_pid": keep.pid if keep else None, "nvml_lists_holder": bool(keep) and keep.pid in owners,
+                "holder_pid": keep.pid if keep else None, "holder_fds": int(held[1]) if keep else 0, "nvml_lists_holder": bool(keep) and keep.pid in owners,
                 "probe_ms_right_after": round(slow, 3), "probe_ms_over_time": later}
     finally:
         for p in (d, keep):
