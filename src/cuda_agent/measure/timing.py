@@ -357,10 +357,15 @@ def as_timer() -> Iterator[None]:
 # figure reported by the solution's process is taken for a lie: a share of the call, and the
 # larger of a floor, four times the spread of that work between calls, and a share of the work
 # itself (its noise grows with it: on the 2-core CPU under load the flush and draw, 10-17 ms a
-# call, moved by 1-2 ms between windows; 2026-11-26).
+# call, moved by 1-2 ms between windows; 2026-11-26). On the CPU that work is not the same in the two
+# processes: the 64 MB flush read 2.9-3.0 ms a call in the reference worker and 4.2-5.0 ms in the
+# solution's child of the same evaluation, honest solutions both (2026-11-28, this 2-core VM; 1.4 ms
+# in a process alone), so an honest child's calls showed up to 0.8x the reference's work beyond its
+# own figures, and twice in a row in a CI run. The CPU tolerance is therefore the whole of that work:
+# a lie on the CPU is named only where it hides more than the harness's own work a call.
 WATCH_SHARE = 0.05
 WATCH_FLOOR_MS = {"cuda": 0.02, "cpu": 0.1}
-WATCH_OVERHEAD_SHARE = {"cuda": 0.1, "cpu": 0.25}
+WATCH_OVERHEAD_SHARE = {"cuda": 0.1, "cpu": 1.0}
 WATCH_Z = 4.0
 
 
