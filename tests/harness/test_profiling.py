@@ -264,5 +264,6 @@ def test_on_the_device_every_side_is_timed_by_graph_replays():
     p = r.paired
     assert p.method == "graph" and p.graph_calls >= 1 and f"graphs of {p.graph_calls} calls" in r.details["graph"]
     assert "solution_not_captured" not in r.flags
+    assert "gpu_contexts_unchecked" not in r.flags   # NVML named the child under its pid: orphan contexts are watched
     assert 0 < r.solution.median_ms < r.eager.median_ms
     assert f"replays of a graph of {p.graph_calls} calls" in r.render("profile")

@@ -36,7 +36,7 @@ from cuda_agent.harness.workers.calls import read_times
 from cuda_agent.home import subdir
 from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed, device_lock,
                                 drive_paired, side_stats, watch)
-from cuda_agent.sandbox import GPU_FILES, Freezer, FrozenBlock
+from cuda_agent.sandbox import GPU_FILES, ContextWatch, Freezer, FrozenBlock
 from cuda_agent.tasks import Task
 
 BASELINES = ("eager", "compile")
@@ -132,8 +132,9 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     child_uid = _uid_of(session.child.proc.pid)
     # the GPU may be held by the child alone, unless its user is shared with other evaluations' children
     shared = "shared_sandbox_user" in result.flags
+    contexts = ContextWatch([session.child.proc.pid]) if cuda else None   # the child has a context by its first block
     freezer = Freezer([child_uid] if child_uid else [], gpu_allowed=[session.child.proc.pid],
-                      gpu_files=() if shared else GPU_FILES)
+                      gpu_files=() if shared else GPU_FILES, gpu_orphans=contexts.orphans if contexts else None)
     ends = [lambda: session.ask_reference({"op": "time_end"})]
     try:
         with timed(result, "timing.start"):  # where the timing stage's seconds go: timing.* (diagnostics)
@@ -156,6 +157,8 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     finally:
         with timed(result, "timing.quiet"):
             freezer.close()
+        if contexts is not None and contexts.usable is False and "gpu_contexts_unchecked" not in result.flags:
+            result.flags.append("gpu_contexts_unchecked")   # no NVML, or its pids are not this namespace's
     with timed(result, "timing.end"):
         for end in ends:
             end()

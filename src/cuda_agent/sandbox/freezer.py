@@ -11,7 +11,8 @@ that was not quiet fails the evaluation (harness/profiling.py).
 A stop reaches a process's threads, not the GPU work it queued: kernels a process of the user other than
 the solution's child launched before the stop run on through the baselines' windows (a daemon with a
 CUDA context of its own). So a block in which such a process holds the GPU (a descriptor or a mapping of
-/dev/nvidia*) is not quiet either. Work the child itself queued is not seen here.
+/dev/nvidia*) is not quiet either, nor one at whose end the driver lists a context whose process is gone
+(its descriptors passed on: gpu_contexts.py). Work the child itself queued is not seen here.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import signal
 import time
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from cuda_agent.sandbox.user_signals import PATIENCE_S, STOPPED, Helper, Seen, Thread, listing, signal_user
 
@@ -45,16 +46,23 @@ class FrozenBlock:
     scheduled: int = 0
     changed: int = 0
     gpu_holders: tuple[int, ...] = ()   # pids of the user's processes, the child's excepted, that held the GPU
+    gpu_orphans: tuple[int, ...] = ()   # pids the driver names for contexts whose process is gone
 
     @property
     def quiet(self) -> bool:
-        return self.ran_ms <= RAN_MS and not self.scheduled and not self.changed and not self.gpu_holders
+        return (self.ran_ms <= RAN_MS and not self.scheduled and not self.changed and not self.gpu_holders
+                and not self.gpu_orphans)
 
     def why_not_quiet(self) -> str:
         if self.gpu_holders:
             return (f"a process of the solution other than its child (pid {', '.join(map(str, self.gpu_holders))}) "
                     "held the GPU while the baselines were timed: work it queued runs on through a stop and slows "
                     "them (every kernel must run in the solution's own process, inside forward)")
+        if self.gpu_orphans:
+            return (f"the driver listed a CUDA context of a process that has exited (pid "
+                    f"{', '.join(map(str, self.gpu_orphans))}) while the baselines were timed: its descriptors of "
+                    "/dev/nvidia* were passed on, so work it queued ran beside them (every kernel must run in the "
+                    "solution's own process, inside forward)")
         return (f"the solution's processes ran for {self.ran_ms:.3g} ms ({self.scheduled} stopped threads scheduled "
                 f"in, {self.changed} threads came or went) in a block where they were stopped while the baselines "
                 "were timed (something continued them: timers that send SIGCONT?)")
@@ -74,9 +82,11 @@ class Freezer:
     the helper itself excepted only while its pidfd says it is alive after the listing (so its pid cannot
     have been reused)."""
 
-    def __init__(self, uids: Iterable[int], gpu_allowed: Iterable[int] = (), gpu_files: tuple[str, ...] = GPU_FILES):
+    def __init__(self, uids: Iterable[int], gpu_allowed: Iterable[int] = (), gpu_files: tuple[str, ...] = GPU_FILES,
+                 gpu_orphans: Callable[[], tuple[int, ...]] | None = None):
         self.uids = [u for u in dict.fromkeys(uids) if u > 0] if os.geteuid() == 0 else []
         self.gpu_allowed, self.gpu_files = frozenset(gpu_allowed), gpu_files   # pids that may hold the GPU
+        self.gpu_orphans = gpu_orphans   # the contexts whose process is gone (gpu_contexts.ContextWatch.orphans)
         self._helpers: dict[int, Helper | None] = {}   # uid -> its helper; None: failed, one for every signal
         self._patience_s = PATIENCE_S
 
@@ -120,6 +130,8 @@ class Freezer:
             # Stopped, none can open the GPU; one gone since the listing before is a change already: read once.
             block.gpu_holders = tuple(sorted(pid for _, pid in after if pid not in self.gpu_allowed
                                              and holds(pid, self.gpu_files)))
+            if self.gpu_orphans is not None:   # whoever's: their work ran beside the windows all the same
+                block.gpu_orphans = self.gpu_orphans()
             # A thread already dead as the block began (Z or X: its exit done, not yet reaped) runs nothing more;
             # that it is gone at the end is no change (a thread of the child's ending then, 2026-11-28).
             then, now = _threads(before), _threads(after)
