@@ -6,7 +6,8 @@ Root only (sandbox users). On the GPU host every block is GPU time held alone.
     sudo python benchmarks/freeze_cost.py [--blocks 200] [--idle 8] [--json freeze_cost.json]
 
 The user runs one spinning process and `--idle` sleeping ones, as a solution's child and what it left behind:
-each block checks the left-behind ones for the GPU (a row without the check beside).
+each block checks the left-behind ones for the GPU (a row without the check beside). Where NVML answers (a GPU
+host), also a look at the GPU's contexts (sandbox/gpu_contexts.py), which profiling.py adds to every block there.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from cuda_agent.sandbox.freezer import GPU_FILES, Freezer, holds  # noqa: E402
+from cuda_agent.sandbox.gpu_contexts import ContextWatch, Nvml  # noqa: E402
 from cuda_agent.sandbox.isolation import claim_user, kill_user_processes  # noqa: E402
 from cuda_agent.sandbox.user_signals import listing  # noqa: E402
 
@@ -77,6 +79,18 @@ def main() -> None:
                 assert b.stopped
         rows["block, new helper"] = timed_ms(fresh, max(10, a.blocks // 10))
         rows["one listing of /proc"] = timed_ms(lambda: listing(uid), a.blocks)
+        nvml = Nvml.load()
+        if nvml is not None:   # the look every block makes on a GPU host, with a context of this process listed
+            import torch
+
+            if torch.cuda.is_available():
+                torch.ones(1, device="cuda").sum().item()
+            pids = nvml.compute_pids()
+            watch = ContextWatch(pids or [os.getpid()])
+            if pids and watch.look() is not None and watch.usable:
+                rows["look at the GPUs' contexts (NVML)"] = timed_ms(watch.look, a.blocks)
+            else:
+                print("# NVML: no context listed on this host (or not this namespace's pids): no look timed")
     finally:
         kill_user_processes(uid)
         for p in procs:

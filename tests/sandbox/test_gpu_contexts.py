@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -14,8 +16,7 @@ import pytest
 
 from cuda_agent.sandbox import ContextWatch, Freezer
 from cuda_agent.sandbox import gpu_contexts
-from cuda_agent.sandbox.freezer import FrozenBlock
-from cuda_agent.sandbox.gpu_contexts import Nvml, gone
+from cuda_agent.sandbox.gpu_contexts import GONE, Nvml, user
 
 
 def _reaped_pid() -> int:
@@ -24,74 +25,173 @@ def _reaped_pid() -> int:
     return p.pid
 
 
-def test_a_live_process_is_not_gone_but_a_reaped_or_zombie_one_is():
-    assert not gone(os.getpid())
-    assert gone(_reaped_pid())
+def test_a_live_process_has_its_user_a_reaped_or_zombie_one_or_a_thread_id_is_gone():
+    assert user(os.getpid()) == os.getuid()
+    assert user(_reaped_pid()) == GONE
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         deadline = time.monotonic() + 30
-        while not gone(zombie.pid) and time.monotonic() < deadline:   # exited, not waited for: a zombie
+        while user(zombie.pid) != GONE and time.monotonic() < deadline:   # exited, not waited for: a zombie
             time.sleep(0.01)
-        assert Path(f"/proc/{zombie.pid}").exists() and gone(zombie.pid)
+        assert Path(f"/proc/{zombie.pid}").exists() and user(zombie.pid) == GONE
     finally:
         zombie.wait()
+    ready, stop = threading.Event(), threading.Event()
+    thread = threading.Thread(target=lambda: (ready.set(), stop.wait(30)))
+    thread.start()
+    ready.wait()
+    try:   # a dead process's pid given to a thread of another: /proc/TID answers, but it is no process
+        assert Path(f"/proc/{thread.native_id}/status").exists() and user(thread.native_id) == GONE
+    finally:
+        stop.set()
+        thread.join()
 
 
-def test_a_context_whose_process_is_gone_is_named_once_seen_twice():
-    dead = _reaped_pid()
-    watch = ContextWatch([os.getpid()], listing=lambda: {os.getpid(), dead, 0})   # 0: a pid NVML could not name
-    assert watch.orphans() == (dead,) and watch.usable
+def _watch(listing, known=None) -> ContextWatch:
+    return ContextWatch([os.getpid()] if known is None else known, listing=listing)
 
 
-def test_a_context_torn_down_between_the_two_looks_is_not_an_orphan():
-    """An honest exit's context goes a moment after its process: the second look no longer lists it."""
+def test_a_context_whose_process_is_gone_is_an_orphan_and_its_user_is_remembered(monkeypatch):
+    monkeypatch.setattr(gpu_contexts, "SETTLE_S", 0.1)
+    daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        watch = _watch(lambda uuid: {os.getpid(), daemon.pid, 0})   # 0: a pid NVML could not name here
+        first = watch.look()
+        assert first.live == {os.getpid(): os.getuid(), daemon.pid: os.getuid()} and first.orphans == ()
+    finally:
+        daemon.kill()
+        daemon.wait()
+    t0 = time.monotonic()
+    later = watch.look()
+    assert later.orphans == (daemon.pid,) and later.live == {os.getpid(): os.getuid()}
+    assert watch.owner(daemon.pid) == os.getuid() and time.monotonic() - t0 >= 0.1   # looked at again first
+    never = _reaped_pid()
+    assert _watch(lambda uuid: {os.getpid(), never}).look().orphans == (never,)
+
+
+def test_a_context_torn_down_while_it_settles_is_not_an_orphan():
+    """An honest exit's context goes a moment after its process: a later look no longer lists it."""
     dead, looks = _reaped_pid(), []
 
-    def listing() -> set[int]:
-        looks.append(1)
-        return {os.getpid(), dead} if len(looks) == 1 else {os.getpid()}
+    def listing(uuid) -> set[int]:
+        looks.append(uuid)
+        return {os.getpid(), dead} if len(looks) < 3 else {os.getpid()}
 
-    watch = ContextWatch([os.getpid()], listing=listing)
-    assert watch.orphans() == () and len(looks) == 2
+    watch = _watch(listing)
+    watch.on("GPU-1234")
+    assert watch.look().orphans == () and len(looks) == 3 and set(looks) == {"GPU-1234"}
 
 
-def test_the_watch_answers_only_where_nvml_names_a_pid_it_knows():
-    """Pids of another PID namespace would all look gone: unless the child is listed under its pid here, the
-    watch says it cannot tell (the harness flags gpu_contexts_unchecked) rather than accuse."""
-    watch = ContextWatch([os.getpid()], listing=lambda: {_reaped_pid()})
-    assert watch.orphans() == () and watch.usable is False
-    assert watch.orphans() == ()   # decided once
+def test_the_watch_answers_only_where_nvml_names_the_trusted_pid():
+    """Pids of another PID namespace would all look gone: unless the trusted process is listed under its pid
+    here, the watch says nothing (the harness flags gpu_contexts_unchecked) rather than accuse."""
+    watch = _watch(lambda uuid: {_reaped_pid()})
+    assert watch.look().orphans == () and watch.usable is False
+    assert watch.look().orphans == ()   # decided once
 
-    def broken() -> set[int]:
+    def broken(uuid) -> set[int]:
         raise OSError("nvmlDeviceGetComputeRunningProcesses failed (999)")
 
-    watch = ContextWatch([os.getpid()], listing=broken)
-    assert watch.orphans() == () and watch.usable is False
+    watch = _watch(broken)
+    assert watch.look() == gpu_contexts.Look() and watch.usable is False
+
+
+def test_nvml_failing_after_it_worked_is_said_not_swallowed():
+    calls = []
+
+    def flaky(uuid) -> set[int]:
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError("nvmlDeviceGetComputeRunningProcesses failed (15)")
+        return {os.getpid()}
+
+    watch = _watch(flaky)
+    assert watch.look().error == "" and watch.usable
+    assert "failed (15)" in watch.look().error
 
 
 def test_without_nvml_there_is_no_watch(monkeypatch):
     assert Nvml.load("libnvidia-ml-not-here.so.1") is None
     monkeypatch.setattr(gpu_contexts.Nvml, "load", classmethod(lambda cls, name="": None))
     watch = ContextWatch([os.getpid()])
-    assert watch.usable is False and watch.orphans() == ()
+    assert watch.usable is False and watch.look() == gpu_contexts.Look()
 
 
-def test_a_block_at_whose_end_an_orphan_context_is_listed_is_not_quiet():
-    asked = []
+class _FakeLib:
+    """libnvidia-ml's three calls the watch makes, over a list of pids larger than the first buffer."""
 
-    def orphans() -> tuple[int, ...]:
-        asked.append(1)
-        return (4242,)
+    def __init__(self, pids: list[int]) -> None:
+        self.pids, self.sizes = pids, []
 
-    with Freezer([], gpu_orphans=orphans) as freezer:
+    def nvmlDeviceGetHandleByUUID(self, uuid, handle):
+        return 0 if uuid.value == b"GPU-1" else 13
+
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle, n, infos):
+        count = n._obj
+        self.sizes.append(count.value)
+        if count.value < len(self.pids):
+            count.value = len(self.pids)
+            return 7   # NVML_ERROR_INSUFFICIENT_SIZE
+        for k, pid in enumerate(self.pids):
+            infos[k].pid, infos[k].usedGpuMemory = pid, 1 << 20
+        count.value = len(self.pids)
+        return 0
+
+
+def test_nvml_answers_are_read_with_their_own_layout_and_a_buffer_that_grows():
+    lib = _FakeLib(list(range(1000, 1100)))
+    nvml = Nvml(lib)
+    assert nvml.compute_pids("GPU-1") == set(range(1000, 1100)) and lib.sizes == [64, 256]
+    assert ctypes.sizeof(gpu_contexts._ProcessInfo) == 24
+    with pytest.raises(OSError, match="knows no GPU"):
+        nvml.compute_pids("GPU-2")
+
+
+def test_the_freezer_blames_the_solution_only_for_what_it_saw_as_the_solutions(monkeypatch):
+    """At a block's end: a live process of the user other than the child with a context holds the GPU; an orphan
+    seen before as the user's is the solution's; one never seen as anyone's is a harness fault, not a verdict."""
+    monkeypatch.setattr(gpu_contexts, "SETTLE_S", 0.05)
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    dead = _reaped_pid()
+    me = os.getuid()
+    try:
+        state = {"pids": {os.getpid(), helper.pid, dead}}
+        watch = _watch(lambda uuid: state["pids"])
+        freezer = Freezer([], gpu_allowed=[os.getpid()], gpu_contexts=watch)
+        freezer.uids = [me]   # the listing's users, without stopping anyone (stopping needs root and a sandbox user)
+        monkeypatch.setattr(freezer, "_listing", lambda only=None: {})
+        monkeypatch.setattr(freezer, "_signal", lambda uid, sig: True)
         with freezer.frozen() as block:
             pass
-    assert asked and block.gpu_orphans == (4242,) and not block.quiet
-    assert "a process that has exited (pid 4242)" in block.why_not_quiet()
-    with Freezer([], gpu_orphans=lambda: ()) as freezer:
+        assert block.gpu_holders == (helper.pid,) and block.gpu_foreign == (dead,) and block.gpu_orphans == ()
+        assert not block.quiet and block.fault is None   # a holder is the solution's doing
+        helper.kill()
+        helper.wait()
+        state["pids"] = {os.getpid(), helper.pid}
         with freezer.frozen() as block:
             pass
-    assert block.quiet and FrozenBlock(stopped=True).quiet
+        assert block.gpu_orphans == (helper.pid,) and block.gpu_holders == () and block.fault is None
+        assert "a process of the solution that has exited (pid %d)" % helper.pid in block.why_not_quiet()
+        state["pids"] = {os.getpid(), dead}
+        with freezer.frozen() as block:
+            pass
+        assert block.gpu_foreign == (dead,) and block.fault == "harness" and "harness fault" in block.why_not_quiet()
+        state["pids"] = {os.getpid()}
+        with freezer.frozen() as block:
+            pass
+        assert block.quiet and block.fault is None
+        shared = Freezer([], gpu_allowed=[os.getpid()], gpu_files=(), gpu_contexts=watch)
+        shared.uids = [me]   # a user shared with other children: no one of them is blamed
+        monkeypatch.setattr(shared, "_listing", lambda only=None: {})
+        monkeypatch.setattr(shared, "_signal", lambda uid, sig: True)
+        state["pids"] = {os.getpid(), helper.pid}
+        with shared.frozen() as block:
+            pass
+        assert block.gpu_orphans == () and block.gpu_foreign == (helper.pid,) and block.fault == "harness"
+    finally:
+        if helper.poll() is None:
+            helper.kill()
+            helper.wait()
 
 
 DAEMON = r"""
@@ -135,12 +235,14 @@ def test_on_the_device_a_context_parked_in_another_process_is_named_by_its_dead_
         conn.send(b"k")
         assert daemon.wait(30) == 0
         watch = ContextWatch([os.getpid()])
-        assert watch.orphans() == (daemon.pid,) and watch.usable
+        watch.on(f"GPU-{torch.cuda.get_device_properties(0).uuid}")
+        look = watch.look()
+        assert look.orphans == (daemon.pid,) and os.getpid() in look.live and watch.usable, look
         conn.close()   # the queue and its descriptors go: the context with them
         deadline = time.monotonic() + 30
-        while watch.orphans() and time.monotonic() < deadline:
+        while watch.look().orphans and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert watch.orphans() == ()
+        assert watch.look().orphans == ()
     finally:
         if daemon.poll() is None:
             daemon.kill()

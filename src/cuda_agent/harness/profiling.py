@@ -132,14 +132,17 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     child_uid = _uid_of(session.child.proc.pid)
     # the GPU may be held by the child alone, unless its user is shared with other evaluations' children
     shared = "shared_sandbox_user" in result.flags
-    contexts = ContextWatch([session.child.proc.pid]) if cuda else None   # the child has a context by its first block
+    # the GPU's contexts as the driver names them, once it names the (trusted) reference worker's under its pid
+    contexts = ContextWatch([session.ref.proc.pid]) if cuda else None
     freezer = Freezer([child_uid] if child_uid else [], gpu_allowed=[session.child.proc.pid],
-                      gpu_files=() if shared else GPU_FILES, gpu_orphans=contexts.orphans if contexts else None)
+                      gpu_files=() if shared else GPU_FILES, gpu_contexts=contexts)
     ends = [lambda: session.ask_reference({"op": "time_end"})]
     try:
         with timed(result, "timing.start"):  # where the timing stage's seconds go: timing.* (diagnostics)
             start = session.ask_reference({"op": "time_start", "sides": list(BASELINES), "plan": plan.to_dict()})
             result.details["device_name"] = start.get("device_name")
+            if contexts is not None:
+                contexts.on(start.get("device_uuid"))   # the timed GPU's alone (None: every GPU's)
             session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
         ends.insert(0, lambda: session.ask_child({"op": "time_end"}, "profile"))  # its guarded calls after the timed
         if cuda and plan.graphs:
@@ -185,7 +188,7 @@ def _frozen_timed(result: EvalResult, freezer: Freezer) -> Iterator[FrozenBlock]
         with timed(result, "timing.quiet"):
             stack.close()
     if not block.quiet:   # reached only when the windows ended without an error
-        raise Stop("profile", block.why_not_quiet())
+        raise Stop("profile", block.why_not_quiet(), fault=block.fault)
 
 
 def _wrong_output(session: Session, tag: str, seed: int, calls: int) -> tuple[int, str] | None:

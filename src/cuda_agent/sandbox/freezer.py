@@ -22,8 +22,9 @@ import signal
 import time
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
+from cuda_agent.sandbox.gpu_contexts import ContextWatch
 from cuda_agent.sandbox.user_signals import PATIENCE_S, STOPPED, Helper, Seen, Thread, listing, signal_user
 
 RAN_MS = 2.0              # CPU time the user's processes may run in a block (a late stop's last steps)
@@ -46,12 +47,20 @@ class FrozenBlock:
     scheduled: int = 0
     changed: int = 0
     gpu_holders: tuple[int, ...] = ()   # pids of the user's processes, the child's excepted, that held the GPU
-    gpu_orphans: tuple[int, ...] = ()   # pids the driver names for contexts whose process is gone
+    gpu_orphans: tuple[int, ...] = ()   # contexts whose process, seen as the solution's user, is gone
+    gpu_foreign: tuple[int, ...] = ()   # contexts whose process is gone, never seen as anyone's
+    gpu_unlisted: str = ""              # why the GPU's contexts could not be read, once they had been
 
     @property
     def quiet(self) -> bool:
         return (self.ran_ms <= RAN_MS and not self.scheduled and not self.changed and not self.gpu_holders
-                and not self.gpu_orphans)
+                and not self.gpu_orphans and not self.gpu_foreign and not self.gpu_unlisted)
+
+    @property
+    def fault(self) -> str | None:
+        """"harness" where nothing the block saw is known to be the solution's doing (result.Fault)."""
+        mine = self.ran_ms > RAN_MS or self.scheduled or self.changed or self.gpu_holders or self.gpu_orphans
+        return None if mine or self.quiet else "harness"
 
     def why_not_quiet(self) -> str:
         if self.gpu_holders:
@@ -59,10 +68,17 @@ class FrozenBlock:
                     "held the GPU while the baselines were timed: work it queued runs on through a stop and slows "
                     "them (every kernel must run in the solution's own process, inside forward)")
         if self.gpu_orphans:
-            return (f"the driver listed a CUDA context of a process that has exited (pid "
+            return (f"the driver listed a CUDA context of a process of the solution that has exited (pid "
                     f"{', '.join(map(str, self.gpu_orphans))}) while the baselines were timed: its descriptors of "
                     "/dev/nvidia* were passed on, so work it queued ran beside them (every kernel must run in the "
                     "solution's own process, inside forward)")
+        if self.gpu_foreign:
+            return (f"the driver listed a CUDA context of a process that has exited (pid "
+                    f"{', '.join(map(str, self.gpu_foreign))}), never seen as this solution's, on the GPU while the "
+                    "baselines were timed: its work ran beside them, so no timing was taken (a harness fault)")
+        if self.gpu_unlisted:
+            return (f"the GPU's contexts could not be listed while the baselines were timed ({self.gpu_unlisted}): "
+                    "no timing was taken (a harness fault)")
         return (f"the solution's processes ran for {self.ran_ms:.3g} ms ({self.scheduled} stopped threads scheduled "
                 f"in, {self.changed} threads came or went) in a block where they were stopped while the baselines "
                 "were timed (something continued them: timers that send SIGCONT?)")
@@ -83,10 +99,10 @@ class Freezer:
     have been reused)."""
 
     def __init__(self, uids: Iterable[int], gpu_allowed: Iterable[int] = (), gpu_files: tuple[str, ...] = GPU_FILES,
-                 gpu_orphans: Callable[[], tuple[int, ...]] | None = None):
+                 gpu_contexts: ContextWatch | None = None):
         self.uids = [u for u in dict.fromkeys(uids) if u > 0] if os.geteuid() == 0 else []
         self.gpu_allowed, self.gpu_files = frozenset(gpu_allowed), gpu_files   # pids that may hold the GPU
-        self.gpu_orphans = gpu_orphans   # the contexts whose process is gone (gpu_contexts.ContextWatch.orphans)
+        self.gpu_contexts = gpu_contexts   # the GPU's contexts as the driver names them (gpu_contexts.py)
         self._helpers: dict[int, Helper | None] = {}   # uid -> its helper; None: failed, one for every signal
         self._patience_s = PATIENCE_S
 
@@ -130,8 +146,8 @@ class Freezer:
             # Stopped, none can open the GPU; one gone since the listing before is a change already: read once.
             block.gpu_holders = tuple(sorted(pid for _, pid in after if pid not in self.gpu_allowed
                                              and holds(pid, self.gpu_files)))
-            if self.gpu_orphans is not None:   # whoever's: their work ran beside the windows all the same
-                block.gpu_orphans = self.gpu_orphans()
+            if self.gpu_contexts is not None:
+                self._contexts(block)
             # A thread already dead as the block began (Z or X: its exit done, not yet reaped) runs nothing more;
             # that it is gone at the end is no change (a thread of the child's ending then, 2026-11-28).
             then, now = _threads(before), _threads(after)
@@ -143,6 +159,21 @@ class Freezer:
         finally:
             for uid in sent:
                 self._signal(uid, signal.SIGCONT)
+
+    def _contexts(self, block: FrozenBlock) -> None:
+        """The driver's view at the block's end: a live process of the users other than the allowed with a context
+        of its own holds the GPU (its descriptors may be elsewhere; unless the user is shared: `gpu_files` empty),
+        and a context whose process is gone ran beside the windows: the solution's where its process was seen as
+        one of the users (and the user is not shared), else no one's that the harness can tell."""
+        look = self.gpu_contexts.look()
+        block.gpu_unlisted = look.error
+        own = bool(self.gpu_files)
+        if own:
+            held = {pid for pid, uid in look.live.items() if uid in self.uids and pid not in self.gpu_allowed}
+            block.gpu_holders = tuple(sorted(held | set(block.gpu_holders)))
+        mine = {pid for pid in look.orphans if own and self.gpu_contexts.owner(pid) in self.uids}
+        block.gpu_orphans = tuple(sorted(mine))
+        block.gpu_foreign = tuple(sorted(set(look.orphans) - mine))
 
     def _signal(self, uid: int, sig: int) -> bool:
         if uid not in self._helpers:

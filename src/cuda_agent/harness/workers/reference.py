@@ -147,7 +147,8 @@ def serve_job(channel, job: dict, task) -> dict | None:
                 timing = CallServer({side: fns[side] for side in sides}, task, device,
                                     TimingPlan.from_dict(msg["plan"]), as_timing_thread=True)
                 channel.send({"ok": True,
-                              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"})
+                              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                              "device_uuid": _uuid(device)})
             elif op == "call" and timing is not None:
                 which = msg.get("which", "eager")
                 if which not in sides:
@@ -175,6 +176,16 @@ def serve_job(channel, job: dict, task) -> dict | None:
 
 _warmed = False  # whether this process has paid torch.compile's first-use costs (_warm_compile)
 _warm_made = 0   # the graphs those warm-ups made
+
+
+def _uuid(device) -> str | None:
+    """The GPU's UUID as NVML names it ("GPU-..."), None off the GPU or where torch does not tell."""
+    if device.type != "cuda":
+        return None
+    import torch
+
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    return f"GPU-{uuid}" if uuid is not None else None
 
 
 def _warm_compile(device: str, lock: str, lock_dir: Path | None = None) -> None:
