@@ -174,6 +174,20 @@ def _verdict() -> EvalResult:
     return EvalResult(task="t", reward=1.0, correct=True, stage="profile", reason="correct")
 
 
+def test_a_solution_whose_process_is_gone_before_its_timing_is_not_timed(monkeypatch, tmp_path):
+    """The freezer stops the users of the child's pid: were the child gone while something of the solution's
+    answered in its place, it would stop no one (2026-11-28 review). The evaluation ends before any window."""
+    from cuda_agent.harness import profiling
+
+    monkeypatch.setattr(profiling, "_uid_of", lambda pid: None)
+    solution = tmp_path / "solution"
+    shutil.copytree(HACKS / "cpu" / "honest_fused", solution, ignore=shutil.ignore_patterns("expect.json"))
+    r = evaluate(load_task(HACKS / "tasks" / "sbr_small.py"), solution,
+                 EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False))
+    assert r.reward == -1 and r.stage == "profile" and "exited before its timing" in r.reason, r.reason
+    assert r.fault is None
+
+
 def test_graphs_where_the_reference_and_the_solution_can_be_captured():
     from cuda_agent.harness.profiling import _capture
 

@@ -130,6 +130,9 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
         return Side(name, lambda seed: _call_times(session.ask_reference({"op": "call", "which": name, "seed": seed})))
 
     child_uid = _uid_of(session.child.proc.pid)
+    if child_uid is None:   # a process of its own answering in its place would be stopped by no one
+        raise Stop("profile", "the solution's process exited before its timing, while something still answered the "
+                              "harness in its place (a process it left behind?)")
     # the GPU may be held by the child alone, unless its user is shared with other evaluations' children
     shared = "shared_sandbox_user" in result.flags
     # the GPU's contexts as the driver names them, once it names the (trusted) reference worker's under its pid
