@@ -4,6 +4,10 @@
 # under its own time limit. Logs and results go to $OUT/results.tgz (the device tool's output folder,
 # which takes few files; ./device_out here), with runs/ (resumable results) inside it.
 #   bash benchmarks/device_check.sh stop                  (a detached run: its loop, then the running step's processes)
+#   bash benchmarks/device_check.sh collect[:SECONDS]     (a detached run's logs into this call's $OUT once it ends, or
+#                                                          after SECONDS: a run longer than one call, e.g. the soak,
+#                                                          started by `setsid nohup bash benchmarks/device_check.sh
+#                                                          scale:900 >/tmp/dc.log 2>&1 &` in the call before)
 #   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds placement benchscale freeze owner
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
@@ -31,6 +35,16 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
 LOGS=${LOGS:-/tmp/device_logs}
 mkdir -p "$OUT" "$LOGS"
+if [ "${1%%:*}" = collect ]; then  # a detached run's results into this call's $OUT, once it ends (or SECONDS pass)
+  wait_s=${1#collect}; wait_s=${wait_s#:}; wait_s=${wait_s:-0}; t0=$SECONDS
+  while kill -0 "$(cat "$LOGS/loop.pid" 2>/dev/null)" 2>/dev/null && [ $((SECONDS - t0)) -lt "$wait_s" ]; do sleep 5; done
+  kill -0 "$(cat "$LOGS/loop.pid" 2>/dev/null)" 2>/dev/null && echo "collect: still running after ${wait_s}s" \
+    || echo "collect: the run has ended"
+  cat "$LOGS/steps.txt" 2>/dev/null
+  tar czf "$OUT/results.tgz" --exclude="*.synth" --exclude="kb_agree/kb/*/build" --exclude="kb_agree/kb_site" \
+    -C "$LOGS" . $( [ -d runs ] && echo "-C $PWD runs" ) 2>/dev/null
+  exit 0
+fi
 if [ "${1:-}" = stop ]; then  # a detached run (setsid nohup ... &) ended early: the loop, then its running step
   kill "$(cat "$LOGS/loop.pid" 2>/dev/null)" "$(cat "$LOGS/snap.pid" 2>/dev/null)" 2>/dev/null
   kill -- -"$(cat "$LOGS/step.pid" 2>/dev/null)" 2>/dev/null
