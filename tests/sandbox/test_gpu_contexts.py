@@ -142,6 +142,13 @@ def test_nvml_answers_are_read_with_their_own_layout_and_a_buffer_that_grows():
     lib = _FakeLib(list(range(1000, 1100)))
     nvml = Nvml(lib)
     assert nvml.compute_pids("GPU-1") == set(range(1000, 1100)) and lib.sizes == [64, 256]
+    lib.nvmlDeviceGetGraphicsRunningProcesses_v3 = lambda handle, n, infos: 3     # NOT_SUPPORTED: left out
+    graphics = _FakeLib([7, 8])
+    lib.nvmlDeviceGetMPSComputeRunningProcesses_v3 = graphics.nvmlDeviceGetComputeRunningProcesses_v3
+    assert Nvml(lib).compute_pids("GPU-1") == set(range(1000, 1100)) | {7, 8}
+    lib.nvmlDeviceGetGraphicsRunningProcesses_v3 = lambda handle, n, infos: 999   # an error is one
+    with pytest.raises(OSError, match="failed"):
+        Nvml(lib).compute_pids("GPU-1")
     assert ctypes.sizeof(gpu_contexts._ProcessInfo) == 24
     with pytest.raises(OSError, match="knows no GPU"):
         nvml.compute_pids("GPU-2")

@@ -28,7 +28,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-_NVML_SUCCESS, _NVML_INSUFFICIENT_SIZE = 0, 7
+_NVML_SUCCESS, _NVML_NOT_SUPPORTED, _NVML_INSUFFICIENT_SIZE = 0, 3, 7
 SETTLE_S = 1.0        # how long a context whose process is gone may take to go with it before it is an orphan
 _SETTLE_STEP_S = 0.02
 
@@ -39,13 +39,17 @@ class _ProcessInfo(ctypes.Structure):   # nvmlProcessInfo_t (the v2 and v3 calls
 
 
 class Nvml:
-    """NVML's compute processes on one GPU (by UUID) or on all. `Nvml.load()` is None where NVML is not there
+    """NVML's processes (compute, graphics, MPS clients) on one GPU (by UUID) or on all. `Nvml.load()` is None where NVML is not there
     (a machine without NVIDIA's driver) or does not start."""
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         self._lib = lib
         self._query = (getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None)
                        or lib.nvmlDeviceGetComputeRunningProcesses_v2)
+        # a graphics context (Vulkan, EGL) and a client of an MPS server share the GPU too; where NVML or the GPU
+        # does not know these lists, they are left out
+        self._more = [f for f in (getattr(lib, "nvmlDeviceGetGraphicsRunningProcesses_v3", None),
+                                  getattr(lib, "nvmlDeviceGetMPSComputeRunningProcesses_v3", None)) if f is not None]
         self._handles: dict[str | None, list[ctypes.c_void_p]] = {}
 
     _loaded: dict[str, Nvml | None] = {}   # one load a process: nvmlInit is not free
@@ -85,19 +89,27 @@ class Nvml:
         """The pids of the contexts on GPU `uuid` ("GPU-..."; None: every GPU), as NVML names them."""
         pids: set[int] = set()
         for handle in self._devices(uuid):
-            size = 64
-            while True:
-                n = ctypes.c_uint(size)
-                infos = (_ProcessInfo * size)()
-                rc = self._query(handle, ctypes.byref(n), infos)
-                if rc == _NVML_INSUFFICIENT_SIZE and size < 65536:
-                    size *= 4
-                    continue
-                if rc != _NVML_SUCCESS:
-                    raise OSError(f"nvmlDeviceGetComputeRunningProcesses failed ({rc})")
-                pids.update(int(infos[k].pid) for k in range(n.value))
-                break
+            pids |= _listed(self._query, handle, optional=False)
+            for query in self._more:
+                pids |= _listed(query, handle, optional=True)
         return pids
+
+
+def _listed(query, handle, optional: bool) -> set[int]:
+    """One of NVML's process lists of a GPU, its buffer grown until it holds them all."""
+    size = 64
+    while True:
+        n = ctypes.c_uint(size)
+        infos = (_ProcessInfo * size)()
+        rc = query(handle, ctypes.byref(n), infos)
+        if rc == _NVML_INSUFFICIENT_SIZE and size < 65536:
+            size *= 4
+            continue
+        if rc == _NVML_NOT_SUPPORTED and optional:
+            return set()
+        if rc != _NVML_SUCCESS:
+            raise OSError(f"{getattr(query, '__name__', 'nvmlDeviceGet*RunningProcesses')} failed ({rc})")
+        return {int(infos[k].pid) for k in range(n.value)}
 
 
 GONE = -1   # `user()`'s answer for a pid that is no live process here
