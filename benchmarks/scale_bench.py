@@ -50,10 +50,11 @@ def device_name(device: str, gpus: int) -> str:
 
 
 def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int, soak_n: int,
-            soak_timed: bool = True, save: Callable[[dict], None] = lambda out: None) -> dict:
+            soak_timed: bool = True, save: Callable[[dict], None] = lambda out: None,
+            soak_journal: Path | None = None) -> dict:
     """Throughput per GPU count, then the soak on the largest (`soak_timed=False`: its evaluations check
-    correctness only, so 1,000 fit a short device call; the faults and the killed evaluator are the same).
-    `save(out)` after each count and after the soak: a run killed later keeps what it measured."""
+    correctness only; the faults and the killed evaluator are the same; `soak_journal`: a line per request as it
+    ends). `save(out)` after each count and after the soak: a run killed later keeps what it measured."""
     from cuda_agent.harness import EvalConfig
     from cuda_agent.service import EvalService
     from service_bench import demo
@@ -92,7 +93,7 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
             print(f"soak on {n} GPU(s): service and first evaluation (reward {first.reward}) in "
                   f"{time.perf_counter() - t0:.1f} s", flush=True)
             clean_s = out["throughput"][str(n)]["eval_s"] if soak_timed else None  # no untimed clean run to set beside it
-            out["soak"] = soak(svc, device, soak_n, clean_s, profile=soak_timed)
+            out["soak"] = soak(svc, device, soak_n, clean_s, profile=soak_timed, journal=soak_journal)
             out["soak"].update(gpus=n, timed=soak_timed)
         print("soak", json.dumps({k: v for k, v in out["soak"].items() if k != "stats"})[:800], flush=True)
         save(out)
@@ -176,7 +177,8 @@ def main() -> None:
             write_json(args.summary, summarize(out, device, old))
 
     out = measure(device, sorted(set(args.gpus)), args.per_device, args.evals_per_gpu, args.soak,
-                  soak_timed=not args.soak_untimed, save=save)
+                  soak_timed=not args.soak_untimed, save=save,
+                  soak_journal=args.json.with_suffix(".soak.jsonl") if args.json else None)
     print(table(summarize(out, device, old)))
 
 

@@ -181,10 +181,12 @@ def faults(device: str) -> list[tuple[str, str, dict, str]]:
             (str(HACKS / "cpu" / "torch_relu_fallback"), small, {}, "torch.relu")]
 
 
-def soak(svc, device: str, n: int, clean_eval_s: float | None, profile: bool = True) -> dict:
+def soak(svc, device: str, n: int, clean_eval_s: float | None, profile: bool = True,
+         journal: Path | None = None) -> dict:
     """`n` evaluations, every tenth a faulty candidate, one evaluator killed half-way: each request
     must get exactly one verdict with the right reason, and throughput stay within 20% of clean
-    (`clean_eval_s`, the same evaluation without faults; `profile=False`: correctness only)."""
+    (`clean_eval_s`, the same evaluation without faults; `profile=False`: correctness only).
+    `journal`: one JSON line per request as it ends (a soak cut short still says what ended and how)."""
     import ray
 
     from cuda_agent.harness import EvalConfig
@@ -206,12 +208,36 @@ def soak(svc, device: str, n: int, clean_eval_s: float | None, profile: bool = T
     futures = [svc.submit_path(t, folder, config) for folder, t, config, _, _ in plan]
     faulty = [f for f, (*_, honest) in zip(futures, plan) if not honest]
     killed = threading.Event()
+    written: set[int] = set()
+    if journal is not None:
+        journal.write_text("")
+
+    def record() -> None:
+        """The requests that ended since the last call, one line each, in the order they are seen to end."""
+        if journal is None:
+            return
+        with journal.open("a") as f:
+            for i, fut in enumerate(futures):
+                if i in written or not fut.done():
+                    continue
+                written.add(i)
+                folder, _, _, says, honest = plan[i]
+                row = {"i": i, "s": round(time.perf_counter() - t0, 2), "solution": folder.name, "honest": honest,
+                       "must_say": says}
+                try:
+                    v = fut.result()
+                    row.update(reward=v.reward, stage=v.stage, fault=v.fault, reason=v.reason[:200],
+                               right=(v.correct if honest else v.reward == -1 and (not says or says in v.reason)))
+                except Exception as e:   # a request that ended without a verdict: the soak's failure
+                    row.update(error=f"{type(e).__name__}: {str(e)[:200]}", right=False)
+                f.write(json.dumps(row) + "\n")
 
     def watch() -> None:
         """Kills one evaluator half-way; prints progress every tenth of the requests and at least every
         30 s (a soak cut short says whether it was slow or stuck)."""
         step, next_at, last = max(1, n // 10), 0, time.perf_counter()
         while True:
+            record()
             done = sum(f.done() for f in futures)
             if not killed.is_set() and done >= n // 2:
                 ray.kill(svc.fleet.slots[0].handle)
@@ -223,6 +249,7 @@ def soak(svc, device: str, n: int, clean_eval_s: float | None, profile: bool = T
                       f"evaluator killed: {'yes' if killed.is_set() else 'no'})", flush=True)
                 next_at, last = (done // step + 1) * step, now
             if done == n:
+                record()
                 return
             time.sleep(0.2)
 

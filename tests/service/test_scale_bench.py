@@ -70,7 +70,8 @@ def test_the_rate_once_running_leaves_out_the_first_fifth_and_stands_beside_the_
 def test_the_script_measures_one_and_two_evaluators_and_soaks_with_one_killed(tmp_path):
     summary = tmp_path / "scale" / "summary.json"
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scale_bench.py"), "--device", "cpu",
-                           "--gpus", "1", "2", "--evals-per-gpu", "2", "--soak", "10", "--summary", str(summary)],
+                           "--gpus", "1", "2", "--evals-per-gpu", "2", "--soak", "10", "--summary", str(summary),
+                           "--json", str(tmp_path / "scale.json")],
                           capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     s = json.loads(summary.read_text())
@@ -78,3 +79,6 @@ def test_the_script_measures_one_and_two_evaluators_and_soaks_with_one_killed(tm
     assert s["soak"]["verdicts"] == s["soak"]["requests"] == 10 and s["soak"]["lost"] == 0
     assert s["soak"]["wrong"] == 0 and s["soak"]["killed_evaluator"] is True
     assert "| GPUs | evaluations/h |" in done.stdout
+    rows = [json.loads(line) for line in (tmp_path / "scale.soak.jsonl").read_text().splitlines()]
+    assert sorted(r["i"] for r in rows) == list(range(10)) and all(r["right"] for r in rows), rows
+    assert [r["honest"] for r in sorted(rows, key=lambda r: r["i"])] == [True] * 9 + [False]   # the tenth is faulty
