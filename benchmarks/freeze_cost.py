@@ -79,18 +79,16 @@ def main() -> None:
                 assert b.stopped
         rows["block, new helper"] = timed_ms(fresh, max(10, a.blocks // 10))
         rows["one listing of /proc"] = timed_ms(lambda: listing(uid), a.blocks)
-        nvml = Nvml.load()
-        if nvml is not None:   # the look every block makes on a GPU host, with a context of this process listed
-            import torch
+        import torch
 
-            if torch.cuda.is_available():
-                torch.ones(1, device="cuda").sum().item()
-            pids = nvml.compute_pids()
-            watch = ContextWatch(pids or [os.getpid()])
-            if pids and watch.look() is not None and watch.usable:
+        if Nvml.load() is not None and torch.cuda.is_available():   # the look every block makes on a GPU host
+            torch.ones(1, device="cuda").sum().item()   # a context of this process: the watch's known pid
+            watch = ContextWatch([os.getpid()])
+            watch.look()
+            if watch.usable:
                 rows["look at the GPUs' contexts (NVML)"] = timed_ms(watch.look, a.blocks)
             else:
-                print("# NVML: no context listed on this host (or not this namespace's pids): no look timed")
+                print("# NVML does not list this process under its pid (another PID namespace?): no look timed")
     finally:
         kill_user_processes(uid)
         for p in procs:

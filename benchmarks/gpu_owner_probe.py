@@ -16,14 +16,13 @@ Also: whether NVML's pids are this PID namespace's (this process's own context m
 
     python benchmarks/gpu_owner_probe.py [--spin-ms 50] [--count 20] [--json gpu_owner.json]
 
-Needs a GPU and torch; NVML from libnvidia-ml.so.1 (ctypes, no package). Prints a table last.
+Needs a GPU and torch; NVML as sandbox/gpu_contexts.py reads it (libnvidia-ml.so.1 through ctypes). Prints a table last.
 """
 
 from __future__ import annotations
 
 import argparse
 import array
-import ctypes
 import json
 import os
 import signal
@@ -32,6 +31,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from cuda_agent.sandbox.gpu_contexts import Nvml  # noqa: E402  (NVML's process lists, as the freezer reads them)
 
 # The daemon: a context of its own, `count` spin kernels of `ms` each queued on its stream, then what `mode`
 # says. It reports its pid, then "queued" once the work is launched.
@@ -68,40 +71,6 @@ os._exit(0)
 """
 
 
-class Nvml:
-    """The compute processes of every GPU (pid -> bytes used), from libnvidia-ml.so.1."""
-
-    class _Info(ctypes.Structure):   # nvmlProcessInfo_t (v2/v3 layout)
-        _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong), ("gpuInstanceId", ctypes.c_uint),
-                    ("computeInstanceId", ctypes.c_uint)]
-
-    def __init__(self) -> None:
-        self.lib = ctypes.CDLL("libnvidia-ml.so.1")
-        if self.lib.nvmlInit_v2() != 0:
-            raise RuntimeError("nvmlInit_v2 failed")
-        count = ctypes.c_uint()
-        self.lib.nvmlDeviceGetCount_v2(ctypes.byref(count))
-        self.handles = []
-        for i in range(count.value):
-            h = ctypes.c_void_p()
-            self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))
-            self.handles.append(h)
-        self.query = getattr(self.lib, "nvmlDeviceGetComputeRunningProcesses_v3", None) or \
-            self.lib.nvmlDeviceGetComputeRunningProcesses_v2
-
-    def owners(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for h in self.handles:
-            n = ctypes.c_uint(64)
-            infos = (self._Info * 64)()
-            rc = self.query(h, ctypes.byref(n), infos)
-            if rc != 0:
-                raise RuntimeError(f"nvmlDeviceGetComputeRunningProcesses: {rc}")
-            for k in range(n.value):
-                out[int(infos[k].pid)] = out.get(int(infos[k].pid), 0) + int(infos[k].usedGpuMemory)
-        return out
-
-
 def probe_ms(torch, cycles: int, n: int = 5) -> float:
     """The median wall time of a spin kernel of `cycles`, launch to synchronize."""
     times = []
@@ -135,15 +104,17 @@ def scenario(torch, nvml: Nvml, mode: str, a, cycles: int) -> dict:
     try:
         pid = int(d.stdout.readline())
         assert d.stdout.readline().strip() == "queued"
+        held = []
         if mode == "exited" or mode == "parked":
             d.wait(30)
-        held = keep.stdout.readline().split() if keep else []
-        if keep and (held[:1] != ["holding"] or int(held[1]) == 0):
-            raise RuntimeError(f"the holder took no descriptor of /dev/nvidia* (it said {held}; daemon rc {d.returncode})")
+            held = keep.stdout.readline().split() if keep else []
+            if keep and (held[:1] != ["holding"] or int(held[1]) == 0):
+                raise RuntimeError(f"the holder took no descriptor of /dev/nvidia* (it said {held}; "
+                                   f"daemon rc {d.returncode})")
         else:
             time.sleep(0.05)   # its stop taken
         t0 = time.monotonic()
-        owners = nvml.owners()
+        owners = nvml.compute_pids()
         slow = probe_ms(torch, cycles)
         later = []
         deadline = t0 + a.spin_ms * a.count / 1e3 + 2
@@ -152,7 +123,8 @@ def scenario(torch, nvml: Nvml, mode: str, a, cycles: int) -> dict:
             time.sleep(0.1)
         return {"mode": mode, "daemon_pid": pid, "daemon_alive": d.poll() is None,
                 "nvml_lists_daemon": pid in owners, "nvml_pids": sorted(owners),
-                "holder_pid": keep.pid if keep else None, "holder_fds": int(held[1]) if keep else 0, "nvml_lists_holder": bool(keep) and keep.pid in owners,
+                "holder_pid": keep.pid if keep else None, "holder_fds": int(held[1]) if keep else 0,
+                "nvml_lists_holder": bool(keep) and keep.pid in owners,
                 "probe_ms_right_after": round(slow, 3), "probe_ms_over_time": later}
     finally:
         for p in (d, keep):
@@ -178,8 +150,10 @@ def main() -> None:
     torch.cuda._sleep(10 ** 8)
     torch.cuda.synchronize()
     cycles = int(a.probe_ms * 1e8 / ((time.perf_counter() - t0) * 1e3))   # the spin kernel's cycles a ms
-    nvml = Nvml()
-    own = nvml.owners()
+    nvml = Nvml.load()
+    if nvml is None:
+        sys.exit("gpu_owner_probe: NVML (libnvidia-ml.so.1) is not there or does not start")
+    own = nvml.compute_pids()
     out = {"device": torch.cuda.get_device_name(), "this_pid": os.getpid(),
            "nvml_pid_namespace_matches": os.getpid() in own, "nvml_pids_at_start": sorted(own),
            "probe_ms_idle": round(probe_ms(torch, cycles, 9), 3), "scenarios": []}

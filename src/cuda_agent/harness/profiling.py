@@ -137,7 +137,7 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     shared = "shared_sandbox_user" in result.flags
     # the GPU's contexts as the driver names them, once it names the (trusted) reference worker's under its pid
     contexts = ContextWatch([session.ref.proc.pid]) if cuda else None
-    freezer = Freezer([child_uid] if child_uid else [], gpu_allowed=[session.child.proc.pid],
+    freezer = Freezer([child_uid], gpu_allowed=[session.child.proc.pid],
                       gpu_files=() if shared else GPU_FILES, gpu_contexts=contexts)
     ends = [lambda: session.ask_reference({"op": "time_end"})]
     try:
