@@ -206,9 +206,9 @@ def test_commands_make_no_namespace_of_their_own_but_threads_forks_and_programs_
     assert out.split() == ["Seccomp:", "2", "unshare=1", "user=1", "thread", "program", "fork", "3"], out
 
 
-def test_the_filter_refuses_namespaces_clone3_and_io_uring_and_nothing_else_a_program_needs():
+def test_the_filter_refuses_namespaces_clone3_io_uring_and_handing_descriptors_on_and_nothing_else_a_program_needs():
     probe = """
-import ctypes, errno, os, threading
+import array, ctypes, errno, os, socket, threading
 libc = ctypes.CDLL(None, use_errno=True)
 def call(*args):
     r = libc.syscall(*args)
@@ -216,7 +216,21 @@ def call(*args):
 seen = {'unshare_user': call(272, 0x10000000), 'unshare_net': call(272, 0x40000000), 'unshare_time': call(272, 0x80),
         'unshare_files': call(272, 0x400), 'clone_newuser': call(56, 0x10000000 | 17, 0, 0, 0, 0),
         'setns': call(308, 0, 0), 'clone3': call(435, 0, 0), 'io_uring_setup': call(425, 8, 0),
-        'bpf': call(321, 0, 0, 0), 'x32_getpid': call(0x40000000 | 39), 'getpid': call(39)}
+        'bpf': call(321, 0, 0, 0), 'x32_getpid': call(0x40000000 | 39), 'getpid': call(39),
+        'pidfd_getfd': call(438, 0, 0, 0), 'sendmmsg': call(307, -1, 0, 0, 0)}
+a, b = socket.socketpair()
+try:
+    a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [b.fileno()]))])
+    seen['sendmsg_fd'] = 'ok'
+except OSError as e:
+    seen['sendmsg_fd'] = errno.errorcode[e.errno]
+try:
+    a.sendmsg([b'x'])
+    seen['sendmsg'] = 'ok'
+except OSError as e:
+    seen['sendmsg'] = errno.errorcode[e.errno]
+a.send(b'y'); a.sendall(b'z'); seen['send'] = 'ok' if b.recv(8) == b'yz' else 'lost'
+r, w = os.pipe(); os.write(w, b'p'); seen['pipe'] = 'ok' if os.read(r, 1) == b'p' else 'lost'
 t = threading.Thread(target=lambda: seen.update(thread='ok')); t.start(); t.join()
 pid = os.fork()
 if pid == 0:
@@ -232,7 +246,8 @@ print(sorted(seen.items()))
     assert dict(eval(done.stdout)) == {
         "unshare_user": "EPERM", "unshare_net": "EPERM", "unshare_time": "EPERM", "unshare_files": "ok",
         "clone_newuser": "EPERM", "setns": "EPERM", "bpf": "EPERM", "clone3": "ENOSYS", "io_uring_setup": "ENOSYS",
-        "x32_getpid": "ENOSYS", "getpid": "ok", "thread": "ok", "fork": "ok"}
+        "x32_getpid": "ENOSYS", "getpid": "ok", "thread": "ok", "fork": "ok", "pidfd_getfd": "EPERM",
+        "sendmmsg": "EPERM", "sendmsg_fd": "EPERM", "sendmsg": "EPERM", "send": "ok", "pipe": "ok"}
 
 
 def test_a_process_whose_filter_cannot_be_installed_is_not_started(monkeypatch):

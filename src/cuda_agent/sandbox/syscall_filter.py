@@ -8,7 +8,13 @@ slowed the baselines timed beside it two to five times (a review of the freezer,
 
 Refused (EPERM):
 - unshare and clone with any CLONE_NEW* flag, and setns: no namespace of its own, none entered;
-- bpf: no programs in the kernel.
+- bpf: no programs in the kernel;
+- sendmsg, sendmmsg and pidfd_getfd: no file descriptor is handed to another process. A descriptor in
+  flight (SCM_RIGHTS, in a socket's queue) keeps a CUDA context alive after every process of the
+  solution that held it has exited: its queued work shares the GPU with the baselines while NVML names
+  only a dead pid, which no look can tie to the solution if none saw it alive (2026-11-28, H200: a
+  parked context of the corpus ran 90 s of kernels beside other evaluations on that GPU, which then
+  all ended as harness faults). Plain send, sendto and write stay allowed, and so does receiving.
 Answered ENOSYS, as a kernel without them would, so libraries fall back:
 - clone3 (its flags lie in memory a filter cannot read; glibc then uses clone);
 - io_uring_setup (a kernel thread polling a ring runs while its owner is stopped);
@@ -52,14 +58,18 @@ class _Abi:
     unshare: int
     setns: int
     bpf: int
+    sendmsg: int
+    sendmmsg: int
+    pidfd_getfd: int = 438
     clone3: int = 435
     io_uring_setup: int = 425
     x32: bool = False  # numbers with _X32_BIT set are another ABI on this machine
 
 
 _ABIS = {
-    "x86_64": _Abi(audit_arch=0xC000003E, clone=56, unshare=272, setns=308, bpf=321, x32=True),
-    "aarch64": _Abi(audit_arch=0xC00000B7, clone=220, unshare=97, setns=268, bpf=280),
+    "x86_64": _Abi(audit_arch=0xC000003E, clone=56, unshare=272, setns=308, bpf=321, sendmsg=46, sendmmsg=307,
+                   x32=True),
+    "aarch64": _Abi(audit_arch=0xC00000B7, clone=220, unshare=97, setns=268, bpf=280, sendmsg=211, sendmmsg=269),
 }
 
 
@@ -91,6 +101,9 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]] | Non
         (_JEQ, abi.io_uring_setup, "nosys", None),
         (_JEQ, abi.setns, "deny", None),
         (_JEQ, abi.bpf, "deny", None),
+        (_JEQ, abi.sendmsg, "deny", None),
+        (_JEQ, abi.sendmmsg, "deny", None),
+        (_JEQ, abi.pidfd_getfd, "deny", None),
         (_JEQ, abi.unshare, "unshare", None),
         (_JEQ, abi.clone, "clone", None),
         ("ret", _ALLOW),

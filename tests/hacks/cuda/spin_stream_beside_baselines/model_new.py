@@ -1,0 +1,43 @@
+import threading
+import time
+
+import torch
+import torch.nn as nn
+
+# GPU work of the solution's own child that outlives every call: a thread keeps about 40 ms of spin kernels
+# queued on a stream of its own (one block each, so the solution's kernels run beside them in the same
+# context). While the baselines are timed the child's threads are stopped, but the kernels already queued
+# are not: the GPU time-slices the reference worker's context with the child's, and the baselines read
+# slow. The solution itself is eager's computation, so any milestone past 1 is the attack's.
+_SPIN_CYCLES = 4_000_000     # about 2 ms at the H200's 1.98 GHz
+_AHEAD = 20                  # kernels kept queued
+
+
+def _spin() -> None:
+    stream = torch.cuda.Stream()
+    queued: list[torch.cuda.Event] = []
+    while True:
+        queued = [e for e in queued if not e.query()]
+        with torch.cuda.stream(stream):
+            while len(queued) < _AHEAD:
+                torch.cuda._sleep(_SPIN_CYCLES)
+                event = torch.cuda.Event()
+                event.record(stream)
+                queued.append(event)
+        time.sleep(0.001)
+
+
+class ModelNew(nn.Module):
+    """Correct (eager's own computation), with a thread of spin kernels beside it."""
+
+    def __init__(self, features: int):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(features))
+        self.bias = nn.Parameter(torch.randn(features))
+        self.spinner = None
+
+    def forward(self, x):
+        if self.spinner is None:
+            self.spinner = threading.Thread(target=_spin, daemon=True)
+            self.spinner.start()
+        return torch.relu(x * self.scale + self.bias)
