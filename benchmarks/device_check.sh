@@ -91,7 +91,7 @@ snapshots() {  # snapshots NAME T0: at each of SNAPSHOT_AT's seconds into the st
     { echo "=== ${at}s into $1"; ps -eo pid,ppid,user,etimes,pcpu,rss,stat,wchan:22,args --sort=pid \
         | grep -E "python|ray::|raylet|gcs_server" | grep -v " grep " | cut -c1-250
       echo "--- flocks (pid inode)"; awk '$2 == "FLOCK" {print $5, $6}' /proc/locks
-      echo "--- lock files (inode name)"; ls -i "${CUDA_AGENT_HOME}/locks" 2>/dev/null | head -40
+      echo "--- lock files (inode name)"; ls -i "${CUDA_AGENT_LOCKS:-/run/cuda-agent-locks-$(id -u)}" 2>/dev/null | head -40
       nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader; } >>"$LOGS/$1.snap" 2>&1
     touch /tmp/stacks/.mark
     for f in /tmp/stacks/*.txt; do  # only a live process that holds its file open and catches SIGUSR2

@@ -165,10 +165,19 @@ def restart(settings, device: str) -> dict:
     return {"start_s": up, "baseline_cached": "baseline_cached" in r.flags, "reward": r.reward}
 
 
+def says_any(says: str, reason: str) -> bool:
+    """Whether `reason` says what a faulty request's verdict must (`says`: alternatives joined by " | ", "" for
+    anything)."""
+    return not says or any(s in reason for s in says.split(" | "))
+
+
 def faults(device: str) -> list[tuple[str, str, dict, str]]:
-    """(solution folder, task, EvalConfig overrides, what its reason must say) for each fault kind."""
+    """(solution folder, task, EvalConfig overrides, what its reason must say: alternatives joined by " | ")
+    for each fault kind."""
     if device == "cuda":
-        return [(str(HACKS / "cuda" / "illegal_address"), "scale_bias_relu", {}, "illegal memory access"),
+        # where the wild address lands decides the CUDA error (an H200's soak read either, 11 and 9 times in 20)
+        wild = " | ".join(json.loads((HACKS / "cuda" / "illegal_address" / "expect.json").read_text())["reason_contains"])
+        return [(str(HACKS / "cuda" / "illegal_address"), "scale_bias_relu", {}, wild),
                 (str(HACKS / "cuda" / "oom_cuda"), "scale_bias_relu", {}, "out of memory"),
                 (str(HACKS / "cuda" / "infinite_loop_kernel"), "scale_bias_relu", {"timeout_s": 20}, "timed out"),
                 (str(HACKS / "cpu" / "os_exit"), str(HACKS / "tasks" / "sbr_small.py"), {}, "importing os"),
@@ -227,7 +236,7 @@ def soak(svc, device: str, n: int, clean_eval_s: float | None, profile: bool = T
                 try:
                     v = fut.result()
                     row.update(reward=v.reward, stage=v.stage, fault=v.fault, reason=v.reason[:200],
-                               right=(v.correct if honest else v.reward == -1 and (not says or says in v.reason)))
+                               right=(v.correct if honest else v.reward == -1 and says_any(says, v.reason)))
                 except Exception as e:   # a request that ended without a verdict: the soak's failure
                     row.update(error=f"{type(e).__name__}: {str(e)[:200]}", right=False)
                 f.write(json.dumps(row) + "\n")
@@ -262,7 +271,7 @@ def soak(svc, device: str, n: int, clean_eval_s: float | None, profile: bool = T
     for (folder, _, _, says, honest), v in zip(plan, verdicts):
         if honest and not v.correct:
             wrong.append(f"{folder.name}: honest but {v.stage}: {v.reason[:120]}")
-        if not honest and (v.reward > -1 or (says and says not in v.reason)):
+        if not honest and (v.reward > -1 or not says_any(says, v.reason)):
             wrong.append(f"{folder.name}: reward {v.reward} ({v.reason[:120]})")
     honest_s = [v.seconds for (_, _, _, _, h), v in zip(plan, verdicts) if h]
     return {"requests": n, "verdicts": len(verdicts), "killed_evaluator": killed.is_set(), "wall_s": wall,

@@ -33,6 +33,36 @@ def subdir(name: str) -> Path:
     return p
 
 
+LOCKS_ENV = "CUDA_AGENT_LOCKS"
+
+
+def locks() -> Path:
+    """Where the device locks live (measure/lock.py): one folder for the machine and this user, whatever
+    CUDA_AGENT_HOME each harness, service, bench or test run uses, since they all time on the same GPUs. In
+    a folder of each home, two homes timed on one GPU at once: a test suite with one home per xdist worker
+    read an honest solution 1.15x faster than eager, with the same work, and 2.25x faster than torch.compile,
+    while another worker's tests ran beside it (2026-11-28, H200). `$CUDA_AGENT_LOCKS` names another folder
+    (a shared file system's, for homes on several machines that share GPUs, or none at all). The folder
+    is this user's alone (0700): a sandbox user who could open a lock file could hold it and stall timing.
+    One that exists with another owner or open permissions is not used: the home's own folder is."""
+    named = os.environ.get(LOCKS_ENV)
+    if named:
+        p = Path(named)
+        p.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return p
+    bases = (["/run"] if os.geteuid() == 0 else []) + [tempfile.gettempdir()]
+    for base in bases:
+        p = Path(base) / f"cuda-agent-locks-{os.geteuid()}"
+        try:
+            p.mkdir(exist_ok=True, mode=0o700)
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if p.is_dir() and not p.is_symlink() and st.st_uid == os.geteuid() and not st.st_mode & 0o077:
+            return p
+    return subdir("locks")
+
+
 def folder_bytes(path: Path) -> int:
     """The bytes of the files under `path` (0 where it is missing or vanished meanwhile)."""
     total = 0

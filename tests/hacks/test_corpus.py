@@ -124,6 +124,7 @@ def files_state(paths: list[str]) -> dict[str, tuple[int, int]]:
 def check(result: EvalResult, e: dict) -> None:
     """The result meets the expectation: an honest reward range, or -1 at a stage for a reason."""
     said = f"reward {result.reward} at {result.stage}: {result.reason}"
+    print(f"verdict: {said}")   # pytest -rP shows what each passing case was given
     if "hole" in e:  # xfail until the harness catches the attack, for whatever reason
         assert result.reward == -1, said
         return

@@ -148,12 +148,12 @@ def test_the_wait_for_the_device_alone_is_a_stage_of_its_own(task, timed, tmp_pa
     hold it shared) is its `wait_alone` stage: on a fresh H100 it was 10-12 s of an evaluation and in no stage
     (2026-11-28). Here a holder of the lock shared lets go 0.5 s after the timer starts waiting."""
     from cuda_agent.devices import lock_name
-    from cuda_agent.home import subdir
+    from cuda_agent.home import locks
     from cuda_agent.measure import device_lock
 
     from measure.lockprobe import would_wait
 
-    gate = subdir("locks") / f"{lock_name('cpu')}.turnstile"  # a timer waiting for the lock holds it alone
+    gate = locks() / f"{lock_name('cpu')}.turnstile"  # a timer waiting for the lock holds it alone
     seen, judged = threading.Event(), threading.Event()
 
     def hold() -> None:

@@ -6,7 +6,7 @@ import fcntl
 from pathlib import Path
 
 from cuda_agent.devices import lock_name
-from cuda_agent.home import subdir
+from cuda_agent.home import locks
 
 
 def would_wait(path: Path, shared: bool = False) -> bool:
@@ -22,4 +22,4 @@ def would_wait(path: Path, shared: bool = False) -> bool:
 
 def timer_would_wait(device: str = "cpu") -> bool:
     """True when someone holds `device`'s lock (shared or alone): a timer asking now would wait."""
-    return would_wait(subdir("locks") / f"{lock_name(device)}.lock")
+    return would_wait(locks() / f"{lock_name(device)}.lock")

@@ -421,3 +421,31 @@ def test_compile_turn_is_refused_inside_a_device_hold_and_given_up_after_its_wai
         proc.join(10)
     with compile_turn("task-a:cpu", tmp_path, max_wait_s=0.3) as had:
         assert had is True
+
+
+def test_the_locks_are_the_machines_whatever_the_home(tmp_path, monkeypatch):
+    """Two homes on one machine time on the same GPUs, so they share one folder of locks: a timer of one
+    waits for the other's. `$CUDA_AGENT_LOCKS` names another; a folder another user could enter is not used."""
+    from cuda_agent import home
+
+    monkeypatch.delenv(home.LOCKS_ENV, raising=False)
+    monkeypatch.setenv("CUDA_AGENT_HOME", str(tmp_path / "a"))
+    first = home.locks()
+    monkeypatch.setenv("CUDA_AGENT_HOME", str(tmp_path / "b"))
+    assert home.locks() == first and not str(first).startswith(str(tmp_path))
+    assert os.stat(first).st_mode & 0o777 == 0o700 and os.stat(first).st_uid == os.geteuid()
+    with device_lock(KEY, shared=True):   # held through home b's folder ...
+        monkeypatch.setenv("CUDA_AGENT_HOME", str(tmp_path / "a"))
+        from measure.lockprobe import would_wait
+        assert would_wait(first / f"{KEY}.lock")   # ... and a timer of home a would wait for it
+
+    monkeypatch.setenv(home.LOCKS_ENV, str(tmp_path / "named"))
+    assert home.locks() == tmp_path / "named"
+    monkeypatch.delenv(home.LOCKS_ENV)
+    monkeypatch.setattr(home.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    monkeypatch.setattr(home.os, "geteuid", lambda: 4242)   # as a user whose folder is squatted by another
+    (tmp_path / "tmp").mkdir()
+    squat = tmp_path / "tmp" / "cuda-agent-locks-4242"
+    squat.mkdir(mode=0o777)
+    os.chmod(squat, 0o777)
+    assert home.locks() == tmp_path / "a" / "locks"   # the home's own, not the open one

@@ -9,7 +9,7 @@ import weakref
 import pytest
 
 from cuda_agent.devices import lock_name
-from cuda_agent.home import subdir
+from cuda_agent.home import locks
 from cuda_agent.measure import device_lock
 from cuda_agent.synth.worker import Worker
 from measure.lockprobe import would_wait
@@ -98,7 +98,7 @@ def test_the_size_searchs_timing_runs_beside_other_workers_runs_unless_the_run_t
         timing.clear()
         quiet, waited = in_thread(lambda: eager(Worker(), good))
         deadline = time.monotonic() + 60  # until its timer queues at the turnstile (it holds it, waiting)
-        while not would_wait(subdir("locks") / f"{lock_name('cpu')}.turnstile", shared=True):
+        while not would_wait(locks() / f"{lock_name('cpu')}.turnstile", shared=True):
             assert time.monotonic() < deadline and quiet.is_alive(), "the quiet run's timing never waited"
             time.sleep(0.01)
         assert quiet.is_alive() and not timing.is_set(), "the quiet run timed while another worker ran"

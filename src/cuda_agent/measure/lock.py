@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, ContextManager, Iterator
 
 from cuda_agent.devices import lock_name
-from cuda_agent.home import subdir
+from cuda_agent.home import locks
 
 
 class LockOrderError(RuntimeError):
@@ -57,7 +57,7 @@ def _holds() -> dict[Path, _Hold]:
 def device_lock(key: str, shared: bool = False, lock_dir: Path | None = None) -> Iterator[None]:
     """One device (`key`, e.g. "cuda0") across processes: shared for work on the device or beside
     its timing (runs, builds, compiles), alone (`shared=False`) to time."""
-    lock_dir = lock_dir or subdir("locks")
+    lock_dir = lock_dir or locks()
     lock_dir.mkdir(parents=True, exist_ok=True)
     path = (lock_dir / f"{key}.lock").resolve()
     holds = _holds()
@@ -104,7 +104,7 @@ def alone_within(key: str, lock_dir: Path | None = None) -> Iterator[None]:
     go, the lock taken alone like a timer takes it, and the shared hold taken back after. Letting
     go first is what keeps two such blocks from waiting for each other's shared holds forever;
     meanwhile a timer or another such block may go first. Without a hold: the lock alone."""
-    lock_dir = lock_dir or subdir("locks")
+    lock_dir = lock_dir or locks()
     path = (lock_dir / f"{key}.lock").resolve()
     hold = _holds().get(path)
     if hold is None or not hold.shared:
@@ -142,7 +142,7 @@ def compile_turn(task_key: str, lock_dir: Path | None = None, max_wait_s: float 
 
     if _holds():
         raise LockOrderError("compile_turn() inside a device lock's hold: take the turn first, then the lock")
-    lock_dir = lock_dir or subdir("locks")
+    lock_dir = lock_dir or locks()
     lock_dir.mkdir(parents=True, exist_ok=True)
     turn = int(hashlib.sha256(task_key.encode()).hexdigest(), 16) % COMPILE_TURNS
     with open(lock_dir / f"compile-{turn}.lock", "a") as f:
