@@ -33,7 +33,7 @@ from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.result import EvalResult
 from cuda_agent.harness.session import Session, Stop, new_seed, timed
 from cuda_agent.harness.workers.calls import read_times
-from cuda_agent.home import locks
+from cuda_agent.home import locks, subdir
 from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed, device_lock,
                                 drive_paired, side_stats, watch)
 from cuda_agent.sandbox import GPU_FILES, ContextWatch, Freezer, FrozenBlock
@@ -49,7 +49,8 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult) 
     result.stage = "profile"
     with timed(result, "compile"):  # the reference worker holds the lock shared itself (reference._compile)
         done = session.ask_reference({"op": "compile", "seed": new_seed(), "quiet": session.config.quiet_host,
-                                      "lock": lock_name(backend.device), "lock_dir": str(locks())})
+                                      "lock": lock_name(backend.device), "lock_dir": str(locks()),
+                                      "turn_dir": str(subdir("locks"))})
     result.details["compile_graphs"] = done.get("graphs")  # 0: torch's cache held the task (a kept reference worker)
     with ExitStack() as alone:
         # For the device alone: behind the shared holds of other evaluations' runs and compiles. Outside every stage

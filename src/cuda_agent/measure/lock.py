@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, ContextManager, Iterator
 
 from cuda_agent.devices import lock_name
-from cuda_agent.home import locks
+from cuda_agent.home import locks, subdir
 
 
 class LockOrderError(RuntimeError):
@@ -128,7 +128,7 @@ TURN_WAIT_S = 180.0   # the longest a compile waits for its turn, then goes ahea
 
 @contextmanager
 def compile_turn(task_key: str, lock_dir: Path | None = None, max_wait_s: float = TURN_WAIT_S) -> Iterator[bool]:
-    """One torch.compile of a task at a time on this host (`task_key`: the task's identity, such as a
+    """One torch.compile of a task at a time in this home (`task_key`: the task's identity, such as a
     hash of its source and the device), taken while this thread holds no device lock (LockOrderError
     otherwise: a holder waiting for a turn could stall the turn's holder, whose autotuning takes the
     device alone). The first compiles and fills Inductor's caches (its graphs and its autotuner's
@@ -142,7 +142,10 @@ def compile_turn(task_key: str, lock_dir: Path | None = None, max_wait_s: float 
 
     if _holds():
         raise LockOrderError("compile_turn() inside a device lock's hold: take the turn first, then the lock")
-    lock_dir = lock_dir or locks()
+    # the home's, not the machine's: what a turn buys is the home's Inductor cache (harness/workers/spares.py), so
+    # another home's compile of the task gains nothing by waiting for it (2026-11-28, H200: eight test homes'
+    # compiles of one task in one machine-wide turn stalled a CUDA test run past its limit)
+    lock_dir = lock_dir or subdir("locks")
     lock_dir.mkdir(parents=True, exist_ok=True)
     turn = int(hashlib.sha256(task_key.encode()).hexdigest(), 16) % COMPILE_TURNS
     with open(lock_dir / f"compile-{turn}.lock", "a") as f:

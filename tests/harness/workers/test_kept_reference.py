@@ -146,7 +146,7 @@ def test_a_reference_workers_first_compile_waits_for_its_tasks_turn_and_a_kept_o
     import multiprocessing as mp
     import threading
 
-    from cuda_agent.home import locks
+    from cuda_agent.home import subdir
 
     sbr = load_task(HACKS / "tasks" / "sbr_small.py")
     timed = EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False)
@@ -158,7 +158,7 @@ def test_a_reference_workers_first_compile_waits_for_its_tasks_turn_and_a_kept_o
     def holding(name: str, release_after: float | None):
         """`name`'s evaluation while another process holds the task's turn; whether it ended while held."""
         held, release = ctx.Event(), ctx.Event()
-        holder = ctx.Process(target=_hold_turn, args=(key, str(locks()), held, release))
+        holder = ctx.Process(target=_hold_turn, args=(key, str(subdir("locks")), held, release))  # the home's turns
         holder.start()
         try:
             assert held.wait(20)

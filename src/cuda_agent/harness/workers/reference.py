@@ -221,14 +221,15 @@ def _compile(model, inputs: list, msg: dict, task_key: str = ""):
     `msg["lock_dir"]`) where the harness keeps the host quiet for timing (`msg["quiet"]`): held
     here, not by the harness, so that Inductor's autotuning can hold it alone for its benchmarks
     (timing.compile_for_timing) without waiting for the harness's shared hold. With `task_key`, in
-    its task's turn on this host (measure.compile_turn), waited for before the device lock (a process's
+    its task's turn in the harness's home (measure.compile_turn, in `msg["turn_dir"]`), waited for before the device lock (a process's
     first-use costs are paid before, by _warm_compile: the turn holds only the task's compile)."""
     from contextlib import nullcontext
 
     from cuda_agent.measure import compile_for_timing, compile_turn, device_lock
 
     key, lock_dir = _lock_of(msg)
-    with compile_turn(task_key, lock_dir) if task_key else nullcontext(), \
+    turn_dir = Path(msg["turn_dir"]) if msg.get("turn_dir") else lock_dir   # the home's: its Inductor cache's
+    with compile_turn(task_key, turn_dir) if task_key else nullcontext(), \
             device_lock(key, shared=True, lock_dir=lock_dir) if key else nullcontext():
         return compile_for_timing(model, inputs, alone=key or None, lock_dir=lock_dir)
 
