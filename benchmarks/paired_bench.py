@@ -114,7 +114,6 @@ def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (
                      "timing_parts_s": {k: v for k, v in r.stage_seconds.items() if k.startswith("timing.")},
                      "warmup_rounds": p.warmup_rounds,
                      "reference_jobs": r.details.get("reference_jobs"), "compile_graphs": r.details.get("compile_graphs"),
-                     "canary_ms": r.details.get("canary_ms") or {},
                      "gpu": gpu})
     return rows
 
@@ -152,14 +151,6 @@ def table(rows: list[dict]) -> str:
         lines += [f"| {r['eval']} | {r['solution_ms']:.5f} | {g['sm_min']} / {g['sm_mhz']} / {g['sm_max']} | {g['mem_mhz']} "
                   f"| {g['power_w']} | {g['temp_c']} | {','.join(g['event_reasons'])} | {g['samples']} |"
                   for r in rows if (g := r.get("gpu")) and g.get("samples")]
-    if any(r.get("canary_ms") for r in rows):  # a fixed kernel in each process's context: a slow context, or the code?
-        lines += ["", "| eval | solution median ms | canary ms, solution's process | canary ms, reference worker |",
-                  "|---|--:|--:|--:|"]
-        lines += [f"| {r['eval']} | {r['solution_ms']:.5f} | {c.get('solution_process')} | {c.get('reference')} |"
-                  for r in rows if (c := r.get("canary_ms"))]
-        lines += [f"| spread | {spread([r['solution_ms'] for r in rows]):.2f}% "
-                  f"| {spread([r['canary_ms']['solution_process'] for r in rows if r.get('canary_ms')]):.2f}% "
-                  f"| {spread([r['canary_ms']['reference'] for r in rows if r.get('canary_ms')]):.2f}% |"]
     parts = list(dict.fromkeys(k for r in rows for k in r.get("timing_parts_s", {})))  # the timing stage's seconds
     lines += ["", "| eval | warm-up rounds | " + " | ".join(f"{k} s" for k in parts) + " |", "|---|--:|" + "--:|" * len(parts)]
     lines += [f"| {r['eval']} | {r.get('warmup_rounds')} | "

@@ -147,10 +147,7 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
             result.details["device_name"] = start.get("device_name")
             if contexts is not None:
                 contexts.on(start.get("device_uuid"))   # the timed GPU's alone (None: every GPU's)
-            mine = session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
-            if cuda:   # one fixed kernel's time in each process's context: issue 24's per-process modes (diagnostic)
-                result.details["canary_ms"] = {"solution_process": mine.get("canary_ms"),
-                                               "reference": start.get("canary_ms")}
+            session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
         ends.insert(0, lambda: session.ask_child({"op": "time_end"}, "profile"))  # its guarded calls after the timed
         if cuda and plan.graphs:
             with timed(result, "timing.capture"):

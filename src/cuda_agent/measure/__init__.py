@@ -27,13 +27,13 @@ from cuda_agent.measure.paired import (GRAPH, PER_CALL, PairedRun, PairedTiming,
                                        time_paired)
 from cuda_agent.measure.plan import TimingPlan, TimingStats
 from cuda_agent.measure.ratio import Ratio
-from cuda_agent.measure.timing import (CallTimer, CallTimes, Run, Timed, Watch, as_timer, call_seed, canary_ms, drive,
+from cuda_agent.measure.timing import (CallTimer, CallTimes, Run, Timed, Watch, as_timer, call_seed, drive,
                                        stats_of, time_callable, watch)
 
 __all__ = [
     "GRAPH", "NEAR", "PER_CALL", "SHIFTED", "CallTimer", "CallTimes", "Graph", "LockOrderError", "NotCapturable",
     "PairedRun", "PairedTiming", "Ratio", "Run", "Side", "Steps", "Timed", "TimingPlan", "TimingStats", "Watch",
-    "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "canary_ms", "compile_for_timing", "compile_turn",
+    "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "compile_for_timing", "compile_turn",
     "device_lock", "drive", "drive_paired", "graph_calls", "graph_unsupported",
     "make_inputs", "make_model", "module_from_source", "release", "seed_generators", "side_stats", "stats_of", "time_baselines",
     "time_callable", "time_paired", "timing_draw", "varied_inputs", "watch",

@@ -53,7 +53,6 @@ _Event = torch.cuda.Event
 _synchronize = torch.cuda.synchronize
 _sleep = torch.cuda._sleep
 _sum = torch.sum
-_add, _empty = torch.add, torch.empty
 # Before each timed call the GPU spins this long, so the call's kernels are queued behind the spin
 # and run back to back: the time is the device's, never less than the host took to issue the call.
 SPIN_MS = 0.2
@@ -178,36 +177,6 @@ def _synchronize_excess(device: torch.device) -> float:
     t1 = _perf_counter_ns()
     _synchronize(device)
     return ((t1 - t0) - (_perf_counter_ns() - t1)) / 1e6
-
-
-CANARY_BYTES = 64 << 20
-
-
-def canary_ms(device: torch.device) -> float | None:
-    """The GPU time of one fixed memory-bound kernel (y = x + 1 over 64 MB, the median of 5 batches of 20
-    between events) in this process's context, None off the GPU: a context slow for every kernel reads slow here
-    too. A diagnostic of issue 24's per-process modes (the demo solution's process 6-10% slow for a whole
-    evaluation in 1 of 5-24, its baselines not), never part of a figure."""
-    if device.type != "cuda":
-        return None
-    try:
-        x = _empty(CANARY_BYTES // 4, dtype=torch.float32, device=device)
-        y = _empty(CANARY_BYTES // 4, dtype=torch.float32, device=device)
-    except RuntimeError:   # no 128 MB to spare (a task near the GPU's memory): no canary, not a failure
-        return None
-    x.fill_(1.0)
-    batches = []
-    for i in range(6):
-        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-        start.record()
-        for _ in range(20):
-            _add(x, 1.0, out=y)
-        end.record()
-        end.synchronize()
-        if i:   # the first batch warms up
-            batches.append(start.elapsed_time(end) / 20)
-    del x, y
-    return round(sorted(batches)[len(batches) // 2], 5)
 
 
 class CallTimer:

@@ -19,7 +19,7 @@ from cuda_agent.harness.workers.runtime import (HOST_ELEMENTS, HostState, Operat
 from cuda_agent.harness.workers.spares import WARM_ENV
 from cuda_agent.harness.workers.calls import CallServer
 from cuda_agent.harness.workers.transfer import share_outputs, write_outputs
-from cuda_agent.measure import Steps, TimingPlan, canary_ms, make_inputs, make_model, module_from_source, release
+from cuda_agent.measure import Steps, TimingPlan, make_inputs, make_model, module_from_source, release
 from cuda_agent.sandbox import ChildChannel
 
 _load, _full, _equal = torch.load, torch.full, torch.equal
@@ -335,7 +335,7 @@ def main(fd_in: int, fd_out: int) -> None:
                 channel.send(held.recheck())
             elif op == "time_start":
                 timing = TimingRun(model, task, msg, strict, device, job["public"], state)
-                channel.send({"ok": True, "canary_ms": canary_ms(device)})   # a diagnostic (issue 24)
+                channel.send({"ok": True})
             elif op == "call" and timing is not None:
                 channel.send(timing.call(msg))
             elif op == "graph" and timing is not None:

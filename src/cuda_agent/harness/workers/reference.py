@@ -90,7 +90,7 @@ def serve_job(channel, job: dict, task) -> dict | None:
     closed or the harness said quit)."""
     import torch
 
-    from cuda_agent.measure import NEAR, SHIFTED, TimingPlan, canary_ms, make_inputs, make_model
+    from cuda_agent.measure import NEAR, SHIFTED, TimingPlan, make_inputs, make_model
     from cuda_agent.harness.workers.calls import CallServer
     from cuda_agent.harness.workers.fingerprints import Fingerprints
     from cuda_agent.harness.workers.transfer import open_outputs
@@ -148,7 +148,7 @@ def serve_job(channel, job: dict, task) -> dict | None:
                                     TimingPlan.from_dict(msg["plan"]), as_timing_thread=True)
                 channel.send({"ok": True,
                               "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                              "device_uuid": _uuid(device), "canary_ms": canary_ms(device)})
+                              "device_uuid": _uuid(device)})
             elif op == "call" and timing is not None:
                 which = msg.get("which", "eager")
                 if which not in sides:
