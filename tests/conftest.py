@@ -35,12 +35,26 @@ def pytest_configure(config):
     else:
         _remove_homes_of_removed_checkouts(Path(home).parent)
     mine = Path(os.environ["CUDA_AGENT_HOME"])
+    if not _gpu_visible():
+        # The device locks are the machine's (home.locks()): on the CPU each worker keeps its own, as its home
+        # did, so that a test asserting the lock is free sees no other worker's or checkout's evaluation. On a
+        # GPU they stay the machine's: workers that time on one GPU at once read honest work 1.15x faster than
+        # eager (2026-11-28, H200, `-n 8`), and the tests that assert the lock is free run on the CPU.
+        named = os.environ.get("CUDA_AGENT_LOCKS", "")
+        if not named or Path(named).parent.name.startswith("cuda_agent_test_home_"):  # none, or the xdist parent's
+            os.environ["CUDA_AGENT_LOCKS"] = str(mine / "locks")
     if mine.name.startswith("cuda_agent_test_home_"):  # not a home the user named
         mine.mkdir(parents=True, exist_ok=True)
         (mine / CHECKOUT_FILE).write_text(str(REPO))
 
 
 CHECKOUT_FILE = "checkout"  # in each test home: the checkout whose tests made it
+
+
+def _gpu_visible() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _remove_homes_of_removed_checkouts(parent: Path) -> None:

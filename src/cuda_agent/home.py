@@ -3,6 +3,7 @@ how much room each part takes (`cuda-agent cache`)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -42,9 +43,10 @@ def locks() -> Path:
     a folder of each home, two homes timed on one GPU at once: a test suite with one home per xdist worker
     read an honest solution 1.15x faster than eager, with the same work, and 2.25x faster than torch.compile,
     while another worker's tests ran beside it (2026-11-28, H200). `$CUDA_AGENT_LOCKS` names another folder
-    (a shared file system's, for homes on several machines that share GPUs, or none at all). The folder
-    is this user's alone (0700): a sandbox user who could open a lock file could hold it and stall timing.
-    One that exists with another owner or open permissions is not used: the home's own folder is."""
+    (a shared file system's, for homes on several machines that share GPUs). The folder is this user's
+    alone (0700): a sandbox user who could open a lock file could hold it and stall timing. One of ours that
+    only we could write is made 0700; one with another owner, or that others could write (they may have put
+    lock files there), is not used: the home's own folder is, with a warning."""
     named = os.environ.get(LOCKS_ENV)
     if named:
         p = Path(named)
@@ -58,9 +60,16 @@ def locks() -> Path:
             st = os.lstat(p)
         except OSError:
             continue
-        if p.is_dir() and not p.is_symlink() and st.st_uid == os.geteuid() and not st.st_mode & 0o077:
+        if p.is_dir() and not p.is_symlink() and st.st_uid == os.geteuid() and not st.st_mode & 0o022:
+            if st.st_mode & 0o077:
+                os.chmod(p, 0o700)
             return p
-    return subdir("locks")
+    fallback = subdir("locks")
+    logging.getLogger(__name__).warning(
+        "no folder of this user's alone for the machine's device locks under %s: using %s, so harnesses with "
+        "other homes may time on the same GPU at once (set $%s to a folder only you can write)",
+        " or ".join(bases), fallback, LOCKS_ENV)
+    return fallback
 
 
 def folder_bytes(path: Path) -> int:

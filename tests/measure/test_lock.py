@@ -425,27 +425,45 @@ def test_compile_turn_is_refused_inside_a_device_hold_and_given_up_after_its_wai
 
 def test_the_locks_are_the_machines_whatever_the_home(tmp_path, monkeypatch):
     """Two homes on one machine time on the same GPUs, so they share one folder of locks: a timer of one
-    waits for the other's. `$CUDA_AGENT_LOCKS` names another; a folder another user could enter is not used."""
+    waits for the other's. `$CUDA_AGENT_LOCKS` names another; a folder another user owns or could write is
+    not used; one of ours only we could write is closed to others."""
     from cuda_agent import home
+    from measure.lockprobe import would_wait
 
+    key = "test-homes0"   # a lock of its own: not a device another run on this machine times on
     monkeypatch.delenv(home.LOCKS_ENV, raising=False)
     monkeypatch.setenv("CUDA_AGENT_HOME", str(tmp_path / "a"))
     first = home.locks()
     monkeypatch.setenv("CUDA_AGENT_HOME", str(tmp_path / "b"))
     assert home.locks() == first and not str(first).startswith(str(tmp_path))
     assert os.stat(first).st_mode & 0o777 == 0o700 and os.stat(first).st_uid == os.geteuid()
-    with device_lock(KEY, shared=True):   # held through home b's folder ...
+    with device_lock(key, shared=True):   # held through home b's folder ...
         monkeypatch.setenv("CUDA_AGENT_HOME", str(tmp_path / "a"))
-        from measure.lockprobe import would_wait
-        assert would_wait(first / f"{KEY}.lock")   # ... and a timer of home a would wait for it
+        assert would_wait(home.locks() / f"{key}.lock")   # ... and a timer of home a would wait for it
+    assert not would_wait(first / f"{key}.lock")
 
     monkeypatch.setenv(home.LOCKS_ENV, str(tmp_path / "named"))
     assert home.locks() == tmp_path / "named"
     monkeypatch.delenv(home.LOCKS_ENV)
-    monkeypatch.setattr(home.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
-    monkeypatch.setattr(home.os, "geteuid", lambda: 4242)   # as a user whose folder is squatted by another
-    (tmp_path / "tmp").mkdir()
-    squat = tmp_path / "tmp" / "cuda-agent-locks-4242"
-    squat.mkdir(mode=0o777)
-    os.chmod(squat, 0o777)
-    assert home.locks() == tmp_path / "a" / "locks"   # the home's own, not the open one
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(home.tempfile, "gettempdir", lambda: str(tmp))
+    uid = os.geteuid()
+    monkeypatch.setattr(home.os, "geteuid", lambda: uid + 4242)   # a user whose folder someone else made
+    other = tmp / f"cuda-agent-locks-{uid + 4242}"
+    other.mkdir(mode=0o700)
+    assert home.locks() == tmp_path / "a" / "locks"   # the home's own, not another's
+    monkeypatch.setattr(home.os, "geteuid", lambda: uid + 4343)   # ours, but others could write it
+    open_one = tmp / f"cuda-agent-locks-{uid + 4343}"
+    open_one.mkdir()
+    os.chmod(open_one, 0o777)
+    monkeypatch.setattr(home.os, "lstat", lambda p: _as_owner(os.stat(p), uid + 4343))
+    assert home.locks() == tmp_path / "a" / "locks"
+    os.chmod(open_one, 0o755)   # ours, and only we could write it: closed to others and used
+    assert home.locks() == open_one and os.stat(open_one).st_mode & 0o777 == 0o700
+
+
+def _as_owner(st: os.stat_result, uid: int) -> os.stat_result:
+    fields = list(st)
+    fields[4] = uid
+    return os.stat_result(fields)

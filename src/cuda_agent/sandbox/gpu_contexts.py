@@ -6,7 +6,10 @@ hold the GPU) and exits, or closes its own copies and unmaps them, leaves its wo
 baselines' windows while no process of the solution holds the GPU in /proc. The driver still names the
 context's owner: NVML's compute processes list the pid that made it, after that pid has exited (2026-11-28,
 2x H200, `benchmarks/gpu_owner_probe.py`: 20 x 50 ms queued, the daemon exited, a holder kept its 38
-descriptors; the work ran on for 1.03 s and NVML listed the dead pid, never the holder's).
+descriptors; the work ran on for 1.03 s and NVML listed the dead pid, never the holder's). In the sandbox the
+seccomp filter now refuses sendmsg and pidfd_getfd (syscall_filter.py), so no descriptor is parked or taken: this
+watch is the backstop behind it (a process of the solution's user that made a context and still lives, a
+machine without the filter, a way not yet thought of).
 
 So a `ContextWatch` reads, for the GPU being timed, NVML's pids and what each is here: a live process and its
 user (the freezer counts one of the solution's user other than its child as holding the GPU), or gone (no such

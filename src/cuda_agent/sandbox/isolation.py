@@ -8,7 +8,7 @@ command of the agent) runs confined by it (the paper's "system-level permission 
   still runs as that user, wherever it moved to (a new session, a double fork).
 - Limits: no core files, an address-space limit where asked, no network (a new, empty network
   namespace; not root, inside a user namespace of our own where the kernel allows one), and a
-  seccomp filter (syscall_filter): no namespaces of its own, no io_uring, no bpf.
+  seccomp filter (syscall_filter): no namespaces of its own, no io_uring, no bpf, no descriptor handed on.
 - Ending: SIGKILL when the process that started it dies (parent-death signal); where asked, a PID
   namespace of its own whose first process is the command, so that when the command ends or is
   killed the kernel kills everything it started, `setsid` daemons included.
@@ -193,7 +193,7 @@ class Confinement:
     user_namespace: bool = False         # not root: namespaces inside a user namespace of our own
     new_session: bool = True
     nice: int | None = 0                 # scheduling priority (0: normal, whatever the parent's; None: inherited)
-    # no namespaces of its own, no io_uring, no bpf (syscall_filter.py): where the machine takes the filter
+    # no namespaces of its own, no io_uring, no bpf, no descriptor handed on (syscall_filter.py): where the machine takes it
     syscall_filter: bool = field(default_factory=filter_works)
 
     def preexec(self) -> Callable[[], None]:

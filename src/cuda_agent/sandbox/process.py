@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from cuda_agent.devices import TIMING_CORES_ENV
+from cuda_agent.home import LOCKS_ENV, locks
 from cuda_agent.sandbox import forkserver
 from cuda_agent.sandbox.groups import kill_group
 from cuda_agent.sandbox.isolation import PACKAGE_ROOT, Confinement, SandboxUser
@@ -76,6 +77,11 @@ class Process:
             "TORCH_EXTENSIONS_DIR": str(cwd / "torch_extensions"),
             "TRITON_CACHE_DIR": str(cwd / "triton"),
             "TORCHINDUCTOR_CACHE_DIR": str(cwd / "inductor"),
+            # the device locks' folder, resolved here: a worker that takes them (a reference worker's warm compile,
+            # a synth worker) must take the harness's, whatever its own environment would make of it
+            LOCKS_ENV: str(locks()),
+            # glibc's resolver asks for A and AAAA at once with sendmmsg, which the seccomp filter refuses
+            "RES_OPTIONS": "single-request",
         }
         for k in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_AGENT_HOME",
                   TIMING_CORES_ENV, "TORCHINDUCTOR_COMPILE_THREADS"):  # the last: each compiling process's pool

@@ -228,7 +228,7 @@ def _compile(model, inputs: list, msg: dict, task_key: str = ""):
     from cuda_agent.measure import compile_for_timing, compile_turn, device_lock
 
     key, lock_dir = _lock_of(msg)
-    turn_dir = Path(msg["turn_dir"]) if msg.get("turn_dir") else lock_dir   # the home's: its Inductor cache's
+    turn_dir = Path(msg["turn_dir"]) if msg.get("turn_dir") else None   # the home's (its Inductor cache's)
     with compile_turn(task_key, turn_dir) if task_key else nullcontext(), \
             device_lock(key, shared=True, lock_dir=lock_dir) if key else nullcontext():
         return compile_for_timing(model, inputs, alone=key or None, lock_dir=lock_dir)

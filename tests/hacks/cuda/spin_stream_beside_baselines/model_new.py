@@ -16,10 +16,10 @@ _AHEAD = 20                  # kernels kept queued
 def _spin() -> None:
     """Keeps about _AHEAD kernels queued by its own estimate (no event queries: those are not allowed while
     another thread captures a CUDA graph, and would end the thread), and outlives any error."""
-    stream = torch.cuda.Stream()
-    queued_until = 0.0
+    stream, queued_until = None, 0.0
     while True:
         try:
+            stream = stream or torch.cuda.Stream()
             now = time.monotonic()
             if queued_until - now < _AHEAD * 0.002:
                 with torch.cuda.stream(stream):
