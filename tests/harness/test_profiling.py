@@ -97,6 +97,20 @@ def test_the_baselines_are_called_only_while_the_solutions_processes_are_stopped
     assert {m["which"] for who, m, _ in calls if who == "reference"} == {"eager", "compile"}
 
 
+def test_each_block_begins_with_the_wait_for_the_gpu_alone_while_the_solution_is_stopped(watched):
+    """measure/alone.py: before a block's baseline windows the reference worker waits until no other context's
+    work is left on the GPU (on the CPU it answers at once); asked once a block, with the solution stopped."""
+    result, log = watched
+    timing = _timing(log)
+    asks = [i for i, (who, m, _) in enumerate(timing) if who == "reference" and m.get("op") == "gpu_alone"]
+    assert asks and all(timing[i][2] != () for i in asks)   # asked inside a block
+    for i in asks:   # and before any baseline call of that block
+        block = [m.get("op") for who, m, stopped in timing[i + 1:] if stopped != ()]
+        assert block and block[0] == "call", block[:3]
+    assert len(asks) == result.details["gpu_alone"]["blocks"] >= result.paired.rounds
+    assert result.details["gpu_alone"]["max_waited_ms"] == 0.0 and "waited_for_gpu" not in result.flags
+
+
 def test_the_solution_is_sent_seeds_and_nothing_of_the_figures(watched):
     """The solution's process computes no statistic and sees none: in the profile stage it is sent
     its plan once, a seed per call, a tag per check, and the end."""

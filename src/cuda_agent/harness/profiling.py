@@ -141,6 +141,9 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     freezer = Freezer([child_uid], gpu_allowed=[session.child.proc.pid],
                       gpu_files=() if shared else GPU_FILES, gpu_contexts=contexts)
     ends = [lambda: session.ask_reference({"op": "time_end"})]
+    # before each block's baseline windows: the GPU free of other contexts' work (measure/alone.py; on the CPU the
+    # reference worker answers at once, and the round trip is the same)
+    alone = lambda: _alone(session, result)  # noqa: E731
     try:
         with timed(result, "timing.start"):  # where the timing stage's seconds go: timing.* (diagnostics)
             start = session.ask_reference({"op": "time_start", "sides": list(BASELINES), "plan": plan.to_dict()})
@@ -155,7 +158,7 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
         with timed(result, "timing.run"):  # the timed windows and the checks among them (timing.checks)
             run = drive_paired(side(SOLUTION), [side(b) for b in BASELINES], plan, cuda=cuda, check=check,
                                checks=session.config.timed_outputs_checked,
-                               quiet=lambda: _frozen_timed(result, freezer))
+                               quiet=lambda: _frozen_timed(result, freezer, alone))
     except BaseException:
         for end in ends:  # what failed first is the verdict's reason, not a worker gone since
             with suppress(Exception):
@@ -173,17 +176,24 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
 
 
 @contextmanager
-def _frozen_timed(result: EvalResult, freezer: Freezer) -> Iterator[FrozenBlock]:
+def _frozen_timed(result: EvalResult, freezer: Freezer, alone=None) -> Iterator[FrozenBlock]:
     """The freezer's block around a round's baseline windows, its own cost (stopping the solution's processes
     and continuing them: a word to the kept helper each way, and /proc read until they are seen stopped and
     once more at the end) added to the `timing.quiet` stage, the windows inside it left out: how much of a
     GPU's time alone it takes. A quiet 2-core CPU, default plan: 1.39 s of an evaluation (13.6 ms a round)
     while a helper was forked for every signal, 0.25 s (2.5 ms) with the kept one (2026-11-28). A block in
     which the solution's processes ran after all fails the evaluation; one that began before all were seen
-    stopped (a process inside the kernel) is flagged `frozen_late`."""
+    stopped (a process inside the kernel) is flagged `frozen_late`. `alone()`, once the processes are stopped:
+    the reference worker waits until no other context's work is left on the GPU (CUDA)."""
     stack = ExitStack()
     with timed(result, "timing.quiet"):
         block = stack.enter_context(freezer.frozen())
+        if alone is not None:
+            try:
+                alone()
+            except BaseException:
+                stack.close()
+                raise
     if not block.stopped and "frozen_late" not in result.flags:
         result.flags.append("frozen_late")
     try:
@@ -193,6 +203,29 @@ def _frozen_timed(result: EvalResult, freezer: Freezer) -> Iterator[FrozenBlock]
             stack.close()
     if not block.quiet:   # reached only when the windows ended without an error
         raise Stop("profile", block.why_not_quiet(), fault=block.fault)
+
+
+WAITED_MS = 5.0   # a wait as long as a few time slices: another context's work was on the GPU
+
+
+def _alone(session: Session, result: EvalResult) -> None:
+    """The reference worker's wait for the GPU alone (measure.alone) before a block's windows; its figures kept
+    in `details["gpu_alone"]` (blocks, those that waited, the longest wait), flag `waited_for_gpu` past WAITED_MS.
+    Not alone after its limit: no timing (a harness fault: the work may be the stopped solution's, queued by a
+    thread between its reply and the stop, or another user's on a shared GPU)."""
+    seen = session.ask_reference({"op": "gpu_alone"}, timeout_s=60)
+    tally = result.details.setdefault("gpu_alone", {"blocks": 0, "waited": 0, "max_waited_ms": 0.0})
+    tally["blocks"] += 1
+    waited = float(seen.get("waited_ms") or 0.0)
+    tally["waited"] += waited > 0
+    tally["max_waited_ms"] = round(max(tally["max_waited_ms"], waited), 3)
+    if waited > WAITED_MS and "waited_for_gpu" not in result.flags:
+        result.flags.append("waited_for_gpu")
+    if not seen.get("alone", False):
+        raise Stop("profile", f"the GPU was not free of other work {seen.get('waited_ms', 0) / 1e3:.1f} s after the "
+                              "solution's processes were stopped (a probe kernel waited up to "
+                              f"{seen.get('slowest_ms', 0):.1f} ms): GPU work queued by a thread of the solution "
+                              "before its stop, or another program on this GPU; no timing was taken", fault="harness")
 
 
 def _wrong_output(session: Session, tag: str, seed: int, calls: int) -> tuple[int, str] | None:

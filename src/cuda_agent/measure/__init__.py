@@ -12,12 +12,14 @@ from here.
   `PairedTiming`); `ratio.py`: the statistics of those windows (`Ratio`); `graphs.py`: calls
   captured in a CUDA graph and timed by its replays (`Graph`).
 - `baselines.py`: eager and torch.compile timed one way (`time_baselines`).
-- `lock.py`: the device lock, which keeps the device and the host quiet while a figure is taken.
+- `lock.py`: the device lock, which keeps the device and the host quiet while a figure is taken;
+  `alone.py`: waiting, before the baselines' windows, until no other context's work is left on the GPU.
 
 Used by the harness (its two worker processes, its baseline cache, its session's timing loop) and
 by synth (its worker builds, runs and times candidates with these, without the judge).
 """
 
+from cuda_agent.measure.alone import Alone, gpu_probe, wait_alone
 from cuda_agent.measure.baselines import autotune_alone, compile_for_timing, time_baselines
 from cuda_agent.measure.graphs import Graph, NotCapturable, graph_calls, graph_unsupported
 from cuda_agent.measure.lock import LockOrderError, alone_within, beside_timing, compile_turn, device_lock
@@ -31,10 +33,10 @@ from cuda_agent.measure.timing import (CallTimer, CallTimes, Run, Timed, Watch, 
                                        stats_of, time_callable, watch)
 
 __all__ = [
-    "GRAPH", "NEAR", "PER_CALL", "SHIFTED", "CallTimer", "CallTimes", "Graph", "LockOrderError", "NotCapturable",
+    "Alone", "GRAPH", "NEAR", "PER_CALL", "SHIFTED", "CallTimer", "CallTimes", "Graph", "LockOrderError", "NotCapturable",
     "PairedRun", "PairedTiming", "Ratio", "Run", "Side", "Steps", "Timed", "TimingPlan", "TimingStats", "Watch",
     "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "compile_for_timing", "compile_turn",
     "device_lock", "drive", "drive_paired", "graph_calls", "graph_unsupported",
     "make_inputs", "make_model", "module_from_source", "release", "seed_generators", "side_stats", "stats_of", "time_baselines",
-    "time_callable", "time_paired", "timing_draw", "varied_inputs", "watch",
+    "time_callable", "time_paired", "timing_draw", "varied_inputs", "wait_alone", "watch", "gpu_probe",
 ]

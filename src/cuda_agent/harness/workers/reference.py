@@ -90,7 +90,7 @@ def serve_job(channel, job: dict, task) -> dict | None:
     closed or the harness said quit)."""
     import torch
 
-    from cuda_agent.measure import NEAR, SHIFTED, TimingPlan, make_inputs, make_model
+    from cuda_agent.measure import NEAR, SHIFTED, TimingPlan, gpu_probe, make_inputs, make_model, wait_alone
     from cuda_agent.harness.workers.calls import CallServer
     from cuda_agent.harness.workers.fingerprints import Fingerprints
     from cuda_agent.harness.workers.transfer import open_outputs
@@ -103,7 +103,7 @@ def serve_job(channel, job: dict, task) -> dict | None:
     seeds: dict[str, tuple] = {}
     prints = Fingerprints()
     compiled = None
-    timing = None
+    timing, probe = None, None
     fns: dict = {}
     sides: list[str] = []
     try:
@@ -160,6 +160,9 @@ def serve_job(channel, job: dict, task) -> dict | None:
             elif op == "graph_end" and timing is not None:  # the solution could not be captured: per call after all
                 timing.drop_graphs()
                 channel.send({"ok": True})
+            elif op == "gpu_alone":  # before a block's baseline windows: no other context's work left (measure/alone.py)
+                probe = probe or gpu_probe(device)
+                channel.send({"ok": True, **(wait_alone(probe).to_dict() if probe else {"alone": True})})
             elif op == "time_end" and timing is not None:
                 timing.close()
                 timing = None
