@@ -114,7 +114,7 @@ def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (
                      "timing_parts_s": {k: v for k, v in r.stage_seconds.items() if k.startswith("timing.")},
                      "warmup_rounds": p.warmup_rounds,
                      "reference_jobs": r.details.get("reference_jobs"), "compile_graphs": r.details.get("compile_graphs"),
-                     "gpu": gpu})
+                     "gpu": gpu, "gpu_alone": r.details.get("gpu_alone") or {}})
     return rows
 
 
@@ -151,6 +151,10 @@ def table(rows: list[dict]) -> str:
         lines += [f"| {r['eval']} | {r['solution_ms']:.5f} | {g['sm_min']} / {g['sm_mhz']} / {g['sm_max']} | {g['mem_mhz']} "
                   f"| {g['power_w']} | {g['temp_c']} | {','.join(g['event_reasons'])} | {g['samples']} |"
                   for r in rows if (g := r.get("gpu")) and g.get("samples")]
+    if any(r.get("gpu_alone") for r in rows):  # the wait for the GPU alone before each block (measure/alone.py)
+        lines += ["", "| eval | blocks | blocks that waited | longest wait ms |", "|---|--:|--:|--:|"]
+        lines += [f"| {r['eval']} | {a.get('blocks')} | {a.get('waited')} | {a.get('max_waited_ms')} |"
+                  for r in rows if (a := r.get("gpu_alone"))]
     parts = list(dict.fromkeys(k for r in rows for k in r.get("timing_parts_s", {})))  # the timing stage's seconds
     lines += ["", "| eval | warm-up rounds | " + " | ".join(f"{k} s" for k in parts) + " |", "|---|--:|" + "--:|" * len(parts)]
     lines += [f"| {r['eval']} | {r.get('warmup_rounds')} | "
