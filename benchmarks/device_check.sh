@@ -62,7 +62,9 @@ py=python3
 bash scripts/sandbox_access.sh "$py"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
   $py -c "import torch; print('torch', torch.__version__, torch.version.cuda)"; nvcc --version | tail -1
-  nproc; free -g | head -2; pwd; id; } 2>&1 | tee -a "$LOGS/env.txt"
+  nproc; free -g | head -2; pwd; id
+  # which cores and NUMA node sit beside each GPU (issue 27: do an evaluator's timing cores?)
+  nvidia-smi topo -m 2>/dev/null | head -12; lscpu 2>/dev/null | grep -E '^NUMA|^Socket'; } 2>&1 | tee -a "$LOGS/env.txt"
 
 if [ -n "${SNAPSHOT_AT:-}" ]; then  # every Python process of the harness's user started from now dumps its stacks on SIGUSR2
   # A .pth file's import line, not a sitecustomize.py: Debian's Python has its own sitecustomize in the standard
