@@ -170,6 +170,11 @@ def says_any(says: tuple[str, ...], reason: str) -> bool:
     return not says or any(s in reason for s in says)
 
 
+def right(honest: bool, says: tuple[str, ...], v) -> bool:
+    """Whether a soak request's verdict is the one it must get: correct where honest, else -1 saying one of `says`."""
+    return v.correct if honest else v.reward == -1 and says_any(says, v.reason)
+
+
 def faults(device: str) -> list[tuple[str, str, dict, tuple[str, ...]]]:
     """(solution folder, task, EvalConfig overrides, what its reason must say: one of these) for each fault kind."""
     if device == "cuda":
@@ -235,7 +240,7 @@ def soak(svc, device: str, n: int, clean_eval_s: float | None, profile: bool = T
                 try:
                     v = fut.result()
                     row.update(reward=v.reward, stage=v.stage, fault=v.fault, reason=v.reason[:200],
-                               right=(v.correct if honest else v.reward == -1 and says_any(says, v.reason)))
+                               right=right(honest, says, v))
                 except Exception as e:   # a request that ended without a verdict: the soak's failure
                     row.update(error=f"{type(e).__name__}: {str(e)[:200]}", right=False)
                 f.write(json.dumps(row) + "\n")
@@ -268,10 +273,9 @@ def soak(svc, device: str, n: int, clean_eval_s: float | None, profile: bool = T
     watcher.join(timeout=5)  # its last line printed
     wrong = []
     for (folder, _, _, says, honest), v in zip(plan, verdicts):
-        if honest and not v.correct:
-            wrong.append(f"{folder.name}: honest but {v.stage}: {v.reason[:120]}")
-        if not honest and (v.reward > -1 or not says_any(says, v.reason)):
-            wrong.append(f"{folder.name}: reward {v.reward} ({v.reason[:120]})")
+        if not right(honest, says, v):
+            wrong.append(f"{folder.name}: honest but {v.stage}: {v.reason[:120]}" if honest
+                         else f"{folder.name}: reward {v.reward} ({v.reason[:120]})")
     honest_s = [v.seconds for (_, _, _, _, h), v in zip(plan, verdicts) if h]
     return {"requests": n, "verdicts": len(verdicts), "killed_evaluator": killed.is_set(), "wall_s": wall,
             "wrong": wrong, "harness_errors": sum(v.harness_error for v in verdicts),

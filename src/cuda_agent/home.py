@@ -35,6 +35,7 @@ def subdir(name: str) -> Path:
 
 
 LOCKS_ENV = "CUDA_AGENT_LOCKS"
+_warned: set[Path] = set()   # fallback folders already warned about (every sandboxed process's start asks)
 
 
 def locks() -> Path:
@@ -65,6 +66,9 @@ def locks() -> Path:
                 os.chmod(p, 0o700)
             return p
     fallback = subdir("locks")
+    if fallback in _warned:
+        return fallback
+    _warned.add(fallback)
     logging.getLogger(__name__).warning(
         "no folder of this user's alone for the machine's device locks under %s: using %s, so harnesses with "
         "other homes may time on the same GPU at once (set $%s to a folder only you can write)",

@@ -25,7 +25,7 @@ import os
 import time
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import asdict
-from typing import Iterator
+from typing import Callable, Iterator
 
 from cuda_agent.devices import Backend, lock_name
 from cuda_agent.harness import baselines
@@ -176,7 +176,7 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
 
 
 @contextmanager
-def _frozen_timed(result: EvalResult, freezer: Freezer, alone=None) -> Iterator[FrozenBlock]:
+def _frozen_timed(result: EvalResult, freezer: Freezer, alone: Callable[[], None]) -> Iterator[FrozenBlock]:
     """The freezer's block around a round's baseline windows, its own cost (stopping the solution's processes
     and continuing them: a word to the kept helper each way, and /proc read until they are seen stopped and
     once more at the end) added to the `timing.quiet` stage, the windows inside it left out: how much of a
@@ -184,16 +184,15 @@ def _frozen_timed(result: EvalResult, freezer: Freezer, alone=None) -> Iterator[
     while a helper was forked for every signal, 0.25 s (2.5 ms) with the kept one (2026-11-28). A block in
     which the solution's processes ran after all fails the evaluation; one that began before all were seen
     stopped (a process inside the kernel) is flagged `frozen_late`. `alone()`, once the processes are stopped:
-    the reference worker waits until no other context's work is left on the GPU (CUDA)."""
+    the reference worker waits until no other context's work is left on the GPU."""
     stack = ExitStack()
     with timed(result, "timing.quiet"):
         block = stack.enter_context(freezer.frozen())
-        if alone is not None:
-            try:
-                alone()
-            except BaseException:
-                stack.close()
-                raise
+        try:
+            alone()
+        except BaseException:
+            stack.close()
+            raise
     if not block.stopped and "frozen_late" not in result.flags:
         result.flags.append("frozen_late")
     try:

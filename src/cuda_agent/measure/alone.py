@@ -47,23 +47,21 @@ def wait_alone(probe: Callable[[], float], max_wait_s: float = MAX_WAIT_S,
     """Calls `probe()` (its latency in ms) until SETTLE_PROBES in a row are within PROBE_IDLE_MS, or until
     `max_wait_s` have passed (then `alone` is False)."""
     t0 = clock()
-    idle_in_a_row, probes, slowest, settled_at = 0, 0, 0.0, None
-    while True:
+    idle_in_a_row, probes, slowest = 0, 0, 0.0
+    while idle_in_a_row < SETTLE_PROBES:
         ms = probe()
         probes += 1
         slowest = max(slowest, ms)
         if ms <= PROBE_IDLE_MS:
             idle_in_a_row += 1
-            if idle_in_a_row >= SETTLE_PROBES:
-                settled_at = clock()
-                break
-        else:
-            idle_in_a_row = 0
-            if clock() - t0 >= max_wait_s:
-                break
-            sleep(_BACKOFF_S)
-    waited = 0.0 if probes == SETTLE_PROBES and settled_at is not None else (clock() - t0) * 1e3
-    return Alone(settled_at is not None, waited, probes, slowest)
+            continue
+        idle_in_a_row = 0
+        if clock() - t0 >= max_wait_s:
+            break
+        sleep(_BACKOFF_S)
+    alone = idle_in_a_row >= SETTLE_PROBES
+    waited = 0.0 if alone and probes == SETTLE_PROBES else (clock() - t0) * 1e3
+    return Alone(alone, waited, probes, slowest)
 
 
 def gpu_probe(device: torch.device) -> Callable[[], float] | None:
