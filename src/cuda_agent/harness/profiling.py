@@ -12,7 +12,8 @@ What runs where:
 This process holds the device's lock alone for the whole run; neither worker takes the lock while
 it times, so the two can never wait for each other. The baselines' windows of each round run with
 every process of the solution's user stopped (sandbox.Freezer): nothing the solution left running
-can slow them, and so inflate its speed-up.
+can slow them, and so inflate its speed-up. Every process of the other sandbox users (other evaluations'
+children, agents' shells) that holds the timed GPU stays stopped until the run ends (sandbox.bystanders).
 
 The judge's cached baselines are recorded beside the paired figures (a drift check; never the
 reward's), stored where there were none, and replaced where the paired eager figure is faster than
@@ -36,7 +37,7 @@ from cuda_agent.harness.workers.calls import read_times
 from cuda_agent.home import locks, subdir
 from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed, device_lock,
                                 drive_paired, side_stats, watch)
-from cuda_agent.sandbox import GPU_FILES, ContextWatch, Freezer, FrozenBlock
+from cuda_agent.sandbox import GPU_FILES, ContextWatch, Freezer, FrozenBlock, bystanders_stopped, gpu_bystanders
 from cuda_agent.tasks import Task
 
 BASELINES = ("eager", "compile")
@@ -144,12 +145,14 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     # before each block's baseline windows: the GPU free of other contexts' work (measure/alone.py; on the CPU the
     # reference worker answers at once, and the round trip is the same)
     alone = lambda: _alone(session, result)  # noqa: E731
+    others = ExitStack()
     try:
         with timed(result, "timing.start"):  # where the timing stage's seconds go: timing.* (diagnostics)
             start = session.ask_reference({"op": "time_start", "sides": list(BASELINES), "plan": plan.to_dict()})
             result.details["device_name"] = start.get("device_name")
             if contexts is not None:
                 contexts.on(start.get("device_uuid"))   # the timed GPU's alone (None: every GPU's)
+                _stop_bystanders(others, contexts, child_uid, session, result)
             session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
         ends.insert(0, lambda: session.ask_child({"op": "time_end"}, "profile"))  # its guarded calls after the timed
         if cuda and plan.graphs:
@@ -167,12 +170,28 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     finally:
         with timed(result, "timing.quiet"):
             freezer.close()
+            others.close()
         if contexts is not None and contexts.usable is False and "gpu_contexts_unchecked" not in result.flags:
             result.flags.append("gpu_contexts_unchecked")   # no NVML, or its pids are not this namespace's
     with timed(result, "timing.end"):
         for end in ends:
             end()
     return run, calls
+
+
+def _stop_bystanders(others: ExitStack, contexts: ContextWatch, child_uid: int, session: Session,
+                     result: EvalResult) -> None:
+    """The other sandbox users' processes with a context on the timed GPU stopped until the run ends (in `others`),
+    and the GPU waited for until what they queued has drained; `details["bystanders"]` says how many. The child's
+    user is spared (its freezer's), and, where it is shared with other children, so are they."""
+    pids = gpu_bystanders(contexts.look().live, spare=[child_uid])
+    if not pids:
+        return
+    seen = others.enter_context(bystanders_stopped(pids))
+    result.details["bystanders"] = seen.to_dict()
+    if seen.running and "bystanders_ran" not in result.flags:
+        result.flags.append("bystanders_ran")
+    _alone(session, result)
 
 
 @contextmanager

@@ -2,7 +2,8 @@
 
 - `isolation.py`: who a sandboxed process runs as (a user slot of its own when we are root), what
   it may use (no network, memory, a PID namespace, the system calls `syscall_filter.py` allows), and
-  killing its processes on release; `freezer.py`: stopping them while something is timed, and
+  killing its processes on release; `freezer.py`: stopping them while something is timed,
+  `bystanders.py`: stopping the other sandbox users' processes on the timed GPU while it is timed, and
   `gpu_contexts.py`: the CUDA contexts left running by processes that are gone.
 - `groups.py`: ending a process group (a sandboxed child, a build's compilers, verl's trainer).
 - `process.py`: a confined child process speaking JSON lines, and its scratch folders.
@@ -13,6 +14,7 @@ Used by the harness (the solution's child and the reference worker, its builds),
 worker where candidates run), by the agent (its shell commands) and by rl (verl's process).
 """
 
+from cuda_agent.sandbox.bystanders import Bystanders, bystanders_stopped, gpu_bystanders
 from cuda_agent.sandbox.groups import group_alive, kill_group, stop_group
 from cuda_agent.sandbox.freezer import GPU_FILES, Freezer, FrozenBlock
 from cuda_agent.sandbox.gpu_contexts import ContextWatch
@@ -23,8 +25,8 @@ from cuda_agent.sandbox.shell import (CommandResult, CommandRunner, Environment,
                                       shared_workspace_dir)
 
 __all__ = [
-    "ChildChannel", "ChildFailed", "CommandResult", "ContextWatch", "CommandRunner", "Environment", "Exchange", "Process",
-    "Freezer", "FrozenBlock", "GPU_FILES", "SandboxUser", "UserSlot", "claim_tool_user", "claim_user", "eval_uids",
-    "group_alive", "kill_group", "prepare_workspace", "reachable_by_others", "sandbox_user", "shared_workspace_dir",
-    "stop_group",
+    "Bystanders", "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner", "ContextWatch", "Environment",
+    "Exchange", "Freezer", "FrozenBlock", "GPU_FILES", "Process", "SandboxUser", "UserSlot", "bystanders_stopped",
+    "claim_tool_user", "claim_user", "eval_uids", "gpu_bystanders", "group_alive", "kill_group", "prepare_workspace",
+    "reachable_by_others", "sandbox_user", "shared_workspace_dir", "stop_group",
 ]
