@@ -295,3 +295,47 @@ def test_on_the_device_every_side_is_timed_by_graph_replays():
     assert "gpu_contexts_unchecked" not in r.flags   # NVML named the child under its pid: orphan contexts are watched
     assert 0 < r.solution.median_ms < r.eager.median_ms
     assert f"replays of a graph of {p.graph_calls} calls" in r.render("profile")
+
+
+@pytest.mark.parametrize("holder", [True, False])
+def test_a_gpu_never_free_is_the_solutions_fault_only_where_its_own_process_holds_it(monkeypatch, holder):
+    """A block whose wait for the GPU alone ends without it (measure/alone.py) takes no timing. Where a process of
+    the solution's user other than its child holds the GPU (a daemon whose queued kernels run on through the stop),
+    the verdict names it, as the block's end would have; otherwise the work is no one's that the harness can tell:
+    a harness fault."""
+    from cuda_agent.harness.session import Session
+    from cuda_agent.sandbox import Freezer, FrozenBlock
+
+    ask = Session.ask_reference
+
+    def never_alone(self, message, *a, **kw):
+        if message.get("op") == "gpu_alone":
+            return {"alone": False, "waited_ms": 2000.0, "slowest_ms": 2.4}
+        return ask(self, message, *a, **kw)
+
+    monkeypatch.setattr(Session, "ask_reference", never_alone)
+    monkeypatch.setattr(Freezer, "gpu_look", lambda self: FrozenBlock(stopped=True, gpu_holders=(4242,) if holder else ()))
+    r = evaluate(load_task(HACKS / "tasks" / "sbr_small.py"), HACKS / "cpu" / "honest_fused",
+                 EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False))
+    assert r.reward == -1 and r.stage == "profile" and r.paired is None
+    if holder:
+        assert r.fault is None and "(pid 4242) held the GPU while the baselines were timed" in r.reason, r.reason
+    else:
+        assert r.fault == "harness" and "not free of other work" in r.reason, r.reason
+
+
+def test_time_that_is_not_the_solutions_is_added_to_its_deadline():
+    """Waits for the device behind other evaluations and the reference's compile: off the solution's clock."""
+    import time
+
+    from cuda_agent.harness.session import Session
+
+    s = Session(None, None, EvalConfig(device="cpu"), {}, deadline=time.monotonic() + 5)
+    before = s.deadline
+    with s.off_clock():
+        time.sleep(0.05)
+    assert s.deadline - before >= 0.05
+    with pytest.raises(RuntimeError), s.off_clock():
+        time.sleep(0.02)
+        raise RuntimeError("the wait failed")
+    assert s.deadline - before >= 0.07

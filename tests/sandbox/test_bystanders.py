@@ -84,5 +84,6 @@ def test_another_users_kernels_are_stopped_while_an_honest_solution_is_timed():
                      EvalConfig(device="cuda", timing=TimingPlan(budget_s=1.0)))
         assert r.reward >= 2, r.reason
         assert "gpu_contexts_unchecked" not in r.flags   # NVML named the spinner under its pid
-        assert r.details["bystanders"] == {"stopped": 1, "running": 0}, r.details.get("bystanders")
+        seen = r.details["bystanders"]   # the spinner, and under -n 8 the idle children of other tests with contexts
+        assert seen["stopped"] >= 1 and seen["running"] == 0, seen
         assert _continued(spinner.pid)

@@ -48,7 +48,7 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult) 
     """torch.compile of the reference (CPU work, before the device is taken), then the paired run
     with the device held alone; a speed-up past the sanity bound is measured once more."""
     result.stage = "profile"
-    with timed(result, "compile"):  # the reference worker holds the lock shared itself (reference._compile)
+    with timed(result, "compile"), session.off_clock():  # the reference worker holds the lock shared itself
         done = session.ask_reference({"op": "compile", "seed": new_seed(), "quiet": session.config.quiet_host,
                                       "lock": lock_name(backend.device), "lock_dir": str(locks()),
                                       "turn_dir": str(subdir("locks"))})
@@ -57,7 +57,7 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult) 
         # For the device alone: behind the shared holds of other evaluations' runs and compiles. Outside every stage
         # before it had one of its own (a fresh H100, 2026-11-28: evaluations of 12 s whose stages summed to 2 s
         # while other workers' first compiles held the lock shared).
-        with timed(result, "wait_alone"):
+        with timed(result, "wait_alone"), session.off_clock():
             alone.enter_context(device_lock(lock_name(backend.device)))
         with timed(result, "timing"):
             paired = _watched_run(session, result, backend.is_cuda)
@@ -209,6 +209,12 @@ def _frozen_timed(result: EvalResult, freezer: Freezer, alone: Callable[[], None
         block = stack.enter_context(freezer.frozen())
         try:
             alone()
+        except Stop as stop:   # the GPU never free: whose work it was, if the solution's, while its processes are stopped
+            seen = freezer.gpu_look() if stop.fault == "harness" else None
+            stack.close()
+            if seen is not None and not seen.quiet and seen.fault is None:
+                raise Stop("profile", seen.why_not_quiet()) from stop
+            raise
         except BaseException:
             stack.close()
             raise

@@ -10,6 +10,7 @@ import os
 import secrets
 import time
 from contextlib import contextmanager
+from typing import Iterator
 
 from cuda_agent.devices import Backend
 from cuda_agent.harness.config import EvalConfig
@@ -61,6 +62,17 @@ class Session:
 
     def _left(self) -> float:
         return max(1.0, self.deadline - time.monotonic())
+
+    @contextmanager
+    def off_clock(self) -> Iterator[None]:
+        """A block whose time is not the solution's (a wait for the device's lock behind other evaluations, the
+        reference's compile) added to its deadline: under -n 8 on one H200 (2026-11-28) an honest solution's
+        evaluation spent its whole timeout in such waits and its last check was given 1 s, then refused."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.deadline += time.monotonic() - start
 
     def ask_reference(self, message: dict, timeout_s: float = 900) -> dict:
         reply = self.ref.request(message, timeout_s)

@@ -160,6 +160,17 @@ class Freezer:
             for uid in sent:
                 self._signal(uid, signal.SIGCONT)
 
+    def gpu_look(self) -> FrozenBlock:
+        """Inside a block: what holds the GPU now among the users' processes, the allowed excepted (a descriptor or
+        mapping of its files, a context the driver lists, a context whose process is gone), as a block's record
+        whose other fields are empty: for a block that ends early (the GPU never free of work), to say whose."""
+        block = FrozenBlock(stopped=True)
+        block.gpu_holders = tuple(sorted(pid for _, pid in self._listing() if pid not in self.gpu_allowed
+                                         and holds(pid, self.gpu_files)))
+        if self.gpu_contexts is not None:
+            self._contexts(block)
+        return block
+
     def _contexts(self, block: FrozenBlock) -> None:
         """The driver's view at the block's end: a live process of the users other than the allowed with a context
         of its own holds the GPU (its descriptors may be elsewhere; unless the user is shared: `gpu_files` empty),
