@@ -152,7 +152,9 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
             result.details["device_name"] = start.get("device_name")
             if contexts is not None:
                 contexts.on(start.get("device_uuid"))   # the timed GPU's alone (None: every GPU's)
-                _stop_bystanders(others, contexts, child_uid, session, result)
+                _stop_bystanders(others, contexts, child_uid, result)
+                with _frozen_timed(result, freezer, alone):   # and what was queued before drained, the solution's
+                    pass                                      # processes stopped: its daemons named, as in any block
             session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
         ends.insert(0, lambda: session.ask_child({"op": "time_end"}, "profile"))  # its guarded calls after the timed
         if cuda and plan.graphs:
@@ -179,11 +181,10 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     return run, calls
 
 
-def _stop_bystanders(others: ExitStack, contexts: ContextWatch, child_uid: int, session: Session,
-                     result: EvalResult) -> None:
-    """The other sandbox users' processes with a context on the timed GPU stopped until the run ends (in `others`),
-    and the GPU waited for until what they queued has drained; `details["bystanders"]` says how many. The child's
-    user is spared (its freezer's), and, where it is shared with other children, so are they."""
+def _stop_bystanders(others: ExitStack, contexts: ContextWatch, child_uid: int, result: EvalResult) -> None:
+    """The other sandbox users' processes with a context on the timed GPU stopped until the run ends (in `others`);
+    `details["bystanders"]` says how many. The child's user is spared (its freezer's), and, where it is shared with
+    other children, so are they."""
     pids = gpu_bystanders(contexts.look().live, spare=[child_uid])
     if not pids:
         return
@@ -191,7 +192,6 @@ def _stop_bystanders(others: ExitStack, contexts: ContextWatch, child_uid: int, 
     result.details["bystanders"] = seen.to_dict()
     if seen.running and "bystanders_ran" not in result.flags:
         result.flags.append("bystanders_ran")
-    _alone(session, result)
 
 
 @contextmanager
