@@ -144,15 +144,18 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     ends = [lambda: session.ask_reference({"op": "time_end"})]
     # before each block's baseline windows: the GPU free of other contexts' work (measure/alone.py; on the CPU the
     # reference worker answers at once, and the round trip is the same)
-    alone = lambda: _alone(session, result)  # noqa: E731
     others = ExitStack()
+
+    def alone() -> None:   # a context another user opened since the last look is stopped too (a daemon started late)
+        if contexts is not None and contexts.usable is not False:
+            _stop_bystanders(others, contexts, child_uid, result)
+        _alone(session, result)
     try:
         with timed(result, "timing.start"):  # where the timing stage's seconds go: timing.* (diagnostics)
             start = session.ask_reference({"op": "time_start", "sides": list(BASELINES), "plan": plan.to_dict()})
             result.details["device_name"] = start.get("device_name")
             if contexts is not None:
                 contexts.on(start.get("device_uuid"))   # the timed GPU's alone (None: every GPU's)
-                _stop_bystanders(others, contexts, child_uid, result)
                 with _frozen_timed(result, freezer, alone):   # and what was queued before drained, the solution's
                     pass                                      # processes stopped: its daemons named, as in any block
             session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
@@ -182,14 +185,18 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
 
 
 def _stop_bystanders(others: ExitStack, contexts: ContextWatch, child_uid: int, result: EvalResult) -> None:
-    """The other sandbox users' processes with a context on the timed GPU stopped until the run ends (in `others`);
-    `details["bystanders"]` says how many. The child's user is spared (its freezer's), and, where it is shared with
+    """The other sandbox users' processes with a context on the timed GPU, not stopped yet, stopped until the run ends
+    (in `others`); `details["bystanders"]` says which and how many. The child's user is spared (its freezer's), and, where it is shared with
     other children, so are they."""
     pids = gpu_bystanders(contexts.look().live, spare=[child_uid])
+    stopped = result.details.setdefault("bystanders", {"stopped": 0, "running": 0, "pids": []})
+    pids = [pid for pid in pids if pid not in stopped["pids"]]
     if not pids:
         return
     seen = others.enter_context(bystanders_stopped(pids))
-    result.details["bystanders"] = seen.to_dict()
+    stopped["pids"] += pids
+    stopped["stopped"] += seen.stopped
+    stopped["running"] += seen.running
     if seen.running and "bystanders_ran" not in result.flags:
         result.flags.append("bystanders_ran")
 
