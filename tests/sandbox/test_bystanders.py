@@ -87,3 +87,32 @@ def test_another_users_kernels_are_stopped_while_an_honest_solution_is_timed():
         seen = r.details["bystanders"]   # the spinner, and under -n 8 the idle children of other tests with contexts
         assert seen["stopped"] >= 1 and seen["running"] == 0, seen
         assert _continued(spinner.pid)
+
+
+@root_only
+def test_each_look_stops_the_bystanders_not_stopped_yet_and_the_run_continues_them_all():
+    """profiling._stop_bystanders, called before every block: a context opened after the first look (a daemon
+    started late) is stopped at the next; none is stopped twice; the timing's end continues every one."""
+    from contextlib import ExitStack
+
+    from cuda_agent.harness.profiling import _stop_bystanders
+    from cuda_agent.harness.result import EvalResult
+    from cuda_agent.sandbox.gpu_contexts import Look
+
+    with sandboxed(SPINNER) as first, sandboxed(SPINNER) as late:
+        holders = {first.pid: first.slot.user.uid}
+
+        class Contexts:
+            def look(self):
+                return Look(live=dict(holders))
+
+        result, others = EvalResult(task="t", reward=-1.0, correct=False, stage="profile", reason=""), ExitStack()
+        with others:
+            _stop_bystanders(others, Contexts(), child_uid=0, result=result)
+            assert _state_of(first.pid) == "T" and _state_of(late.pid) != "T"
+            holders[late.pid] = late.slot.user.uid
+            _stop_bystanders(others, Contexts(), child_uid=0, result=result)
+            _stop_bystanders(others, Contexts(), child_uid=late.slot.user.uid, result=result)   # spared: no change
+            assert _state_of(first.pid) == "T" and _state_of(late.pid) == "T"
+            assert result.details["bystanders"] == {"stopped": 2, "running": 0, "pids": [first.pid, late.pid]}
+        assert _continued(first.pid) and _continued(late.pid)
