@@ -161,7 +161,10 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
                 session.correctness(result)
         if config.profile:
             profile(session, task, backend, result)
-        session.recheck(result)
+        with ExitStack() as held:   # the child is asked nothing without the lock: another's timing may have it stopped
+            with timed(result, "wait"), session.off_clock():
+                held.enter_context(device_lock(lock_name(backend.device), shared=True))
+            session.recheck(result)
         reusable = True
     except Stop as s:
         reusable = s.fault is None  # a verdict on the solution, the reference worker sound

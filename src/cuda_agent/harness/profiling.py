@@ -37,7 +37,7 @@ from cuda_agent.harness.workers.calls import read_times
 from cuda_agent.home import locks, subdir
 from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed, device_lock,
                                 drive_paired, side_stats, watch)
-from cuda_agent.sandbox import GPU_FILES, ContextWatch, Freezer, FrozenBlock, bystanders_stopped, gpu_bystanders
+from cuda_agent.sandbox import GPU_FILES, Bystanders, ContextWatch, Freezer, FrozenBlock
 from cuda_agent.tasks import Task
 
 BASELINES = ("eager", "compile")
@@ -142,13 +142,13 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     freezer = Freezer([child_uid], gpu_allowed=[session.child.proc.pid],
                       gpu_files=() if shared else GPU_FILES, gpu_contexts=contexts)
     ends = [lambda: session.ask_reference({"op": "time_end"})]
-    # before each block's baseline windows: the GPU free of other contexts' work (measure/alone.py; on the CPU the
-    # reference worker answers at once, and the round trip is the same)
-    others = ExitStack()
+    # before each block's baseline windows: the other users' processes on the GPU stopped, and the GPU free of other
+    # contexts' work (measure/alone.py; on the CPU the reference worker answers at once, and the round trip is the same)
+    others, watched = Bystanders(spare=[child_uid]), False
 
-    def alone() -> None:   # a context another user opened since the last look is stopped too (a daemon started late)
-        if contexts is not None and contexts.usable is not False:
-            _stop_bystanders(others, contexts, child_uid, result)
+    def alone() -> None:
+        if watched:
+            _stop_bystanders(others, contexts, result)
         _alone(session, result)
     try:
         with timed(result, "timing.start"):  # where the timing stage's seconds go: timing.* (diagnostics)
@@ -156,10 +156,12 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
             result.details["device_name"] = start.get("device_name")
             if contexts is not None:
                 contexts.on(start.get("device_uuid"))   # the timed GPU's alone (None: every GPU's)
-                with _frozen_timed(result, freezer, alone):   # and what was queued before drained, the solution's
-                    pass                                      # processes stopped: its daemons named, as in any block
+                watched = start.get("device_uuid") is not None   # never another GPU's: see sandbox/bystanders.py
             session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
         ends.insert(0, lambda: session.ask_child({"op": "time_end"}, "profile"))  # its guarded calls after the timed
+        if watched:   # a drain block: what was queued before drained, the solution stopped and its daemons named
+            with _frozen_timed(result, freezer, alone):
+                pass
         if cuda and plan.graphs:
             with timed(result, "timing.capture"):
                 calls = _capture(session, result)
@@ -174,8 +176,10 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
         raise
     finally:
         with timed(result, "timing.quiet"):
-            freezer.close()
-            others.close()
+            try:
+                freezer.close()
+            finally:
+                others.close()
         if contexts is not None and contexts.usable is False and "gpu_contexts_unchecked" not in result.flags:
             result.flags.append("gpu_contexts_unchecked")   # no NVML, or its pids are not this namespace's
     with timed(result, "timing.end"):
@@ -184,21 +188,17 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     return run, calls
 
 
-def _stop_bystanders(others: ExitStack, contexts: ContextWatch, child_uid: int, result: EvalResult) -> None:
-    """The other sandbox users' processes with a context on the timed GPU, not stopped yet, stopped until the run ends
-    (in `others`); `details["bystanders"]` says which and how many. The child's user is spared (its freezer's), and, where it is shared with
-    other children, so are they."""
-    pids = gpu_bystanders(contexts.look().live, spare=[child_uid])
-    stopped = result.details.setdefault("bystanders", {"stopped": 0, "running": 0, "pids": []})
-    pids = [pid for pid in pids if pid not in stopped["pids"]]
-    if not pids:
-        return
-    seen = others.enter_context(bystanders_stopped(pids))
-    stopped["pids"] += pids
-    stopped["stopped"] += seen.stopped
-    stopped["running"] += seen.running
-    if seen.running and "bystanders_ran" not in result.flags:
-        result.flags.append("bystanders_ran")
+def _stop_bystanders(others: Bystanders, contexts: ContextWatch, result: EvalResult) -> None:
+    """The other sandbox users' processes with a context on the timed GPU stopped until the run ends, new ones and
+    again the held ones. `details["bystanders"]`: the most held at once in a run, and the blocks after whose stop
+    one still ran (flag `bystanders_ran`)."""
+    running = others.stop(contexts.look().live)
+    tally = result.details.setdefault("bystanders", {"stopped": 0, "ran": 0})
+    tally["stopped"] = max(tally["stopped"], len(others.pids))
+    if running:
+        tally["ran"] += 1
+        if "bystanders_ran" not in result.flags:
+            result.flags.append("bystanders_ran")
 
 
 @contextmanager
@@ -210,15 +210,20 @@ def _frozen_timed(result: EvalResult, freezer: Freezer, alone: Callable[[], None
     while a helper was forked for every signal, 0.25 s (2.5 ms) with the kept one (2026-11-28). A block in
     which the solution's processes ran after all fails the evaluation; one that began before all were seen
     stopped (a process inside the kernel) is flagged `frozen_late`. `alone()`, once the processes are stopped:
-    the reference worker waits until no other context's work is left on the GPU."""
+    other users' processes on the GPU stopped (sandbox.Bystanders), then the reference worker waits until no
+    other context's work is left on the GPU. Where it never is, the verdict is the solution's if a process of
+    its user other than the child holds the GPU (the freezer's look, while it is still stopped), else a harness
+    fault."""
     stack = ExitStack()
     with timed(result, "timing.quiet"):
         block = stack.enter_context(freezer.frozen())
         try:
             alone()
-        except Stop as stop:   # the GPU never free: whose work it was, if the solution's, while its processes are stopped
-            seen = freezer.gpu_look() if stop.fault == "harness" else None
-            stack.close()
+        except Stop as stop:   # the GPU never free: whose work, if the solution's, asked while it is stopped
+            try:
+                seen = freezer.gpu_look() if stop.fault == "harness" else None
+            finally:
+                stack.close()
             if seen is not None and not seen.quiet and seen.fault is None:
                 raise Stop("profile", seen.why_not_quiet()) from stop
             raise

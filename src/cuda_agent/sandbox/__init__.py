@@ -14,7 +14,7 @@ Used by the harness (the solution's child and the reference worker, its builds),
 worker where candidates run), by the agent (its shell commands) and by rl (verl's process).
 """
 
-from cuda_agent.sandbox.bystanders import Bystanders, bystanders_stopped, gpu_bystanders
+from cuda_agent.sandbox.bystanders import Bystanders
 from cuda_agent.sandbox.groups import group_alive, kill_group, stop_group
 from cuda_agent.sandbox.freezer import GPU_FILES, Freezer, FrozenBlock
 from cuda_agent.sandbox.gpu_contexts import ContextWatch
@@ -26,7 +26,7 @@ from cuda_agent.sandbox.shell import (CommandResult, CommandRunner, Environment,
 
 __all__ = [
     "Bystanders", "ChildChannel", "ChildFailed", "CommandResult", "CommandRunner", "ContextWatch", "Environment",
-    "Exchange", "Freezer", "FrozenBlock", "GPU_FILES", "Process", "SandboxUser", "UserSlot", "bystanders_stopped",
-    "claim_tool_user", "claim_user", "eval_uids", "gpu_bystanders", "group_alive", "kill_group", "prepare_workspace",
+    "Exchange", "Freezer", "FrozenBlock", "GPU_FILES", "Process", "SandboxUser", "UserSlot",
+    "claim_tool_user", "claim_user", "eval_uids", "group_alive", "kill_group", "prepare_workspace",
     "reachable_by_others", "sandbox_user", "shared_workspace_dir", "stop_group",
 ]

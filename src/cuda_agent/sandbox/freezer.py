@@ -144,10 +144,7 @@ class Freezer:
             # (a new thread is in its process's listing); late, every process of the machine is.
             after = self._listing(before.keys() if block.stopped else None)
             # Stopped, none can open the GPU; one gone since the listing before is a change already: read once.
-            block.gpu_holders = tuple(sorted(pid for _, pid in after if pid not in self.gpu_allowed
-                                             and holds(pid, self.gpu_files)))
-            if self.gpu_contexts is not None:
-                self._contexts(block)
+            self._gpu(block, after)
             # A thread already dead as the block began (Z or X: its exit done, not yet reaped) runs nothing more;
             # that it is gone at the end is no change (a thread of the child's ending then, 2026-11-28).
             then, now = _threads(before), _threads(after)
@@ -165,11 +162,15 @@ class Freezer:
         mapping of its files, a context the driver lists, a context whose process is gone), as a block's record
         whose other fields are empty: for a block that ends early (the GPU never free of work), to say whose."""
         block = FrozenBlock(stopped=True)
-        block.gpu_holders = tuple(sorted(pid for _, pid in self._listing() if pid not in self.gpu_allowed
+        self._gpu(block, self._listing())
+        return block
+
+    def _gpu(self, block: FrozenBlock, seen: dict[tuple[int, int], Seen]) -> None:
+        """Who of `seen` (the users' processes), the allowed excepted, holds the GPU, and what the driver lists."""
+        block.gpu_holders = tuple(sorted(pid for _, pid in seen if pid not in self.gpu_allowed
                                          and holds(pid, self.gpu_files)))
         if self.gpu_contexts is not None:
             self._contexts(block)
-        return block
 
     def _contexts(self, block: FrozenBlock) -> None:
         """The driver's view at the block's end: a live process of the users other than the allowed with a context

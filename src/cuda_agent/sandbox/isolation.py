@@ -151,10 +151,11 @@ def kill_user_processes(uid: int) -> None:
             passed = signal_user(uid, signal.SIGKILL)
 
 
-def eval_uids() -> list[int]:
+def eval_uids(prefixes: tuple[str, ...] = (EVAL_USER,)) -> list[int]:
     """The uids of the solution children's users that exist (`cuda-agent-eval-0..63`), held or not:
-    whatever a solution left running runs as one of them."""
-    names = {f"{EVAL_USER}-{i}" for i in range(USER_SLOTS)}
+    whatever a solution left running runs as one of them; with TOOL_USER among `prefixes`, agents' shells'
+    users too (`cuda-agent-tool-0..63`)."""
+    names = {f"{prefix}-{i}" for prefix in prefixes for i in range(USER_SLOTS)}
     return sorted(pw.pw_uid for pw in pwd.getpwall() if pw.pw_name in names and pw.pw_uid != 0)
 
 
