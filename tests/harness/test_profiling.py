@@ -324,6 +324,45 @@ def test_a_gpu_never_free_is_the_solutions_fault_only_where_its_own_process_hold
         assert r.fault == "harness" and "not free of other work" in r.reason, r.reason
 
 
+def test_an_honest_solution_queued_behind_another_timing_longer_than_its_timeout_keeps_its_time(monkeypatch):
+    """Waits for the device behind other evaluations are off the solution's clock (Session.off_clock): under -n 8 on
+    one H200 (2026-11-28) an honest kernel's evaluation spent its timeout queueing, its last request was given the
+    1 s floor, and it was refused as timed out. Every request here must be given more than that."""
+    import threading
+    import time
+
+    from cuda_agent.devices import lock_name
+    from cuda_agent.harness.session import Session
+    from cuda_agent.measure import device_lock
+
+    given: list[float] = []
+    left = Session._left
+    monkeypatch.setattr(Session, "_left", lambda self: given.append(left(self)) or given[-1])
+
+    taken, done = threading.Event(), threading.Event()
+
+    def another_timing():
+        with device_lock(lock_name("cpu")):
+            taken.set()
+            done.wait(30)
+
+    holder = threading.Thread(target=another_timing)
+    holder.start()
+    taken.wait(10)
+    try:
+        timer = threading.Timer(20.0, done.set)   # the wait for it longer than the solution's whole timeout below
+        timer.start()
+        start = time.monotonic()
+        r = evaluate(load_task(HACKS / "tasks" / "sbr_small.py"), HACKS / "cpu" / "honest_fused",
+                     EvalConfig(device="cpu", timing=PLAN, use_baseline_cache=False, timeout_s=8.0))
+    finally:
+        done.set()
+        holder.join()
+    assert time.monotonic() - start >= 20.0 and r.stage_seconds["wait"] > 8.0, r.stage_seconds
+    assert r.correct and r.reward >= 1, r.reason
+    assert given and min(given) > 2.0, given
+
+
 def test_time_that_is_not_the_solutions_is_added_to_its_deadline():
     """Waits for the device behind other evaluations and the reference's compile: off the solution's clock."""
     import time
