@@ -125,6 +125,9 @@ def check(result: EvalResult, e: dict) -> None:
     """The result meets the expectation: an honest reward range, or -1 at a stage for a reason."""
     said = f"reward {result.reward} at {result.stage}: {result.reason}"
     print(f"verdict: {said}")   # pytest -rP shows what each passing case was given
+    # and where its time went (a device run under -n 8 queues every timing behind one lock: which stages wait)
+    print(f"stages: {result.stage_seconds}; bystanders {result.details.get('bystanders')}; "
+          f"gpu_alone {result.details.get('gpu_alone')}")
     if "hole" in e:  # xfail until the harness catches the attack, for whatever reason
         assert result.reward == -1, said
         return
