@@ -11,16 +11,9 @@ import pytest
 
 from cuda_agent.sandbox import Bystanders
 
-from .test_isolation import SPINNER, _cpu_ticks, _state_of, root_only, sandboxed
+from .test_isolation import SPINNER, _continued, _cpu_ticks, _state_of, root_only, sandboxed
 
 HACKS = Path(__file__).resolve().parent.parent / "hacks"
-
-
-def _continued(pid: int) -> bool:
-    deadline = time.monotonic() + 5
-    while _state_of(pid) == "T" and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return _state_of(pid) in "RS"
 
 
 @root_only

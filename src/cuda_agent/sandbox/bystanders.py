@@ -45,8 +45,8 @@ class Bystanders:
     those of the GPU's holders not held yet and every held one again; `close()` continues them all."""
 
     def __init__(self, spare: Iterable[int]) -> None:
-        others = set(eval_uids((EVAL_USER, TOOL_USER))) - set(spare) if os.geteuid() == 0 else set()
-        self._others = others
+        self._spare = set(spare)
+        self._others: set[int] | None = None   # the users it may stop: read from the user table at the first stop
         self._held: dict[int, tuple[int, int]] = {}   # pid -> (its pidfd, its uid)
 
     def __enter__(self) -> Bystanders:
@@ -62,6 +62,8 @@ class Bystanders:
     def stop(self, holders: dict[int, int | None]) -> int:
         """Stop the processes of `holders` (pid -> uid: gpu_contexts.Look.live) that are another sandbox user's,
         and again every one held; how many still ran once STOP_PATIENCE_S had passed."""
+        if self._others is None:
+            self._others = set(eval_uids((EVAL_USER, TOOL_USER))) - self._spare if os.geteuid() == 0 else set()
         for pid, uid in holders.items():
             if uid in self._others and pid not in self._held:
                 try:
