@@ -5,8 +5,10 @@ folder's `metrics.jsonl` (rl/driver/metrics.py: one line per step, verl's `timin
         --summary benchmarks/scale/summary.json
 
 The figure is the median of the steps after the first (the first pays the rollout engine's and the
-kernels' warm-up); every step's time is kept beside it. `rl_step_s` merges into `--summary` (the
-scale benchmark's other fields stay). Prints a table last.
+kernels' warm-up); every step's time is kept beside it. A figure from fewer than FIRM_STEPS steps after
+the first is not firm: one slow step sets a median of two (2x H200, 2026-11-28: one 56 s generation made
+1 GPU's 25.2 s step read 49.9 s). `rl_step_s` and `rl_step_firm` merge into `--summary` (the scale
+benchmark's other fields stay). Prints a table last.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from scale_bench import merge_summary  # noqa: E402  (summary.json is the scale benchmark's)
 
 STEP_KEY = "timing_s/step"
+FIRM_STEPS = 3   # steps after the first: a median that one outlier cannot set
 PARTS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/values", "timing_s/update_critic", "timing_s/update_actor")
 
 
@@ -41,7 +44,7 @@ def step_times(stage: Path) -> dict:
     parts = {k.split("/", 1)[1]: round(statistics.median(float(r[k]) for r in later), 3)
              for k in PARTS if all(k in r for r in later)}
     return {"stage": str(stage), "steps": steps, "step_s": round(statistics.median(steps[1:] or steps), 3),
-            "parts_s": parts}
+            "firm": len(steps) - 1 >= FIRM_STEPS, "parts_s": parts}
 
 
 def parse_run(text: str) -> tuple[str, Path]:
@@ -52,11 +55,13 @@ def parse_run(text: str) -> tuple[str, Path]:
 
 
 def table(runs: dict[str, dict]) -> str:
-    lines = ["| GPUs | steps | s a step (median after the first) | vs 1 GPU | every step (s) |", "|--:|--:|--:|--:|---|"]
+    lines = ["| GPUs | steps | s a step (median after the first) | firm | vs 1 GPU | every step (s) |",
+             "|--:|--:|--:|---|--:|---|"]
     one = runs.get("1", {}).get("step_s")
     for gpus, r in sorted(runs.items(), key=lambda kv: int(kv[0])):
         ratio = f"{one / r['step_s']:.2f}x" if one and r["step_s"] else "n/a"
-        lines.append(f"| {gpus} | {len(r['steps'])} | {r['step_s']} | {ratio} | {', '.join(map(str, r['steps']))} |")
+        firm = "yes" if r["firm"] else f"no (< {FIRM_STEPS} steps after the first)"
+        lines.append(f"| {gpus} | {len(r['steps'])} | {r['step_s']} | {firm} | {ratio} | {', '.join(map(str, r['steps']))} |")
     return "\n".join(lines)
 
 
@@ -70,7 +75,8 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1) + "\n")
     if args.summary:
-        merge_summary(args.summary, {"rl_step_s": {gpus: r["step_s"] for gpus, r in runs.items()}})
+        merge_summary(args.summary, {"rl_step_s": {gpus: r["step_s"] for gpus, r in runs.items()},
+                                     "rl_step_firm": {gpus: r["firm"] for gpus, r in runs.items()}})
     print(table(runs))
 
 

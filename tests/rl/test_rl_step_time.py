@@ -34,6 +34,7 @@ def test_the_step_time_is_the_median_after_the_first_step_and_every_step_is_kept
     assert got["step_s"] == round(statistics.median([round(t, 3) for t in times[1:]]), 3)
     assert got["step_s"] < times[0]  # the first step (warm-up) is not the figure
     assert set(got["parts_s"]) >= {"gen", "update_actor"}
+    assert got["firm"] and not step_times(stage(tmp_path, "g1_short", keep_steps=3))["firm"]  # 2 after the first
 
 
 def test_the_script_merges_rl_step_s_into_the_summary_and_refuses_a_run_without_steps(tmp_path):
@@ -46,6 +47,7 @@ def test_the_script_merges_rl_step_s_into_the_summary_and_refuses_a_run_without_
     merged = json.loads(summary.read_text())
     assert merged["evals_per_hour"] == {"1": 1337, "2": 2018}  # the scale benchmark's figures stay
     assert set(merged["rl_step_s"]) == {"1", "2"} and all(v > 0 for v in merged["rl_step_s"].values())
+    assert merged["rl_step_firm"] == {"1": True, "2": True}
     assert "| 2 | 4 |" in run.stdout
     empty = tmp_path / "empty" / "fill"
     empty.mkdir(parents=True)
