@@ -13,7 +13,7 @@
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
 # an earlier run's JSON to compare with, SCALE_ARGS: more flags for scale_bench, SCALE_GPUS its --gpus (default 1 and
-# every GPU), SCALE_TAG a name for a second run's files, PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`;
+# every GPU), SCALE_TAG a name for a second run's files, SCALE_COUNT_SECONDS a count's wait before it is cut (its figure kept), PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`;
 # SNAPSHOT_AT="60 120": at those seconds into each step, its processes, the device locks and every Python process's
 # stacks (faulthandler on SIGUSR2, registered by a .pth file and module written into the interpreter's site-packages
 # for the call, not where they exist; a device machine only; figures of such a run are disturbed at those
@@ -55,7 +55,9 @@ export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 CUDA_AGENT_HOME=${CUDA_AGENT_HOME:
 export RAY_USAGE_STATS_ENABLED=0
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then  # Ray (and verl) carried as wheels: scripts/carry_wheels.sh
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD/src
+    && touch /tmp/site/.installed && export PYTHONPATH=/tmp/site:$PWD/src
+elif [ -f /tmp/site/.installed ]; then  # installed by an earlier call to this warm machine: the carry (64 MiB) is free
+  export PYTHONPATH=/tmp/site:$PWD/src   # for what cannot travel beside the wheels (.kb for benchscale, the model's parts)
 fi
 KB=${KB:-.devdata}
 py=python3
@@ -133,7 +135,8 @@ for arg in "$@"; do
     demo) step demo "$limit" $py -m cuda_agent demo ;;
     scale) tag=scale${SCALE_TAG:+_$SCALE_TAG}  # SCALE_TAG names a second run's files (an A/B in one call)
            step "$tag" "$limit" $py benchmarks/scale_bench.py --device cuda --gpus ${SCALE_GPUS:-1 $(nvidia-smi -L | wc -l)} \
-             --soak ${SCALE_SOAK:-1000} --summary "$LOGS/${tag}_summary.json" --json "$LOGS/$tag.json" ${SCALE_ARGS:-} ;;  # issue 27
+             --soak ${SCALE_SOAK:-1000} --summary "$LOGS/${tag}_summary.json" --json "$LOGS/$tag.json" \
+             ${SCALE_COUNT_SECONDS:+--count-seconds $SCALE_COUNT_SECONDS} ${SCALE_ARGS:-} ;;  # issue 27
     probe) step probe "$limit" $py benchmarks/clock_probe.py --harness --procs ${PROBE_PROCS:-8} --rounds ${PROBE_ROUNDS:-15} \
              --json "$LOGS/clock_harness.json" ;;  # issue 24: the per-process modes with the harness's own timing code?
     cluster) step cluster "$limit" $py benchmarks/cluster_bench.py --device cuda --evals ${CLUSTER_EVALS:-16} \

@@ -31,7 +31,7 @@ from service_bench import soak, throughput  # noqa: E402  (the one-device benchm
 GOALS = {"evals_per_hour_per_gpu": 2500, "scaling": 0.9}
 # summary.json's fields that this script writes: each run replaces them as a whole (a count or a soak
 # of an earlier run never stands beside this run's date and device); the other steps' fields stay
-OWN_FIELDS = ("device", "date", "gpus", "evals_per_hour", "steady_evals_per_hour", "scaling", "soak")
+OWN_FIELDS = ("device", "date", "gpus", "evals_per_hour", "steady_evals_per_hour", "scaling", "soak", "cut_short")
 
 
 def settings_for(device: str, gpus: int, per_device: int):
@@ -51,10 +51,12 @@ def device_name(device: str, gpus: int) -> str:
 
 def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int, soak_n: int,
             soak_timed: bool = True, save: Callable[[dict], None] = lambda out: None,
-            soak_journal: Path | None = None) -> dict:
+            soak_journal: Path | None = None, count_seconds: float | None = None) -> dict:
     """Throughput per GPU count, then the soak on the largest (`soak_timed=False`: its evaluations check
     correctness only; the faults and the killed evaluator are the same; `soak_journal`: a line per request as it
-    ends). `save(out)` after each count and after the soak: a run killed later keeps what it measured."""
+    ends). `save(out)` after each count and after the soak: a run killed later keeps what it measured.
+    `count_seconds`: a count's evaluations not ended that long after their submission are abandoned, its figure
+    the ended ones' (flagged `cut_short`; a 2x H200 run cut by its call's limit at 90 of 96 kept nothing, 2026-11-28)."""
     from cuda_agent.harness import EvalConfig
     from cuda_agent.service import EvalService
     from service_bench import demo
@@ -62,14 +64,19 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
     out: dict = {"throughput": {}}
     for n in counts:
         t0 = time.perf_counter()
-        with EvalService(settings_for(device, n, per_device)) as svc:
+        svc = EvalService(settings_for(device, n, per_device)).start()
+        row = {"cut_short": True}
+        try:
             start_s = time.perf_counter() - t0
-            row = throughput(svc, device, evals_per_gpu * n)
+            row = throughput(svc, device, evals_per_gpu * n, max_seconds=count_seconds)
             row.update(evaluators=svc.evaluators, service_start_s=start_s)
+        finally:  # the evaluations of a cut count (or of one that failed) abandoned, not waited for
+            svc.close(wait=not row["cut_short"])
         out["throughput"][str(n)] = row
         stages = " ".join(f"{k} {v:.2f}" for k, v in row["stage_s"].items() if "." not in k)
         steady = row.get("steady_evals_per_hour")
-        print(f"{n} GPU(s): {row['evals_per_hour']:.0f} evaluations/h over {row['evaluators']} evaluators "
+        cut = f" (cut short: {row['done']} of {row['submitted']} ended)" if row["cut_short"] else ""
+        print(f"{n} GPU(s){cut}: {row['evals_per_hour']:.0f} evaluations/h over {row['evaluators']} evaluators "
               f"({f'{steady:.0f}/h' if steady else 'n/a'} after the first fifth), "
               f"rewards {row['reward_counts']}; mean s a stage: {stages}", flush=True)
         parts = " ".join(f"{k.split('.', 1)[1]} {v:.2f}" for k, v in row["stage_s"].items() if k.startswith("timing."))
@@ -109,6 +116,9 @@ def summarize(out: dict, device: str, old: dict | None = None) -> dict:
     steady = {str(n): round(v) for n in counts if (v := out["throughput"][str(n)].get("steady_evals_per_hour"))}
     summary.update(device=device_name(device, max(counts)), date=time.strftime("%Y-%m-%d"), gpus=max(counts),
                    evals_per_hour=per_hour, steady_evals_per_hour=steady)
+    cut = {str(n): f"{r['done']} of {r['submitted']}" for n in counts if (r := out["throughput"][str(n)]).get("cut_short")}
+    if cut:   # a count whose run was cut: its figure is the ended evaluations' over the time waited
+        summary["cut_short"] = cut
     if 1 in counts and len(counts) > 1:
         n = max(counts)
         summary["scaling"] = {"gpus": n, "ratio": round(per_hour[str(n)] / (n * per_hour["1"]), 3),
@@ -128,7 +138,8 @@ def table(summary: dict) -> str:
     lines = ["| GPUs | evaluations/h | per GPU | after the first fifth, per GPU | goal per GPU |", "|--:|--:|--:|--:|--:|"]
     for n, v in sorted(per_hour.items(), key=lambda kv: int(kv[0])):
         after = f"{steady[n] / int(n):.0f}" if n in steady else "n/a"
-        lines.append(f"| {n} | {v} | {v / int(n):.0f} | {after} | {GOALS['evals_per_hour_per_gpu']} |")
+        cut = f" (cut short: {summary['cut_short'][n]})" if n in summary.get("cut_short", {}) else ""
+        lines.append(f"| {n} | {v}{cut} | {v / int(n):.0f} | {after} | {GOALS['evals_per_hour_per_gpu']} |")
     if "scaling" in summary:
         s = summary["scaling"]
         lines.append(f"\n{s['gpus']} GPUs / (N x 1 GPU): **{s['ratio']:.2f}** (goal >= {s['goal']})")
@@ -164,6 +175,9 @@ def main() -> None:
     ap.add_argument("--soak-untimed", action="store_true", help="the soak's evaluations check correctness only")
     ap.add_argument("--summary", type=Path, default=None, help="summary.json to merge the figures into")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--count-seconds", type=float, default=None,
+                    help="a count's evaluations not ended this long after their submission are abandoned; its figure "
+                         "is the ended ones' (cut_short): set it under the device call's limit")
     args = ap.parse_args()
     from cuda_agent.devices import default_device
 
@@ -178,7 +192,8 @@ def main() -> None:
 
     out = measure(device, sorted(set(args.gpus)), args.per_device, args.evals_per_gpu, args.soak,
                   soak_timed=not args.soak_untimed, save=save,
-                  soak_journal=args.json.with_suffix(".soak.jsonl") if args.json else None)
+                  soak_journal=args.json.with_suffix(".soak.jsonl") if args.json else None,
+                  count_seconds=args.count_seconds)
     print(table(summarize(out, device, old)))
 
 

@@ -69,8 +69,13 @@ def direct(device: str, evals: int) -> dict:
             "medians_ms": [r.solution.median_ms for r in rows if r.solution]}
 
 
-def throughput(svc, device: str, evals: int) -> dict:
-    """`evals` evaluations of the demo solution submitted at once (build and baselines cached)."""
+def throughput(svc, device: str, evals: int, max_seconds: float | None = None) -> dict:
+    """`evals` evaluations of the demo solution submitted at once (build and baselines cached). With
+    `max_seconds`, those not ended that many seconds after the submission are not waited for: the row is
+    the ended ones' (`cut_short`, `done` of `submitted`), its rate theirs over the time waited, so a run
+    that its device call's limit would cut keeps its figure (the caller abandons the rest)."""
+    from concurrent.futures import TimeoutError as Timeout
+
     from cuda_agent.harness import EvalConfig
 
     task, sol = demo(device)
@@ -79,19 +84,32 @@ def throughput(svc, device: str, evals: int) -> dict:
           f"{evals} submitted", flush=True)
     t0 = time.perf_counter()
     futures = [svc.submit_path(task, sol, EvalConfig(device=device)) for _ in range(evals)]
-    ends = []  # seconds from submission to each evaluation's end, in the order they ended
-    for k, f in enumerate(as_completed(futures), 1):  # progress as they end: a run cut short says how far it got
-        r = f.result()
-        ends.append(time.perf_counter() - t0)
-        if k <= 8 or k % 10 == 0 or r.reward < 0:
-            parts = " ".join(f"{s} {v:.1f}" for s, v in r.stage_seconds.items() if "." not in s)
-            print(f"  [{time.perf_counter() - t0:6.1f} s] {k}/{evals} done: reward {r.reward} in {r.seconds:.1f} s "
-                  f"(reference worker's job {r.details.get('reference_jobs', '?')}); {parts}", flush=True)
-    rows = [f.result() for f in futures]
-    wall = time.perf_counter() - t0
+    ends, rows = [], []  # seconds from submission to each evaluation's end, and its result, in the order they ended
+    left = None if max_seconds is None else max(0.0, max_seconds - (time.perf_counter() - t0))
+    try:
+        for k, f in enumerate(as_completed(futures, timeout=left), 1):  # progress as they end: a cut run says how far
+            r = f.result()
+            ends.append(time.perf_counter() - t0)
+            rows.append(r)
+            if k <= 8 or k % 10 == 0 or r.reward < 0:
+                parts = " ".join(f"{s} {v:.1f}" for s, v in r.stage_seconds.items() if "." not in s)
+                print(f"  [{time.perf_counter() - t0:6.1f} s] {k}/{evals} done: reward {r.reward} in {r.seconds:.1f} s "
+                      f"(reference worker's job {r.details.get('reference_jobs', '?')}); {parts}", flush=True)
+    except Timeout:
+        print(f"  [{time.perf_counter() - t0:6.1f} s] cut short: {len(rows)} of {evals} ended within {max_seconds} s",
+              flush=True)
+    return throughput_row(first, rows, ends, time.perf_counter() - t0, evals)
+
+
+def throughput_row(first, rows: list, ends: list[float], wall: float, submitted: int) -> dict:
+    """The figures of a throughput run from its ended evaluations (`rows`, ending `ends` seconds after the
+    submission), `wall` seconds after it: all `submitted`, or fewer where the run was cut short."""
+    if not rows:
+        raise RuntimeError(f"no evaluation of {submitted} ended within {wall:.0f} s: give the run more time")
     return {"first": {"reward": first.reward, "reason": first.reason, "seconds": first.seconds},
-            "wall_s": wall, "eval_s": wall / evals, "evals_per_hour": 3600 * evals / wall,
-            "steady_evals_per_hour": steady_rate(ends),
+            "wall_s": wall, "eval_s": wall / len(rows), "evals_per_hour": 3600 * len(rows) / wall,
+            "steady_evals_per_hour": steady_rate(ends), "submitted": submitted, "done": len(rows),
+            "cut_short": len(rows) < submitted,
             "start_s": statistics.mean(r.stage_seconds.get("start", 0.0) for r in rows),
             "stage_s": {k: statistics.mean(r.stage_seconds.get(k, 0.0) for r in rows) for k in rows[0].stage_seconds},
             "rewards": sorted({r.reward for r in rows}), "medians_ms": [r.solution.median_ms for r in rows if r.solution],

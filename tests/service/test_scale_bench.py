@@ -82,3 +82,52 @@ def test_the_script_measures_one_and_two_evaluators_and_soaks_with_one_killed(tm
     rows = [json.loads(line) for line in (tmp_path / "scale.soak.jsonl").read_text().splitlines()]
     assert sorted(r["i"] for r in rows) == list(range(10)) and all(r["right"] for r in rows), rows
     assert [r["honest"] for r in sorted(rows, key=lambda r: r["i"])] == [True] * 9 + [False]   # the tenth is faulty
+
+
+class _Slow:
+    """A stand-in service: each evaluation ends `step` seconds after the one before it (one evaluator)."""
+
+    def __init__(self, step: float):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.step, self.pool = step, ThreadPoolExecutor(1)
+
+    def result(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(reward=2.0, reason="faster than eager", seconds=self.step, stage="done",
+                               stage_seconds={"start": 0.01, "timing": self.step}, details={"compile_graphs": 0},
+                               solution=SimpleNamespace(median_ms=1.0), speedup_vs_eager=2.0, speedup_vs_compile=1.0)
+
+    def evaluate(self, task, solution, config):
+        return self.result()
+
+    def submit_path(self, task, solution, config):
+        import time
+
+        return self.pool.submit(lambda: (time.sleep(self.step), self.result())[1])
+
+
+def test_a_count_cut_short_keeps_the_ended_evaluations_figure_and_the_summary_says_so():
+    from scale_bench import summarize, table
+    from service_bench import throughput
+
+    svc = _Slow(0.2)
+    try:
+        row = throughput(svc, "cpu", 40, max_seconds=1.1)   # 5 of 40 end within 1.1 s
+    finally:
+        svc.pool.shutdown(wait=False, cancel_futures=True)
+    assert row["cut_short"] and row["submitted"] == 40 and 4 <= row["done"] <= 6
+    assert row["wall_s"] >= 1.1 and row["evals_per_hour"] == 3600 * row["done"] / row["wall_s"]
+    assert row["reward_counts"] == {"2.0": row["done"]}
+    whole = throughput(_Slow(0.01), "cpu", 5, max_seconds=30)
+    assert not whole["cut_short"] and whole["done"] == 5
+    summary = summarize({"throughput": {"1": whole, "2": row}}, "cpu")
+    assert summary["cut_short"] == {"2": f"{row['done']} of 40"} and "1" not in summary["cut_short"]
+    assert f"(cut short: {row['done']} of 40)" in table(summary)
+    slow = _Slow(2.0)
+    try:
+        with pytest.raises(RuntimeError, match="no evaluation of 3 ended"):
+            throughput(slow, "cpu", 3, max_seconds=0.2)
+    finally:
+        slow.pool.shutdown(wait=False, cancel_futures=True)
