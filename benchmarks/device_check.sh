@@ -13,7 +13,7 @@
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
 # an earlier run's JSON to compare with, SCALE_ARGS: more flags for scale_bench, SCALE_GPUS its --gpus (default 1 and
-# every GPU), SCALE_TAG a name for a second run's files, SCALE_COUNT_SECONDS a count's wait before it is cut (its figure kept), PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`;
+# every GPU), SCALE_TAG a name for a second run's files, SCALE_COUNT_SECONDS each count's wait before it is cut (its figure kept; the limit covers every count's start too), PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`;
 # SNAPSHOT_AT="60 120": at those seconds into each step, its processes, the device locks and every Python process's
 # stacks (faulthandler on SIGUSR2, registered by a .pth file and module written into the interpreter's site-packages
 # for the call, not where they exist; a device machine only; figures of such a run are disturbed at those
@@ -54,6 +54,7 @@ echo $$ >"$LOGS/loop.pid"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 CUDA_AGENT_HOME=${CUDA_AGENT_HOME:-/tmp/cuda_agent_home}
 export RAY_USAGE_STATS_ENABLED=0
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then  # Ray (and verl) carried as wheels: scripts/carry_wheels.sh
+  rm -f /tmp/site/.installed   # set again only once this install has ended well
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && touch /tmp/site/.installed && export PYTHONPATH=/tmp/site:$PWD/src
 elif [ -f /tmp/site/.installed ]; then  # installed by an earlier call to this warm machine: the carry (64 MiB) is free

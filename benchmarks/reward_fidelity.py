@@ -78,7 +78,8 @@ def demo(paths: list[Path], earlier: list[Path], throughput: list[Path]) -> dict
     def worst(busy: bool, key: str = "vs_eager_spread_pct") -> float | None:
         return max((r[key] for r in runs if (r["busy"] > 0) == busy), default=None)
 
-    rates = [json.loads(p.read_text())["throughput"]["1"]["evals_per_hour"] for p in throughput if p.exists()]
+    rows = [json.loads(p.read_text())["throughput"]["1"] for p in throughput if p.exists()]
+    rates = [r["evals_per_hour"] for r in rows if not r.get("cut_short")]   # a run cut short is not a whole run's rate
     per_hour = round(min(rates)) if rates else None
     return {"idle_spread_pct": worst(False), "busy_spread_pct": worst(True),
             "idle_spread_vs_compile_pct": worst(False, "vs_compile_spread_pct"),

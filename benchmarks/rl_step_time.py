@@ -68,7 +68,7 @@ def table(runs: dict[str, dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=parse_run, help="GPUS=STAGE_FOLDER, one per run")
-    ap.add_argument("--summary", type=Path, default=None, help="summary.json to merge rl_step_s into")
+    ap.add_argument("--summary", type=Path, default=None, help="summary.json to merge rl_step_s and rl_step_firm into")
     ap.add_argument("--json", type=Path, default=None, help="every run's step times")
     args = ap.parse_args()
     runs = {gpus: step_times(stage) for gpus, stage in args.runs}

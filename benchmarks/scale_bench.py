@@ -123,6 +123,8 @@ def summarize(out: dict, device: str, old: dict | None = None) -> dict:
         n = max(counts)
         summary["scaling"] = {"gpus": n, "ratio": round(per_hour[str(n)] / (n * per_hour["1"]), 3),
                               "goal": GOALS["scaling"]}
+        if {"1", str(n)} & set(summary.get("cut_short", {})):
+            summary["scaling"]["cut_short"] = True   # a rate of ended evaluations only: the work in flight not counted
     if "soak" in out:
         k = out["soak"]
         summary["soak"] = {"requests": k["requests"], "verdicts": k["verdicts"], "lost": k["requests"] - k["verdicts"],
@@ -142,7 +144,8 @@ def table(summary: dict) -> str:
         lines.append(f"| {n} | {v}{cut} | {v / int(n):.0f} | {after} | {GOALS['evals_per_hour_per_gpu']} |")
     if "scaling" in summary:
         s = summary["scaling"]
-        lines.append(f"\n{s['gpus']} GPUs / (N x 1 GPU): **{s['ratio']:.2f}** (goal >= {s['goal']})")
+        cut = " (from a count cut short: the evaluations in flight at the cut not counted)" if s.get("cut_short") else ""
+        lines.append(f"\n{s['gpus']} GPUs / (N x 1 GPU): **{s['ratio']:.2f}** (goal >= {s['goal']}){cut}")
     if "soak" in summary:
         k = summary["soak"]
         lines.append(f"soak on {k['gpus']}: {k['requests']} requests, {k['verdicts']} verdicts, {k['lost']} lost, "
@@ -176,8 +179,10 @@ def main() -> None:
     ap.add_argument("--summary", type=Path, default=None, help="summary.json to merge the figures into")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--count-seconds", type=float, default=None,
-                    help="a count's evaluations not ended this long after their submission are abandoned; its figure "
-                         "is the ended ones' (cut_short): set it under the device call's limit")
+                    help="each count's wait after its submission: evaluations not ended by then are abandoned and its "
+                         "figure is the ended ones' (cut_short). Per count: a run's limit must cover, for every count, "
+                         "the service's start and first evaluation (about a minute on a fresh GPU) and these seconds, "
+                         "then the soak")
     args = ap.parse_args()
     from cuda_agent.devices import default_device
 

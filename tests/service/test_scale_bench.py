@@ -114,20 +114,64 @@ def test_a_count_cut_short_keeps_the_ended_evaluations_figure_and_the_summary_sa
 
     svc = _Slow(0.2)
     try:
-        row = throughput(svc, "cpu", 40, max_seconds=1.1)   # 5 of 40 end within 1.1 s
+        row = throughput(svc, "cpu", 40, max_seconds=2.1)   # about 10 of 40 end within 2.1 s (fewer on a loaded CPU)
     finally:
         svc.pool.shutdown(wait=False, cancel_futures=True)
-    assert row["cut_short"] and row["submitted"] == 40 and 4 <= row["done"] <= 6
-    assert row["wall_s"] >= 1.1 and row["evals_per_hour"] == 3600 * row["done"] / row["wall_s"]
+    assert row["cut_short"] and row["submitted"] == 40 and 1 <= row["done"] < 40
+    assert row["wall_s"] >= 2.1 and row["evals_per_hour"] == 3600 * row["done"] / row["wall_s"]
     assert row["reward_counts"] == {"2.0": row["done"]}
     whole = throughput(_Slow(0.01), "cpu", 5, max_seconds=30)
     assert not whole["cut_short"] and whole["done"] == 5
     summary = summarize({"throughput": {"1": whole, "2": row}}, "cpu")
     assert summary["cut_short"] == {"2": f"{row['done']} of 40"} and "1" not in summary["cut_short"]
-    assert f"(cut short: {row['done']} of 40)" in table(summary)
+    assert summary["scaling"]["cut_short"] is True
+    text = table(summary)
+    assert f"(cut short: {row['done']} of 40)" in text and "from a count cut short" in text
+    again = summarize({"throughput": {"1": whole}}, "cpu", summary)   # a later whole run: no cut left standing
+    assert "cut_short" not in again and "scaling" not in again
     slow = _Slow(2.0)
     try:
         with pytest.raises(RuntimeError, match="no evaluation of 3 ended"):
             throughput(slow, "cpu", 3, max_seconds=0.2)
     finally:
         slow.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _FakeService(_Slow):
+    """EvalService's part that measure() uses, its closes recorded; `first_fails`: the first evaluation raises."""
+
+    closes: list = []
+    first_fails = False
+
+    def __init__(self, settings):
+        super().__init__(0.2)
+        self.evaluators = settings.gpus * settings.evaluators_per_device
+
+    def start(self):
+        return self
+
+    def evaluate(self, task, solution, config):
+        if self.first_fails:
+            raise RuntimeError("the first evaluation failed")
+        return self.result()
+
+    def close(self, wait: bool = True) -> None:
+        type(self).closes.append(wait)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def test_a_cut_count_abandons_its_evaluations_and_a_whole_one_waits_for_none(monkeypatch):
+    import cuda_agent.service
+    from scale_bench import measure
+
+    monkeypatch.setattr(cuda_agent.service, "EvalService", _FakeService)
+    monkeypatch.setattr(_FakeService, "closes", [])
+    saved = []
+    out = measure("cpu", [1], 1, 40, 0, save=saved.append, count_seconds=1.0)   # 40 at 0.2 s each: cut
+    assert out["throughput"]["1"]["cut_short"] and _FakeService.closes == [False] and len(saved) == 1
+    out = measure("cpu", [1], 1, 3, 0, count_seconds=30.0)                       # 3 end: closed waiting for none
+    assert not out["throughput"]["1"]["cut_short"] and _FakeService.closes == [False, True]
+    monkeypatch.setattr(_FakeService, "first_fails", True)
+    with pytest.raises(RuntimeError, match="first evaluation failed"):
+        measure("cpu", [1], 1, 3, 0)
+    assert _FakeService.closes == [False, True, False]                           # a failed count: abandoned
