@@ -20,6 +20,7 @@ from cuda_agent.tasks import load_task
 
 HACKS = Path(__file__).resolve().parent.parent / "hacks"
 PLAN = TimingPlan(min_runs=5, max_runs=40, budget_s=0.3, warmup_s=0.0, min_warmup=2, min_rounds=4)
+RECHECKS: list[list[bool]] = []   # the watched evaluation's recheck requests: the lock's holds (shared?) as each was made
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +30,7 @@ def watched(tmp_path_factory):
     """One evaluation of the honest fused kernel with every request to the two workers recorded,
     each with whether the solution's user was stopped (sandbox.Freezer) when it was made."""
     from cuda_agent.harness.session import Session
+    from cuda_agent.measure import lock
     from cuda_agent.sandbox import Freezer
 
     mp = pytest.MonkeyPatch()
@@ -58,6 +60,8 @@ def watched(tmp_path_factory):
 
     def child(self, message, stage):
         log.append(("child", dict(message or {}), tuple(stopped)))
+        if (message or {}).get("op") == "recheck":   # the device lock's holds of this thread as it is asked
+            RECHECKS.append([hold.shared for hold in lock._holds().values()])
         return ask_child(self, message, stage)
 
     mp.setattr(Freezer, "frozen", recording_frozen)
@@ -394,3 +398,14 @@ def test_the_baselines_are_compiled_while_the_solutions_processes_are_stopped(wa
     assert len(compiles) == 1
     if os.geteuid() == 0:   # sandbox users exist: the child's own is the one stopped
         assert len(compiles[0]) == 1 and len(compiles[0][0]) == 1 and compiles[0][0][0] > 0
+
+
+def test_the_recheck_is_asked_inside_the_timings_hold_of_the_device_not_after_a_second_wait(watched):
+    """The child's recheck comes last, while the device is still held alone for the timing: a shared lock taken for
+    it after would queue behind the next evaluation's whole timing (2x H200, 2026-11-28: 1.2 s of `wait` an
+    evaluation with 3 evaluators a GPU) for a round trip of milliseconds."""
+    result, log = watched
+    assert RECHECKS == [[False]], RECHECKS   # one recheck, the thread holding one lock, alone
+    last_end = max(i for i, (who, m, _) in enumerate(log) if who == "child" and m.get("op") == "time_end")
+    recheck = next(i for i, (who, m, _) in enumerate(log) if who == "child" and m.get("op") == "recheck")
+    assert recheck > last_end and result.details["outputs_rechecked"] >= 1

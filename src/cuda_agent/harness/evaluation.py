@@ -159,12 +159,15 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
                     session.choose_route(backend, result)
             with timed(result, "correctness"):
                 session.correctness(result)
+        # the child is asked nothing without the lock (another's timing may have it stopped): the recheck, last,
+        # inside the timing's hold where there is one
         if config.profile:
-            profile(session, task, backend, result)
-        with ExitStack() as held:   # the child is asked nothing without the lock: another's timing may have it stopped
-            with timed(result, "wait"), session.off_clock():
-                held.enter_context(device_lock(lock_name(backend.device), shared=True))
-            session.recheck(result)
+            profile(session, task, backend, result, last=lambda: session.recheck(result))
+        else:
+            with ExitStack() as held:
+                with timed(result, "wait"), session.off_clock():
+                    held.enter_context(device_lock(lock_name(backend.device), shared=True))
+                session.recheck(result)
         reusable = True
     except Stop as s:
         reusable = s.fault is None  # a verdict on the solution, the reference worker sound

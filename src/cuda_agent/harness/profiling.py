@@ -44,9 +44,13 @@ BASELINES = ("eager", "compile")
 SOLUTION = "solution"
 
 
-def profile(session: Session, task: Task, backend: Backend, result: EvalResult) -> None:
+def profile(session: Session, task: Task, backend: Backend, result: EvalResult,
+            last: Callable[[], None] | None = None) -> None:
     """torch.compile of the reference (CPU work, before the device is taken), then the paired run
-    with the device held alone; a speed-up past the sanity bound is measured once more."""
+    with the device held alone; a speed-up past the sanity bound is measured once more. `last`: what
+    the evaluation asks of the child after its timing (the recheck), asked before the device is let go:
+    another lock taken for it would wait behind the next evaluation's whole timing (2x H200, 2026-11-28:
+    `wait` 1.2 s an evaluation, 3 evaluators a GPU), for a round trip of milliseconds."""
     result.stage = "profile"
     # the reference worker holds the lock shared itself; the solution's processes stopped meanwhile, so that none slows
     # the autotuning whose choices the torch.compile baseline keeps (its own speed-up vs compile would gain)
@@ -68,6 +72,8 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult) 
                 result.details["first_solution_timing"] = asdict(result.solution)
                 result.details["first_paired"] = paired.to_dict()
                 paired = _watched_run(session, result, backend.is_cuda)
+        if last is not None:
+            last()
     if not result.solution.median_ms > 0:
         raise Stop("profile", f"the timed runs report {result.solution.median_ms} ms per call, which no real call "
                               "takes: was the timer tampered with?")
