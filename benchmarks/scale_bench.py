@@ -69,7 +69,7 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
         try:
             start_s = time.perf_counter() - t0
             row = throughput(svc, device, evals_per_gpu * n, max_seconds=count_seconds)
-            row.update(evaluators=svc.evaluators, service_start_s=start_s)
+            row.update(evaluators=svc.evaluators, service_start_s=start_s, alone_share=alone_share(row, n))
         finally:  # the evaluations of a cut count (or of one that failed) abandoned, not waited for
             svc.close(wait=not row["cut_short"])
         out["throughput"][str(n)] = row
@@ -79,6 +79,8 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
         print(f"{n} GPU(s){cut}: {row['evals_per_hour']:.0f} evaluations/h over {row['evaluators']} evaluators "
               f"({f'{steady:.0f}/h' if steady else 'n/a'} after the first fifth), "
               f"rewards {row['reward_counts']}; mean s a stage: {stages}", flush=True)
+        print(f"  the device held alone for timing: {100 * row['alone_share']:.0f}% of each GPU's time once running "
+              "(near 100%: the timing bounds the rate; well below: the waits between timings do)", flush=True)
         parts = " ".join(f"{k.split('.', 1)[1]} {v:.2f}" for k, v in row["stage_s"].items() if k.startswith("timing."))
         if parts:  # where the device's time alone goes: what bounds a GPU's evaluations per hour
             print(f"  timing's parts, mean s: {parts}", flush=True)
@@ -105,6 +107,14 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
         print("soak", json.dumps({k: v for k, v in out["soak"].items() if k != "stats"})[:800], flush=True)
         save(out)
     return out
+
+
+def alone_share(row: dict, gpus: int) -> float:
+    """The share of each GPU's time that evaluations held it alone to time, once running: the mean timing stage
+    times the rate after the first fifth (else the whole run's), per GPU. Near 1, the timing bounds the rate (only a
+    shorter timing raises it); well below, the waits between timings do (more evaluators a GPU, fewer lock takes)."""
+    rate = row.get("steady_evals_per_hour") or row["evals_per_hour"]
+    return round(row["stage_s"].get("timing", 0.0) * rate / 3600 / gpus, 3)
 
 
 def summarize(out: dict, device: str, old: dict | None = None) -> dict:
