@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
-from cuda_agent.devices import Backend, lock_name, machine, resolve_backend
+from cuda_agent.devices import Backend, machine, resolve_backend
 from cuda_agent.harness.baselines import TIMING_METHOD
 from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.result import BuildResult, EvalResult, Measured
@@ -27,7 +27,6 @@ from cuda_agent.harness.solution import Solution, SolutionError, build_solution,
 from cuda_agent.harness.workers.spares import finish, take_pair, task_digest
 from cuda_agent.harness.scratch import scratch_folder
 from cuda_agent.home import subdir
-from cuda_agent.measure import device_lock
 from cuda_agent.sandbox import Exchange, sandbox_user
 from cuda_agent.tasks import Task
 
@@ -151,8 +150,7 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
         job = _write_job_files(task, sol, result.build, pair.exchange, backend, config)
         session = Session(pair.ref, pair.child, config, job, time.monotonic() + config.timeout_s)
         with ExitStack() as held:
-            with timed(result, "wait"), session.off_clock():  # for the device lock, shared: behind another's timing
-                held.enter_context(device_lock(lock_name(backend.device), shared=True))
+            session.hold_device(held, result, backend.device)   # shared: behind another evaluation's timing
             with timed(result, "start"):
                 session.start(result)
                 with timed(result, "start.route"):
@@ -165,8 +163,7 @@ def _run(task: Task, sol: Solution, backend: Backend, config: EvalConfig, result
             profile(session, task, backend, result, last=lambda: session.recheck(result))
         else:
             with ExitStack() as held:
-                with timed(result, "wait"), session.off_clock():
-                    held.enter_context(device_lock(lock_name(backend.device), shared=True))
+                session.hold_device(held, result, backend.device)
                 session.recheck(result)
         reusable = True
     except Stop as s:

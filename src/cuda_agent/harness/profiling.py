@@ -35,7 +35,7 @@ from cuda_agent.harness.result import EvalResult
 from cuda_agent.harness.session import Session, Stop, new_seed, timed
 from cuda_agent.harness.workers.calls import read_times
 from cuda_agent.home import locks, subdir
-from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed, device_lock,
+from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed,
                                 drive_paired, side_stats, watch)
 from cuda_agent.sandbox import GPU_FILES, Bystanders, ContextWatch, Freezer, FrozenBlock
 from cuda_agent.tasks import Task
@@ -63,8 +63,7 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult,
         # For the device alone: behind the shared holds of other evaluations' runs and compiles. Outside every stage
         # before it had one of its own (a fresh H100, 2026-11-28: evaluations of 12 s whose stages summed to 2 s
         # while other workers' first compiles held the lock shared).
-        with timed(result, "wait_alone"), session.off_clock():
-            alone.enter_context(device_lock(lock_name(backend.device)))
+        session.hold_device(alone, result, backend.device, shared=False)
         with timed(result, "timing"):
             paired = _watched_run(session, result, backend.is_cuda)
             if paired.ratios["compile"].value > session.config.sanity_speedup:

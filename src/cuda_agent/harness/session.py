@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Iterator
 
-from cuda_agent.devices import Backend
+from cuda_agent.devices import Backend, lock_name
 from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.result import EvalResult, Fault
-from cuda_agent.measure import NEAR, SHIFTED
+from cuda_agent.measure import NEAR, SHIFTED, device_lock
 from cuda_agent.sandbox import ChildFailed, Process
 
 
@@ -73,6 +73,12 @@ class Session:
             yield
         finally:
             self.deadline += time.monotonic() - start
+
+    def hold_device(self, stack: ExitStack, result: EvalResult, device: str, shared: bool = True) -> None:
+        """The device's lock taken into `stack`, shared (beside other evaluations' runs) or alone (to time), the
+        wait for it timed as the stage `wait` or `wait_alone` and kept off the solution's clock."""
+        with timed(result, "wait" if shared else "wait_alone"), self.off_clock():
+            stack.enter_context(device_lock(lock_name(device), shared=shared))
 
     def ask_reference(self, message: dict, timeout_s: float = 900) -> dict:
         reply = self.ref.request(message, timeout_s)
