@@ -173,7 +173,7 @@ def test_a_cut_count_abandons_its_evaluations_and_a_whole_one_waits_for_none(mon
     assert not out["throughput"]["1"]["cut_short"] and _FakeService.closes == [False, True]
     row = out["throughput"]["1"]   # one evaluator timing 0.2 s of each 0.2 s evaluation: the device held alone throughout
     assert row["alone_share"] == round(0.2 * (row["steady_evals_per_hour"] or row["evals_per_hour"]) / 3600, 3)
-    assert 0.5 < row["alone_share"] <= 1.05
+    assert 0 < row["alone_share"] <= 1.0   # at most all of the time: 3 evaluations of 0.2 s take 0.6 s or more
     monkeypatch.setattr(_FakeService, "first_fails", True)
     with pytest.raises(RuntimeError, match="first evaluation failed"):
         measure("cpu", [1], 1, 3, 0)
