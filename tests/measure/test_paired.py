@@ -294,3 +294,19 @@ def test_on_cuda_a_window_holds_the_baselines_gpu_time_and_not_the_solutions_say
     assert drive_paired(*sides(Machine(), 0.2), with_cap, clock=Machine().clock, cuda=True).window == 32
     with pytest.raises(ValueError, match="window_gpu_ms"):
         TimingPlan(window_gpu_ms=-1.0)
+
+
+def test_baselines_by_graph_replays_against_a_solution_timed_per_call_are_compared_per_call():
+    """GRAPH_BASELINES: a timed baseline call is one replay of a graph of 8 calls, a solution call is one call. The
+    speed-ups divide each side's figures by the calls they stand for: eager 8 x 0.25 ms a replay against the
+    solution's 0.125 ms is 2x, not 16x; torch.compile's 8 x 0.1 ms against it is 0.8x."""
+    m = Machine(seed=11)
+    r = run(m, sol=0.125, eager=2.0, compiled=0.8)   # the baselines' figures: a replay of 8 calls each
+    t = PairedTiming.of(r, PLAN, cuda=False, graph_calls=8, solution_per_call=True)
+    assert t.method == "graph_baselines" and t.graph_calls == 8
+    assert t.ratios["eager"].value == pytest.approx(2.0, rel=0.02)
+    assert t.ratios["compile"].value == pytest.approx(0.8, rel=0.02)
+    both = PairedTiming.of(r, PLAN, cuda=False, graph_calls=8)   # every side's a replay: the ratio as timed
+    assert both.method == "graph" and both.ratios["eager"].value == pytest.approx(16.0, rel=0.02)
+    assert PairedTiming.from_dict(t.to_dict()).method == "graph_baselines"
+    assert ratios(r.windows, "solution", False, {"eager": 8, "compile": 8})["eager"].value == pytest.approx(2.0, rel=0.02)

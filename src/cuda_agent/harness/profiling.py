@@ -104,17 +104,19 @@ def _watched_run(session: Session, result: EvalResult, cuda: bool) -> PairedTimi
     can land on the solution's calls and miss the trusted ones (2 of 8 honest evaluations on the
     2-core CPU with three busy loops beside, 2026-11-26); a lie repeats."""
     for attempt in (1, 2):
-        run, calls = _paired_run(session, result, cuda)
+        run, (calls, ours) = _paired_run(session, result, cuda)
         replays = side_stats(run, SOLUTION, cuda)   # the figures as the harness's clock saw each request
         seen = watch(replays, run.calls(SOLUTION), run.calls("eager"), "cuda" if cuda else "cpu")
         result.details["watch"] = seen.to_dict()
         if seen.ok:
-            stats = {side: side_stats(run, side, cuda, per=calls or 1) for side in run.windows}
+            stats = {side: side_stats(run, side, cuda, per=(ours if side == SOLUTION else calls) or 1)
+                     for side in run.windows}
             result.eager, result.compile, result.solution = stats["eager"], stats["compile"], stats[SOLUTION]
             result.details["timed_outputs_checked"] = len(run.checked)
             if run.cut_short:
                 result.flags.append("timing_cut_short")
-            return PairedTiming.of(run, session.config.timing, cuda, graph_calls=calls)
+            return PairedTiming.of(run, session.config.timing, cuda, graph_calls=calls,
+                                   solution_per_call=bool(calls) and not ours)
         if attempt == 1:
             result.flags.append("watch_retimed")
             result.details["first_watch"] = seen.to_dict()
@@ -127,20 +129,20 @@ def _lie(seen: Watch) -> str:
             "figures that are not the timed calls' own (a clock or timer tampered with in the solution's process?)")
 
 
-def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[PairedRun, int]:
+def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[PairedRun, tuple[int, int]]:
     """One paired run: the solution in the child, eager and torch.compile in the reference worker,
     each call's inputs drawn from a seed sent with it (timed by graph replays where `_capture` got
-    graphs: returns how many calls each holds, else 0). The outputs of solution calls chosen after
+    graphs: returns how many calls the baselines' and the solution's hold, 0 per call). The outputs of solution calls chosen after
     they returned (and of the last; of a replay, those of all its calls) are checked before the
     next call is made, so results cached across calls or work skipped on some calls fail it."""
     tag, plan = session.next_tag(), session.config.timing
-    calls = 0
+    calls, ours = 0, 0   # the calls a graph holds: the baselines', the solution's (0: each call timed alone)
 
     def check(i: int, seed: int) -> None:
         with timed(result, "timing.checks"):
-            bad = _wrong_output(session, f"{tag}_{i}", seed, calls)
+            bad = _wrong_output(session, f"{tag}_{i}", seed, ours)
         if bad:
-            where = f"call {bad[0] + 1} of the graph replayed as timed call {i}" if calls else f"timed call {i}"
+            where = f"call {bad[0] + 1} of the graph replayed as timed call {i}" if ours else f"timed call {i}"
             raise Stop("profile", f"output of {where} is wrong ({bad[1]}): results cached across calls, "
                                   "work skipped on some calls, or behaviour that changes with the number of "
                                   "calls (or under CUDA graph capture)?")
@@ -183,7 +185,7 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
                 pass
         if cuda and plan.graphs:
             with timed(result, "timing.capture"):
-                calls = _capture(session, result)
+                calls, ours = _capture(session, result)
         with timed(result, "timing.run"):  # the timed windows and the checks among them (timing.checks)
             run = drive_paired(side(SOLUTION), [side(b) for b in BASELINES], plan, cuda=cuda, check=check,
                                checks=session.config.timed_outputs_checked,
@@ -204,7 +206,7 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     with timed(result, "timing.end"):
         for end in ends:
             end()
-    return run, calls
+    return run, (calls, ours)
 
 
 def _stop_bystanders(others: Bystanders, contexts: ContextWatch, result: EvalResult) -> None:
@@ -305,21 +307,24 @@ def _checked_call(session: Session, calls: int) -> tuple[int, str] | None:
     return _wrong_output(session, tag, seed, calls)
 
 
-def _capture(session: Session, result: EvalResult) -> int:
+def _capture(session: Session, result: EvalResult) -> tuple[int, int]:
     """CUDA graphs for every side, the method chosen by the reference: where eager and torch.compile
     can be captured (the reference worker picks how many calls a graph holds), the solution is
     captured with as many, and one replay on new inputs must give every call's right output. Where
     the solution cannot be captured, or its replays do not compute its outputs (kernels launched on
-    the legacy default stream run during capture and are not in the graph), every side is timed
-    per call and the verdict says why (flag `solution_not_captured`); a first call of the solution
-    is checked then, since a failed capture can leave a process unable to compute (a side stream
-    the current one never waits for stays in the dead capture). Returns the calls a graph holds,
-    else 0."""
+    the legacy default stream run during capture and are not in the graph), the baselines keep their
+    graphs and the solution's calls are timed one at a time, its launches in its own figure (measure's
+    GRAPH_BASELINES), and the verdict says why (flag `solution_not_captured`). Every side timed per call
+    instead charged torch.compile's host work to it: a solution that refused capture, with the same work,
+    read 1.50x faster than torch.compile (2x H200, 2026-11-28). A first call of the solution is checked
+    then, since a failed capture can leave a process unable to compute (a side stream the current one never
+    waits for stays in the dead capture). Returns the calls a graph holds: the baselines', the solution's
+    (0: per call)."""
     seed = new_seed()
     ref = session.ask_reference({"op": "graph", "seed": seed})
     if not ref.get("captured"):
         result.details["graph"] = f"timed per call: the reference cannot be captured in a CUDA graph ({ref.get('reason')})"
-        return 0
+        return 0, 0
     calls = int(ref["calls"])
     ours = session.ask_child({"op": "graph", "seed": seed, "calls": calls}, "profile")
     why = ours.get("reason")
@@ -327,23 +332,23 @@ def _capture(session: Session, result: EvalResult) -> int:
         bad = _checked_call(session, calls)   # one replay, its figures unused
         if bad is None:
             result.details["graph"] = f"timed by replays of CUDA graphs of {calls} calls"
-            return calls
+            return calls, calls
         session.ask_child({"op": "graph_end"}, "profile")
         why = (f"its graph's replays do not compute its outputs (call {bad[0] + 1} of a replay on new inputs: "
                f"{bad[1]}): work launched outside the stream being captured is not in the graph")
-    session.ask_reference({"op": "graph_end"})
     if "solution_not_captured" not in result.flags:   # once, where the speed-up is measured again
         result.flags.append("solution_not_captured")
-    result.details["graph"] = ("timed per call, as its baselines: the reference could be captured in a CUDA graph "
-                               f"and the solution could not ({why}); launch every kernel on the current stream "
+    result.details["graph"] = (f"the baselines timed by replays of CUDA graphs of {calls} calls, the method they "
+                               f"chose, and the solution per call, its launches in its figure: it could not be "
+                               f"captured ({why}); launch every kernel on the current stream "
                                "(at::cuda::getCurrentCUDAStream(), not <<<grid, block>>> on the legacy default "
                                "stream), join every side stream before forward returns and keep forward free of "
-                               "host synchronisation to be timed by graph replays")
+                               "host synchronisation to be timed by graph replays as they are")
     if bad := _checked_call(session, 0):
         raise Stop("profile", f"after its CUDA graph capture failed, a call of the solution computes a wrong output "
                               f"({bad[1]}): work on a side stream that the current stream never waits for (join "
                               "every side stream before forward returns), or state a failed capture leaves broken")
-    return 0
+    return calls, 0
 
 
 def _uid_of(pid: int) -> int | None:

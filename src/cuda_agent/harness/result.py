@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from cuda_agent.measure import PairedTiming, TimingStats
+from cuda_agent.measure import GRAPH_BASELINES, PairedTiming, TimingStats
 
 if TYPE_CHECKING:
     from cuda_agent.harness.config import EvalConfig
@@ -216,6 +216,8 @@ def paired_line(p: PairedTiming, medians: dict[str, TimingStats | None]) -> str:
     ses = ", ".join(f"±{100 * r.se:.2g}% vs {names.get(k, k)}" for k, r in p.ratios.items())
     end = f"target ±{100 * p.target_se:.2g}% met" if p.met else f"ended by its {p.stopped.replace('_', ' ')}"
     unit = f"replays of a graph of {p.graph_calls} calls" if p.graph_calls else "calls"
+    if p.method == GRAPH_BASELINES:
+        unit = f"{unit} (the solution's: its calls, each timed alone)"
     line = f"paired ({p.method.replace('_', ' ')}): {ses}; {p.rounds} rounds of {p.window} {unit} a window, {end}"
     drift = [f"{names.get(k, k)} {ms:.4g} ms ({m.median_ms / ms:.2f}x now)" for k, ms in p.cached_ms.items()
              if (m := medians.get(k)) is not None and ms > 0]

@@ -48,6 +48,11 @@ from cuda_agent.measure.timing import CallTimer, CallTimes, samples_of
 _perf_counter_ns = time.perf_counter_ns  # bound at import, as in timing.py
 MAX_WINDOW = 32
 PER_CALL, GRAPH = "per_call", "graph"    # how each call was timed (CallTimer; replays of a captured graph)
+# the baselines by graph replays, the solution per call: where the reference can be captured and the solution
+# cannot, the baselines keep the method they chose (issue 24: the baseline fixes the method) and the solution's
+# launches stay in its own figure; timed per call as well, torch.compile's host work was charged to it and a
+# solution that refused capture read 1.50x faster than it with the same work (2x H200, 2026-11-28)
+GRAPH_BASELINES = "graph_baselines"
 TARGET, BUDGET, MAX_RUNS, WALL_LIMIT = "target", "budget", "max_runs", "wall_limit"   # what ended a run
 
 
@@ -105,10 +110,13 @@ def window_figures(windows: Sequence[Sequence[CallTimes]], cuda: bool) -> list[f
     return out
 
 
-def ratios(windows: Windows, solution: str, cuda: bool) -> dict[str, Ratio]:
-    """Each baseline's time over the solution's, round by round."""
-    ours = window_figures(windows[solution], cuda)
-    return {side: Ratio.of(window_figures(w, cuda), ours) for side, w in windows.items() if side != solution}
+def ratios(windows: Windows, solution: str, cuda: bool, per: dict[str, int] | None = None) -> dict[str, Ratio]:
+    """Each baseline's time over the solution's, round by round; `per`: the calls a timed call of each side stands
+    for (a graph's replay; 1 where a side is not named), where the sides' differ."""
+    per = per or {}
+    ours = [x / per.get(solution, 1) for x in window_figures(windows[solution], cuda)]
+    return {side: Ratio.of([x / per.get(side, 1) for x in window_figures(w, cuda)], ours)
+            for side, w in windows.items() if side != solution}
 
 
 def side_stats(run: PairedRun, side: str, cuda: bool, per: int = 1) -> TimingStats:
@@ -252,7 +260,8 @@ class PairedTiming:
     GRAPH), what ended the run (`stopped`: TARGET, BUDGET, MAX_RUNS or WALL_LIMIT) and the
     standard error it aimed at, its timed rounds and window, its warm-up rounds and whether they
     settled, and each baseline's speed-up over the solution (`ratios`). `graph_calls`: the calls a
-    graph holds (GRAPH; a timed call is one replay), 0 per call. `cached_ms`: the judge's cached
+    graph holds (GRAPH; a timed call is one replay), 0 per call; with GRAPH_BASELINES, the baselines' graphs (the
+    solution's calls each timed alone). `cached_ms`: the judge's cached
     median of each baseline where it had one, recorded beside the paired figures as a drift check
     (never the reward's)."""
 
@@ -273,10 +282,16 @@ class PairedTiming:
         return self.stopped == TARGET
 
     @classmethod
-    def of(cls, run: PairedRun, plan: TimingPlan, cuda: bool, graph_calls: int = 0) -> "PairedTiming":
-        return cls(method=GRAPH if graph_calls else PER_CALL, stopped=run.stopped, target_se=plan.target_se,
+    def of(cls, run: PairedRun, plan: TimingPlan, cuda: bool, graph_calls: int = 0,
+           solution_per_call: bool = False) -> "PairedTiming":
+        """`graph_calls`: the calls each baseline's graph holds (0: per call); `solution_per_call`: the solution's
+        calls timed alone beside them (GRAPH_BASELINES)."""
+        per = {side: graph_calls or 1 for side in run.baselines()}
+        per[run.solution] = 1 if solution_per_call else graph_calls or 1
+        method = (GRAPH_BASELINES if solution_per_call else GRAPH) if graph_calls else PER_CALL
+        return cls(method=method, stopped=run.stopped, target_se=plan.target_se,
                    rounds=run.rounds, window=run.window, warmup_rounds=len(run.warmup[run.solution]),
-                   settled=run.settled, ratios=ratios(run.windows, run.solution, cuda), graph_calls=graph_calls)
+                   settled=run.settled, ratios=ratios(run.windows, run.solution, cuda, per), graph_calls=graph_calls)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ratios": {k: r.to_dict() for k, r in self.ratios.items()}, "met": self.met}
