@@ -157,9 +157,6 @@ def serve_job(channel, job: dict, task) -> dict | None:
                 channel.send(timing.call(msg["seed"], which, keep=False))
             elif op == "graph" and timing is not None:  # the baselines captured in CUDA graphs (measure/graphs.py)
                 channel.send(timing.capture(msg["seed"], msg.get("calls")))
-            elif op == "graph_end" and timing is not None:  # the solution could not be captured: per call after all
-                timing.drop_graphs()
-                channel.send({"ok": True})
             elif op == "gpu_alone":  # before a block's baseline windows: no other context's work left (measure/alone.py)
                 probe = probe or gpu_probe(device)
                 channel.send({"ok": True, **(wait_alone(probe).to_dict() if probe else {"alone": True})})
