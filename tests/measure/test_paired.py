@@ -168,7 +168,9 @@ def test_one_slow_call_neither_ends_nor_shortens_the_run():
     r = drive_paired(Side("solution", outlier), [m.side("eager", 2.0), m.side("compile", 1.5)], plan, clock=m.clock,
                      quiet=m.stopped)
     same = run(Machine(seed=6), plan)
-    assert r.stopped == BUDGET and r.rounds > 2 * plan.min_rounds and r.rounds >= 0.7 * same.rounds
+    # both runs draw their windows' lengths at random: 14-21 rounds with or without the outlier (23,000 pairs), so
+    # one pair in 300 fell under 0.7 (14 against 21) by the draw alone; a shortened run ends far below either
+    assert r.stopped == BUDGET and r.rounds > 2 * plan.min_rounds and r.rounds >= 0.6 * same.rounds
 
 
 def test_the_warm_up_runs_until_the_windows_settle():
