@@ -91,6 +91,13 @@ def visible_gpus(limit: int | None = None) -> list[str]:
     return ids[:limit] if limit else ids
 
 
+# Inductor's compile pool in each of several processes that compile beside each other on one host (a bench's
+# evaluators, synth's workers): its default, one subprocess per core up to 32 in every such process, would thrash
+# (16 synth workers on a 32-core host: up to 512 compiling subprocesses). Where TORCHINDUCTOR_COMPILE_THREADS is set,
+# that wins.
+COMPILE_THREADS_ENV, SHARED_COMPILE_THREADS = "TORCHINDUCTOR_COMPILE_THREADS", "2"
+
+
 # The cores a process times on, where the machine sets some aside (the evaluation service gives each
 # evaluator two, on which nothing starts, builds or compiles), e.g. "4,5"; processes the harness
 # starts inherit it.

@@ -113,3 +113,15 @@ def test_a_candidate_at_the_hard_stop_is_cancelled_not_judged(cpu_config, candid
     killed = {"ok": False, "reason": "worker timed out after 0s (infinite loop or far too slow?)", "crashed": True}
     outcome, rec, child = run(cpu_config, candidate, [killed], stop_at=time.time() + 0.2, delay_s=0.3)
     assert outcome == CANCELLED and child.requests[0][1] <= 0.2
+
+
+def test_each_worker_child_compiles_with_a_small_pool_unless_told_otherwise(monkeypatch, tmp_path):
+    """Synth's workers compile beside each other: each child gets Inductor's pool of 2 (devices.SHARED_COMPILE_THREADS),
+    not one subprocess per core; a TORCHINDUCTOR_COMPILE_THREADS the run was given wins."""
+    from cuda_agent.synth.execute import Executor
+
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert Executor(tmp_path / "w")._env()["TORCHINDUCTOR_COMPILE_THREADS"] == "2"
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "6")
+    assert Executor(tmp_path / "w", gpu="1")._env() == {"TORCHINDUCTOR_COMPILE_THREADS": "6", "CUDA_VISIBLE_DEVICES": "1"}

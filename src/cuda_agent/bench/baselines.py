@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from cuda_agent.bench import metrics
+from cuda_agent.devices import COMPILE_THREADS_ENV, SHARED_COMPILE_THREADS
 from cuda_agent.bench.roofline import roofline_for
 from cuda_agent.bench.tables import ms, pct, times
 from cuda_agent.harness import EvalConfig, TimingStats, task_baselines
@@ -115,7 +116,7 @@ def _record(run: BaselinesRun, journal: Journal, row: dict[str, Any], on_row) ->
 
 def _baseline_job(ctx: Any, *job: Any) -> dict[str, Any]:
     # Evaluators sharing a device compile at once: each with every core would thrash.
-    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
+    os.environ.setdefault(COMPILE_THREADS_ENV, SHARED_COMPILE_THREADS)
     return baseline_row(*job)
 
 
