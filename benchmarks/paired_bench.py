@@ -105,7 +105,7 @@ def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (
                      "vs_eager": p.ratios["eager"].value, "se_eager": p.ratios["eager"].se,
                      "vs_compile": p.ratios["compile"].value, "se_compile": p.ratios["compile"].se,
                      "rounds": p.rounds, "window": p.window, "stopped": p.stopped,
-                     "method": f"graph of {p.graph_calls}" if p.graph_calls else p.method,
+                     "method": f"{p.method} of {p.graph_calls}" if p.graph_calls else p.method,
                      "solution_ms": r.solution.median_ms, "eager_ms": r.eager.median_ms,
                      "compile_ms": r.compile.median_ms if r.compile else None,
                      "cached_eager_ms": cached_eager, "unpaired_vs_eager": cached_eager / r.solution.median_ms,

@@ -265,6 +265,22 @@ def test_a_solution_that_cannot_be_captured_where_the_reference_could_is_timed_p
     assert w.ops("child")[-2:] == ["call", "check"]   # a failed capture may have broken it: one call checked
 
 
+def test_a_baselines_replay_against_a_solution_timed_per_call_names_its_extra_input_sets():
+    """GRAPH_BASELINES: the reference's replay drew 8 input sets where the solution's call draws one; 7 of its 8 sets'
+    drawing time is `extra_ms` (left out of the watch's overhead). Not in the other methods, and a reply without the
+    time is a harness fault, not a figure taken on trust."""
+    from cuda_agent.harness.profiling import _baseline_times
+    from cuda_agent.harness.session import Stop
+
+    reply = {"ok": True, "t": [1.0, 0.01, 0.0], "prep_ms": 0.8}
+    assert _baseline_times(reply, 8, 0).extra_ms == pytest.approx(0.7)
+    assert _baseline_times(reply, 8, 8).extra_ms == 0.0 and _baseline_times(reply, 0, 0).extra_ms == 0.0
+    for bad in ({"ok": True, "t": [1.0, 0.01, 0.0]}, {**reply, "prep_ms": -1.0}, {**reply, "prep_ms": True}):
+        with pytest.raises(Stop, match="input-drawing time") as e:
+            _baseline_times(bad, 8, 0)
+        assert e.value.fault == "harness"
+
+
 def test_a_reference_that_cannot_be_captured_times_every_side_per_call():
     from cuda_agent.harness.profiling import _capture
 
@@ -284,7 +300,8 @@ def test_on_the_cpu_nothing_is_captured():
     server = CallServer({"eager": torch.relu}, task, torch.device("cpu"), PLAN)
     try:
         assert server.capture(1, None) == {"ok": True, "captured": False, "reason": "CUDA graphs need a CUDA device"}
-        assert server.call(7, "eager")["ok"] and server.output(None) is server.last
+        reply = server.call(7, "eager")
+        assert reply["ok"] and server.output(None) is server.last and reply["prep_ms"] >= 0   # its inputs' drawing
     finally:
         server.close()
 

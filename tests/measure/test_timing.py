@@ -118,6 +118,26 @@ def test_watch_widens_for_few_trusted_calls_and_calls_spread_by_load():
     assert not watch(stats_of(lying, False), lying, trusted, "cpu").ok
 
 
+def test_watch_leaves_out_the_input_sets_a_trusted_replay_draws_beyond_a_solution_call():
+    """Baselines by graph replays of 12 calls, the solution per call (GRAPH_BASELINES): a replay's request draws and
+    loads 12 input sets (0.816 ms on an H100's demo task, 2026-11-27e) where a solution's call draws one (0.068 ms).
+    Counted in the trusted overhead, the extra sets hid a timer reporting 0.001 ms of a real 0.1 ms call; left out
+    (`extra_ms`), it is caught and the honest figure passes."""
+    rtt, sets, one = 0.5, 0.816, 0.816 / 12
+    replays = [CallTimes(1.2, 0.01, 0.0, wall_ms=1.2 + rtt + sets + 0.002 * (i % 5)) for i in range(40)]
+    trusted = [CallTimes(c.device_ms, c.host_ms, c.left_ms, wall_ms=c.wall_ms, extra_ms=sets * 11 / 12) for c in replays]
+
+    def solution(report_ms: float) -> list[CallTimes]:
+        return [CallTimes(report_ms, 0.0, 0.0, wall_ms=0.1 + rtt + one + 0.002 * (i % 7)) for i in range(40)]
+    for report in (0.02, 0.001):
+        lying = solution(report)
+        assert watch(stats_of(lying, True), lying, replays, "cuda").ok   # the hole: overhead 1.3 ms, seen below zero
+        caught = watch(stats_of(lying, True), lying, trusted, "cuda")
+        assert not caught.ok and abs(caught.seen_ms - 0.1) < 0.01, caught
+    honest = solution(0.1)
+    assert watch(stats_of(honest, True), honest, trusted, "cuda").ok
+
+
 def test_call_seeds_differ_per_call_and_per_run():
     seeds = {call_seed(r, i) for r in (1, 2, 1 << 61) for i in range(1000)}
     assert len(seeds) == 3000 and all(0 <= s < 1 << 62 for s in seeds)
