@@ -281,6 +281,43 @@ def test_a_baselines_replay_against_a_solution_timed_per_call_names_its_extra_in
         assert e.value.fault == "harness"
 
 
+def _scripted_run(solution_ms: float, eager_ms: float, compile_ms: float, overhead_ms: float = 0.5):
+    """A paired run of scripted sides on a clock they move (each request: its figure plus `overhead_ms`)."""
+    from cuda_agent.measure import CallTimes, Side, drive_paired
+
+    now = [0]
+
+    def side(name: str, ms: float) -> Side:
+        def call(seed: int) -> CallTimes:
+            now[0] += int((ms + overhead_ms) * 1e6)
+            return CallTimes(ms, 0.0, 0.0)
+        return Side(name, call)
+    return drive_paired(side("solution", solution_ms), [side("eager", eager_ms), side("compile", compile_ms)], PLAN,
+                        clock=lambda: now[0])
+
+
+@pytest.mark.parametrize("calls,ours,method,vs_eager,vs_compile", [
+    (8, 0, "graph_baselines", 2.0, 0.8),   # the baselines' replays of 8 calls against the solution's single calls
+    (8, 8, "graph", 2.0, 0.8),             # every side a replay of 8 calls: the solution's figure too
+    (0, 0, "per_call", 2.0, 0.8)])
+def test_each_sides_figures_are_per_call_whatever_its_method(monkeypatch, calls, ours, method, vs_eager, vs_compile):
+    """What `_watched_run` makes of a run: each side's median and the speed-ups per call, divided by the calls its
+    timed call stands for (2 ms an eager replay of 8 calls is 0.25 ms a call), and the method the verdict names."""
+    from cuda_agent.harness import profiling
+
+    per_solution = ours or 1
+    run = _scripted_run(0.125 * per_solution, 2.0 if calls else 0.25, 0.8 if calls else 0.1)
+    monkeypatch.setattr(profiling, "_paired_run", lambda session, result, cuda: (run, (calls, ours)))
+    session = type("S", (), {"config": EvalConfig(device="cpu", timing=PLAN)})()
+    r = _verdict()
+    paired = profiling._watched_run(session, r, cuda=False)
+    assert paired.method == method and paired.graph_calls == calls
+    assert paired.ratios["eager"].value == pytest.approx(vs_eager, rel=1e-6)
+    assert paired.ratios["compile"].value == pytest.approx(vs_compile, rel=1e-6)
+    assert r.solution.median_ms == pytest.approx(0.125) and r.eager.median_ms == pytest.approx(0.25)
+    assert r.compile.median_ms == pytest.approx(0.1) and r.details["watch"]["ok"]
+
+
 def test_a_reference_that_cannot_be_captured_times_every_side_per_call():
     from cuda_agent.harness.profiling import _capture
 
