@@ -125,3 +125,25 @@ def test_each_worker_child_compiles_with_a_small_pool_unless_told_otherwise(monk
     assert Executor(tmp_path / "w")._env()["TORCHINDUCTOR_COMPILE_THREADS"] == "2"
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "6")
     assert Executor(tmp_path / "w", gpu="1")._env() == {"TORCHINDUCTOR_COMPILE_THREADS": "6", "CUDA_VISIBLE_DEVICES": "1"}
+
+
+def test_a_task_without_spatial_sizes_grows_its_batch_past_65536_rows_within_the_memory_budget(cpu_config, catalog):
+    """An NF task (a Linear's rows of features) has only its batch to grow: at 1 << 16 rows a GEMM read 0.14 ms on an
+    H200 and was rejected after both rescales while its estimate was 0.26 GB of 8 (2026-11-28). It grows on, as far
+    as the memory budget lets it."""
+    from dataclasses import replace
+
+    from cuda_agent.synth.execute import MAX_BATCH
+
+    composer = ProgramComposer(catalog.usable())
+    cand = next(c for c in (composer.compose(i) for i in range(200))
+                if c.program and c.program.layout == "NF" and c.program.elems_per_sample)
+    cand.program = cand.program.with_batch(1 << 16)
+    filters = ExecutionFilters(cpu_config, 8 << 30)
+    filters.window = replace(filters.window, low_ms=1.0, high_ms=100.0)
+    grown = filters._resized(cand, 0.14)
+    assert grown is not None and grown.batch > 1 << 16
+    assert grown.batch <= min(MAX_BATCH, (8 << 30) // (cand.program.elems_per_sample * 4))
+    filters = ExecutionFilters(cpu_config, cand.program.elems_per_sample * 4 * (1 << 16))   # a budget that is full
+    filters.window = replace(filters.window, low_ms=1.0, high_ms=100.0)
+    assert filters._resized(cand, 0.14) is None

@@ -224,7 +224,7 @@ class ExecutionFilters:
         if p is None:
             return None
         per_sample = max(p.elems_per_sample, 1) * 4
-        max_batch = max(2, min(1 << 16, self.memory_budget // per_sample))
+        max_batch = max(2, min(MAX_BATCH, self.memory_budget // per_sample))
         batch = scaled_batch(p.batch, ms, self.window, max_batch) or p.batch
         left = self.window.target_ms / max(ms, 1e-6) * p.batch / batch
         q = p.with_batch(batch)
@@ -233,6 +233,13 @@ class ExecutionFilters:
             if q.elems_per_sample * 4 * batch > self.memory_budget:
                 q = p.with_batch(batch)
         return None if q.dims == p.dims else q
+
+
+# The size search's largest batch (the memory budget bounds it too). A layout with no spatial size (NF: a Linear's
+# rows of features) has only the batch to grow: at 1 << 16 rows, 68 of 311 GEMM-led candidates and 18 of 36 loss-led
+# ones of the H100/H200 set (benchmarks/synth_h100_1k, 2026-11-28) stayed under 1 ms after both rescales, with
+# estimates of 0.1-0.7 GB of an 8 GB budget.
+MAX_BATCH = 1 << 20
 
 
 # A candidate that the run's hard stop cut short: it gets no journal line, so a resume redoes it.
