@@ -75,13 +75,15 @@ def create_workspace(task: Task, dest: str | Path, device: str = "cuda", *, over
 
 
 # How the CUDA timing treats a solution (harness/profiling._capture): kernels on the legacy default stream
-# are not in a CUDA graph, so such a solution and its baselines are timed per call, launch overhead included.
+# are not in a CUDA graph, so such a solution is timed per call, its launch overhead in its own figure, against
+# baselines still timed by graph replays (measure's GRAPH_BASELINES).
 CUDA_TIMING_NOTE = (
     "\n- Timing: where the reference can be captured in a CUDA graph, every side is timed by replaying\n"
     "  graphs of about 1 ms of calls (launch overhead left out of every side alike). Launch every kernel\n"
     "  on the stream the binding passes (`c10::cuda::getCurrentCUDAStream()`, as the example does), never\n"
     "  `<<<grid, block>>>` on the legacy default stream, and keep `forward` free of host synchronisation:\n"
-    "  otherwise your solution and its baselines are timed call by call, and the verdict says why.")
+    "  otherwise your solution is timed call by call, its launch overhead counted against it while its\n"
+    "  baselines keep their graphs, and the verdict says why.")
 
 
 def render_skill(task: Task, device: str, skill: SkillParams) -> str:
