@@ -147,3 +147,17 @@ def test_a_task_without_spatial_sizes_grows_its_batch_past_65536_rows_within_the
     filters = ExecutionFilters(cpu_config, cand.program.elems_per_sample * 4 * (1 << 16))   # a budget that is full
     filters.window = replace(filters.window, low_ms=1.0, high_ms=100.0)
     assert filters._resized(cand, 0.14) is None
+
+
+def test_the_size_search_times_with_a_few_calls_and_the_set_with_the_runs_plan(cpu_config, candidate):
+    """The size search's timing only picks a size (SIZE_SEARCH_PLAN, a few calls); the set's figures are the
+    baselines', timed in `compile` with the run's own plan. Every size tried is in the record with its time."""
+    from cuda_agent.synth.execute import SIZE_SEARCH_PLAN
+
+    outcome, rec, child = run(cpu_config, candidate, [eager(TOO_FAST), eager(IN_WINDOW), COMPILED])
+    assert outcome.accepted
+    plans = child.sent("plan")
+    assert plans[:2] == [SIZE_SEARCH_PLAN.to_dict()] * 2 and plans[2] == cpu_config.timing.to_dict()
+    assert SIZE_SEARCH_PLAN.budget_s < cpu_config.timing.budget_s
+    first, second = rec["sizes"]
+    assert first[-1] == TOO_FAST and second[-1] == IN_WINDOW and second[0] > first[0]   # the batch grew
