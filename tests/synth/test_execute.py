@@ -161,3 +161,12 @@ def test_the_size_search_times_with_a_few_calls_and_the_set_with_the_runs_plan(c
     assert SIZE_SEARCH_PLAN.budget_s < cpu_config.timing.budget_s
     first, second = rec["sizes"]
     assert first[-1] == TOO_FAST and second[-1] == IN_WINDOW and second[0] > first[0]   # the batch grew
+
+
+def test_a_synth_service_sets_no_cores_aside(cpu_config):
+    """Synth's candidates run in its own child, on the cores the evaluator has: none are set aside for a solution's
+    timing (on 2x H200, twelve evaluators' pairs left every candidate's runs and compiles eight of 32 cores)."""
+    from cuda_agent.synth.run import _settings
+
+    s = _settings(cpu_config)
+    assert not s.pin_cores and s.build_workers == 0 and s.spares == 0

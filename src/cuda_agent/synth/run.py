@@ -341,7 +341,10 @@ def _class_of(rec: dict) -> str | None:
 
 def _settings(config: SynthConfig) -> ServiceSettings:
     """A service for a run of its own: `workers` evaluators per GPU (or on the CPU), no builders
-    (candidates are not built), no spare harness processes (candidates run in synth's own child)."""
+    (candidates are not built), no spare harness processes (candidates run in synth's own child), and no
+    cores set aside: an evaluator's pair is for a solution's timing, which synth has none of, and its child runs
+    on the others (2x H200, 2026-11-28: 12 evaluators held 24 of 32 cores and every candidate's eager runs and
+    compiles shared the other 8; 646 accepted per GPU-hour against one GPU's 1,085-1,213)."""
     workers = config.workers or 1
     return ServiceSettings(address=config.address, device=config.device, cpu_evaluators=workers,
-                           evaluators_per_device=workers, build_workers=0, spares=0)
+                           evaluators_per_device=workers, build_workers=0, spares=0, pin_cores=False)
