@@ -147,7 +147,7 @@ for arg in "$@"; do
                --json "$LOGS/twoproc.json" ;;  # issue 24: the modes with two processes alternating, as the harness's?
     placement) step placement "$limit" bash -c "for i in \$(seq ${PLACEMENT_PROCS:-3}); do $py benchmarks/placement_probe.py \
                  --pairs ${PLACEMENT_PAIRS:-16} --kernels ${PLACEMENT_KERNELS:-sbr,eager,compile} --seed \$i \
-                 --json $LOGS/placement_\$i.json || exit 1; done" ;;  # issue 24: modes by placement, by process, or neither?
+                 ${PLACEMENT_ARGS:-} --json $LOGS/placement_\$i.json || exit 1; done" ;;  # issue 24 (PLACEMENT_ARGS=--distinct: the harness's regime)
     overhead) step overhead "$limit" $py benchmarks/call_overhead_probe.py --calls 60 ;;  # issue 27: a timed request's parts
     owner) step owner "$limit" $py benchmarks/gpu_owner_probe.py --json "$LOGS/gpu_owner.json" ;;  # the freezer's F2: GPU work past a stop or exit
     freeze) step freeze "$limit" $py benchmarks/freeze_cost.py --blocks 200 \

@@ -15,7 +15,14 @@ spacer of random size so that they land on different physical pages, and times t
 median per pair, the pairs visited in a shuffled order each round. Modes across pairs of one process
 say "placement"; one time for every pair says the mode belongs to the process.
 
-    python benchmarks/placement_probe.py --pairs 24 [--layout views] [--kernels sbr,eager,compile,clamp] --json placement.json
+`--distinct` times the harness's regime instead: each of a graph's calls on input and output buffers of its own
+(`calls` pairs a placement, each after its spacer) and the L2 emptied (a read of twice its size) before every
+replay. Without it, a graph's calls reuse one pair: the same 64 MB a call (32 MB in, 32 MB out), much of it still in
+the 50 MB L2 from the call before and never emptied, where the harness's calls each read and write memory no call
+before touched (2026-11-28: the solution's and torch.compile's modes came together in 9 of 126 paired
+evaluations with both figures, about 4 expected by chance, each in its own process; eager moved in 2 of 141).
+
+    python benchmarks/placement_probe.py --pairs 24 [--layout views] [--kernels sbr,eager,compile,clamp] [--distinct] --json placement.json
 """
 
 from __future__ import annotations
@@ -74,6 +81,8 @@ def main() -> None:
                     help="apart: x and y allocated one after the other (always 32 MB apart); views: x and y views "
                          "of one buffer, y a random distance (4 KB steps) after x")
     ap.add_argument("--kernels", default="clamp", help="comma-separated: sbr eager compile clamp")
+    ap.add_argument("--distinct", action="store_true", help="each call of a graph on buffers of its own, the L2 "
+                    "emptied before every replay (the harness's regime); default: one pair a graph, L2-hot")
     ap.add_argument("--json")
     a = ap.parse_args()
     kernels = [k for k in a.kernels.split(",") if k]
@@ -83,7 +92,7 @@ def main() -> None:
     rng = random.Random(a.seed)
     dev = torch.device("cuda")
     keep, pairs = [], []
-    for _ in range(a.pairs):
+    for _ in range(a.pairs * (a.calls if a.distinct else 1)):
         if a.layout == "views":
             gap = rng.randrange(0, 16384) * 1024  # floats: 0-64 MB in 4 KB steps
             whole = torch.empty(2 * a.numel + gap, device=dev)
@@ -100,17 +109,24 @@ def main() -> None:
     fns = make_kernels(kernels, scale, bias, cols)
     graphs: dict[tuple[str, int], torch.cuda.CUDAGraph] = {}
     stream = torch.cuda.Stream()
-    for i, (x, y) in enumerate(pairs):
+    per = a.calls if a.distinct else 1   # pairs a placement: one per call of its graph, or one for all
+    for i in range(a.pairs):
+        mine = pairs[i * per:(i + 1) * per]
         for k in kernels:
             with torch.cuda.stream(stream):
                 for _ in range(3):
-                    fns[k](x, y)
+                    for x, y in mine:
+                        fns[k](x, y)
             torch.cuda.synchronize()
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g, stream=stream):
-                for _ in range(a.calls):
-                    fns[k](x, y)
+                for j in range(a.calls):
+                    fns[k](*mine[j % per])
             graphs[(k, i)] = g
+    flush = flushed = None
+    if a.distinct:   # as the harness's "read" flush: twice the L2, read, before every replay
+        flush = torch.ones(2 * torch.cuda.get_device_properties(dev).L2_cache_size // 4, device=dev)
+        flushed = torch.empty((), device=dev)
     times: dict[tuple[str, int], list[float]] = {key: [] for key in graphs}
     for _ in range(a.rounds):
         order = list(graphs)
@@ -118,6 +134,8 @@ def main() -> None:
         for key in order:
             for _ in range(a.reps):
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                if flush is not None:
+                    torch.sum(flush, dim=0, out=flushed)
                 s.record()
                 graphs[key].replay()
                 e.record()
@@ -125,14 +143,15 @@ def main() -> None:
                 times[key].append(s.elapsed_time(e) * 1000 / a.calls)
     rows = []
     for i in range(a.pairs):
-        x, y = pairs[i]
+        x, y = pairs[i * per]
         row = {"pair": i, "gap_mb": round((y.data_ptr() - x.data_ptr()) / 2**20 - x.numel() * 4 / 2**20, 3),
                "x": hex(x.data_ptr()), "y": hex(y.data_ptr())}
         for k in kernels:
             row[f"{k}_us"] = round(statistics.median(times[(k, i)]), 3)
             row[f"{k}_min_us"] = round(min(times[(k, i)]), 3)
         rows.append(row)
-    print(f"# placement_probe: {torch.cuda.get_device_name()}, {a.numel} floats, {a.pairs} pairs, kernels {kernels}, "
+    print(f"# placement_probe: {torch.cuda.get_device_name()}, {a.numel} floats, {a.pairs} placements of {per} pair(s) "
+          f"({'distinct buffers a call, L2 emptied a replay' if a.distinct else 'one pair a graph, L2-hot'}), kernels {kernels}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print("| pair | " + " | ".join(f"{k} median us" for k in kernels) + " | x | y | y - (x + size) MB |")
     print("|--:|" + "--:|" * len(kernels) + "---|---|--:|")
@@ -147,7 +166,7 @@ def main() -> None:
         print(f"{k}: spread across pairs (max/min - 1) {spreads[k]:.2f}%; pairs over 2% above the fastest: {slow}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "kernels": kernels, "spread_pct": spreads,
+            json.dump({"device": torch.cuda.get_device_name(), "kernels": kernels, "distinct": a.distinct, "spread_pct": spreads,
                        "rows": rows}, f, indent=1)
 
 
