@@ -17,9 +17,9 @@ from typing import Any, Callable, Iterator
 import torch
 
 from cuda_agent.bench import metrics
-from cuda_agent.devices import COMPILE_THREADS_ENV, SHARED_COMPILE_THREADS
 from cuda_agent.bench.roofline import roofline_for
 from cuda_agent.bench.tables import ms, pct, times
+from cuda_agent.devices import COMPILE_THREADS_ENV, SHARED_COMPILE_THREADS
 from cuda_agent.harness import EvalConfig, TimingStats, task_baselines
 from cuda_agent.journal import Journal, latest_by, read_rows
 from cuda_agent.service import PRIORITY_BENCH, EvalService, ServiceSettings, in_flight, using

