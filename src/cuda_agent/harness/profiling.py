@@ -132,9 +132,10 @@ def _lie(seen: Watch) -> str:
 def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[PairedRun, tuple[int, int]]:
     """One paired run: the solution in the child, eager and torch.compile in the reference worker,
     each call's inputs drawn from a seed sent with it (timed by graph replays where `_capture` got
-    graphs: returns how many calls the baselines' and the solution's hold, 0 per call). The outputs of solution calls chosen after
-    they returned (and of the last; of a replay, those of all its calls) are checked before the
-    next call is made, so results cached across calls or work skipped on some calls fail it."""
+    graphs: returns how many calls the baselines' and the solution's hold, 0 per call). The outputs
+    of solution calls chosen after they returned (and of the last; of a replay, those of all its
+    calls) are checked before the next call is made, so results cached across calls or work skipped
+    on some calls fail it."""
     tag, plan = session.next_tag(), session.config.timing
     calls, ours = 0, 0   # the calls a graph holds: the baselines', the solution's (0: each call timed alone)
 
@@ -150,7 +151,6 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     def side(name: str) -> Side:
         if name == SOLUTION:
             return Side(name, lambda seed: _call_times(session.ask_child({"op": "call", "seed": seed}, "profile")))
-
         return Side(name, lambda seed: _baseline_times(
             session.ask_reference({"op": "call", "which": name, "seed": seed}), calls, ours))
 
