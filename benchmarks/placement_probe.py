@@ -150,9 +150,9 @@ def main() -> None:
             row[f"{k}_us"] = round(statistics.median(times[(k, i)]), 3)
             row[f"{k}_min_us"] = round(min(times[(k, i)]), 3)
         rows.append(row)
-    print(f"# placement_probe: {torch.cuda.get_device_name()}, {a.numel} floats, {a.pairs} placements of {per} pair(s) "
-          f"({'distinct buffers a call, L2 emptied a replay' if a.distinct else 'one pair a graph, L2-hot'}), kernels {kernels}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    regime = "distinct buffers a call, L2 emptied a replay" if a.distinct else "one pair a graph, L2-hot"
+    print(f"# placement_probe: {torch.cuda.get_device_name()}, {a.numel} floats, {a.pairs} placements of {per} "
+          f"pair(s) ({regime}), kernels {kernels}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print("| pair | " + " | ".join(f"{k} median us" for k in kernels) + " | x | y | y - (x + size) MB |")
     print("|--:|" + "--:|" * len(kernels) + "---|---|--:|")
     for r in sorted(rows, key=lambda r: r[f"{kernels[0]}_us"]):
@@ -166,8 +166,8 @@ def main() -> None:
         print(f"{k}: spread across pairs (max/min - 1) {spreads[k]:.2f}%; pairs over 2% above the fastest: {slow}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "kernels": kernels, "distinct": a.distinct, "spread_pct": spreads,
-                       "rows": rows}, f, indent=1)
+            json.dump({"device": torch.cuda.get_device_name(), "kernels": kernels, "distinct": a.distinct,
+                       "spread_pct": spreads, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
