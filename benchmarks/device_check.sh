@@ -27,9 +27,10 @@
 # The synth step writes its dataset to $SYNTH_OUT (default runs/synth/ops.parquet; set it, not --out
 # in SYNTH_ARGS), stops starting candidates 90 s before its limit (--max-seconds; half of a limit
 # under 3 minutes), which leaves the 30 s of --grace-seconds and the report inside it, and brings back
-# $OUT/synth/: the dataset, bench.json, summary.md, seeds.json (the catalog), config.json and
-# candidates.jsonl.gz (the journal), not the workspaces. Committed beside $SYNTH_OUT (the journal
-# gzipped), they make the next call resume the run, with its catalog, on a fresh machine.
+# $OUT/synth.tgz: the dataset, bench.json, summary.md, seeds.json (the catalog), config.json and
+# candidates.jsonl.gz (the journal), not the workspaces, at their paths in the checkout. Unpacked there
+# (`tar xzf synth.tgz -C .`) and committed, they make the next call resume the run, with its catalog, on a
+# fresh machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -111,6 +112,16 @@ snapshots() {  # snapshots NAME T0: at each of SNAPSHOT_AT's seconds into the st
   done
 }
 
+pack_synth() {  # pack_synth OUT STATE: the dataset and its state, at their paths in the checkout, in $OUT/synth.tgz
+  # (one file: the device tool brings back only a few; `tar xzf synth.tgz -C CHECKOUT` puts them where a resume reads)
+  local pack=$LOGS/synth_pack f
+  rm -rf "$pack"; mkdir -p "$pack/$2"
+  for f in bench.json summary.md seeds.json config.json; do cp "$2/$f" "$pack/$2/" 2>/dev/null; done
+  cp "$1" "$pack/$1" 2>/dev/null
+  [ -f "$2/candidates.jsonl" ] && gzip -c "$2/candidates.jsonl" >"$pack/$2/candidates.jsonl.gz"
+  tar czf "$OUT/synth.tgz" -C "$pack" . && rm -rf "$pack"
+}
+
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $OUT/NAME.log, print its tail
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS snap=""
@@ -180,10 +191,7 @@ for arg in "$@"; do
              gunzip -k "$state/candidates.jsonl.gz"; fi  # a journal brought back and committed: resume it
            step synth "$limit" $py benchmarks/synth_bench.py --count ${SYNTH_COUNT:-300} --out "$out" \
              --kernelbench "$KB/kernelbench.jsonl" --max-seconds $((limit > 180 ? limit - 90 : limit / 2)) ${SYNTH_ARGS:-}
-           mkdir -p "$OUT/synth"
-           for f in bench.json summary.md seeds.json config.json; do cp "$state/$f" "$OUT/synth/" 2>/dev/null; done
-           cp "$out" "$OUT/synth/" 2>/dev/null; cp "$state/crawl.log" "$LOGS/synth_crawl.log" 2>/dev/null
-           [ -f "$state/candidates.jsonl" ] && gzip -c "$state/candidates.jsonl" >"$OUT/synth/candidates.jsonl.gz" ;;
+           pack_synth "$out" "$state"; cp "$state/crawl.log" "$LOGS/synth_crawl.log" 2>/dev/null ;;
     *) echo "unknown step $name (tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds placement benchscale freeze)"; exit 2 ;;
   esac
 done
