@@ -343,6 +343,38 @@ def test_on_the_cpu_nothing_is_captured():
         server.close()
 
 
+def test_a_replays_input_drawing_time_covers_every_set_it_loads():
+    """The reference's `prep_ms` for a replay: drawing and loading each of its graph's input sets, before the timed
+    replay and outside its figure (what the watch leaves out beyond one set, profiling._baseline_times). A stand-in
+    graph on the CPU whose every load takes 5 ms."""
+    import time as clock
+
+    import torch
+
+    from cuda_agent.harness.workers.calls import CallServer
+    from cuda_agent.measure import module_from_source
+
+    class SlowLoads:
+        calls, outputs = 4, None
+
+        def load(self, j, inputs):
+            clock.sleep(0.005)
+
+        def replay(self):
+            return None
+
+    task = module_from_source((HACKS / "tasks" / "sbr_small.py").read_text(), "task", "task.py")
+    server = CallServer({"eager": torch.relu}, task, torch.device("cpu"), PLAN)
+    try:
+        server.graphs["eager"] = SlowLoads()
+        reply = server.call(7, "eager")
+        assert reply["ok"] and reply["prep_ms"] >= 4 * 5.0
+        assert reply["t"][0] < reply["prep_ms"]   # the loads are in no figure of the replay
+    finally:
+        server.graphs.clear()
+        server.close()
+
+
 @pytest.mark.cuda
 def test_on_the_device_every_side_is_timed_by_graph_replays():
     """The demo's fused kernel and its baselines can all be captured: every side is timed by
