@@ -33,9 +33,9 @@ from cuda_agent.harness import baselines
 from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.result import EvalResult
 from cuda_agent.harness.session import Session, Stop, new_seed, timed
-from cuda_agent.harness.workers.calls import read_times
+from cuda_agent.harness.workers.calls import read_prep, read_times
 from cuda_agent.home import locks, subdir
-from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed,
+from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed, calls_per,
                                 drive_paired, side_stats, watch)
 from cuda_agent.sandbox import GPU_FILES, Bystanders, ContextWatch, Freezer, FrozenBlock
 from cuda_agent.tasks import Task
@@ -109,14 +109,14 @@ def _watched_run(session: Session, result: EvalResult, cuda: bool) -> PairedTimi
         seen = watch(replays, run.calls(SOLUTION), run.calls("eager"), "cuda" if cuda else "cpu")
         result.details["watch"] = seen.to_dict()
         if seen.ok:
-            stats = {side: side_stats(run, side, cuda, per=(ours if side == SOLUTION else calls) or 1)
-                     for side in run.windows}
+            alone = bool(calls) and not ours   # the solution's calls timed alone beside the baselines' graphs
+            per = calls_per(run, calls, alone)
+            stats = {side: side_stats(run, side, cuda, per=per[side]) for side in run.windows}
             result.eager, result.compile, result.solution = stats["eager"], stats["compile"], stats[SOLUTION]
             result.details["timed_outputs_checked"] = len(run.checked)
             if run.cut_short:
                 result.flags.append("timing_cut_short")
-            return PairedTiming.of(run, session.config.timing, cuda, graph_calls=calls,
-                                   solution_per_call=bool(calls) and not ours)
+            return PairedTiming.of(run, session.config.timing, cuda, graph_calls=calls, solution_per_call=alone)
         if attempt == 1:
             result.flags.append("watch_retimed")
             result.details["first_watch"] = seen.to_dict()
@@ -370,10 +370,11 @@ def _baseline_times(reply: dict, calls: int, ours: int) -> CallTimes:
     times = _call_times(reply)
     if not calls or ours:
         return times
-    prep = reply.get("prep_ms")
-    if isinstance(prep, bool) or not isinstance(prep, (int, float)) or not 0 <= prep < float("inf"):
-        raise Stop("profile", f"the reference worker's call reply has no input-drawing time ({prep!r})", fault="harness")
-    return replace(times, extra_ms=float(prep) * (calls - 1) / calls)
+    prep = read_prep(reply)
+    if prep is None:
+        raise Stop("profile", f"the reference worker's call reply has no input-drawing time ({reply.get('prep_ms')!r})",
+                   fault="harness")
+    return replace(times, extra_ms=prep * (calls - 1) / calls)
 
 
 def _call_times(reply: dict) -> CallTimes:

@@ -25,8 +25,8 @@ from cuda_agent.measure.graphs import Graph, NotCapturable, graph_calls, graph_u
 from cuda_agent.measure.lock import LockOrderError, alone_within, beside_timing, compile_turn, device_lock
 from cuda_agent.measure.modules import (NEAR, SHIFTED, Steps, make_inputs, make_model, module_from_source, release,
                                         seed_generators, timing_draw, varied_inputs)
-from cuda_agent.measure.paired import (GRAPH, GRAPH_BASELINES, PER_CALL, PairedRun, PairedTiming, Side, drive_paired,
-                                       side_stats, time_paired)
+from cuda_agent.measure.paired import (GRAPH, GRAPH_BASELINES, PER_CALL, PairedRun, PairedTiming, Side, calls_per,
+                                       drive_paired, side_stats, time_paired)
 from cuda_agent.measure.plan import TimingPlan, TimingStats
 from cuda_agent.measure.ratio import Ratio
 from cuda_agent.measure.timing import (CallTimer, CallTimes, Run, Timed, Watch, as_timer, call_seed, drive,
@@ -36,7 +36,7 @@ __all__ = [
     "Alone", "GRAPH", "GRAPH_BASELINES", "NEAR", "PER_CALL", "SHIFTED", "CallTimer", "CallTimes", "Graph",
     "LockOrderError", "NotCapturable",
     "PairedRun", "PairedTiming", "Ratio", "Run", "Side", "Steps", "Timed", "TimingPlan", "TimingStats", "Watch",
-    "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "compile_for_timing", "compile_turn",
+    "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "calls_per", "compile_for_timing", "compile_turn",
     "device_lock", "drive", "drive_paired", "graph_calls", "graph_unsupported",
     "make_inputs", "make_model", "module_from_source", "release", "seed_generators", "side_stats", "stats_of", "time_baselines",
     "time_callable", "time_paired", "timing_draw", "varied_inputs", "wait_alone", "watch", "gpu_probe",

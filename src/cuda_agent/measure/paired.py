@@ -119,6 +119,14 @@ def ratios(windows: Windows, solution: str, cuda: bool, per: dict[str, int] | No
             for side, w in windows.items() if side != solution}
 
 
+def calls_per(run: PairedRun, graph_calls: int, solution_per_call: bool = False) -> dict[str, int]:
+    """The calls a timed call of each side stands for: a replay of a graph of `graph_calls` calls (0: each call
+    timed alone), the solution's calls alone beside the baselines' graphs with `solution_per_call` (GRAPH_BASELINES)."""
+    per = {side: graph_calls or 1 for side in run.baselines()}
+    per[run.solution] = 1 if solution_per_call else graph_calls or 1
+    return per
+
+
 def side_stats(run: PairedRun, side: str, cuda: bool, per: int = 1) -> TimingStats:
     """A side's statistics over its timed calls, with its windows' spread; `per`: the calls each
     timed one stands for (a graph's replay), whose figures are divided among them."""
@@ -286,12 +294,11 @@ class PairedTiming:
            solution_per_call: bool = False) -> "PairedTiming":
         """`graph_calls`: the calls each baseline's graph holds (0: per call); `solution_per_call`: the solution's
         calls timed alone beside them (GRAPH_BASELINES)."""
-        per = {side: graph_calls or 1 for side in run.baselines()}
-        per[run.solution] = 1 if solution_per_call else graph_calls or 1
         method = (GRAPH_BASELINES if solution_per_call else GRAPH) if graph_calls else PER_CALL
         return cls(method=method, stopped=run.stopped, target_se=plan.target_se,
                    rounds=run.rounds, window=run.window, warmup_rounds=len(run.warmup[run.solution]),
-                   settled=run.settled, ratios=ratios(run.windows, run.solution, cuda, per), graph_calls=graph_calls)
+                   settled=run.settled, graph_calls=graph_calls,
+                   ratios=ratios(run.windows, run.solution, cuda, calls_per(run, graph_calls, solution_per_call)))
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ratios": {k: r.to_dict() for k, r in self.ratios.items()}, "met": self.met}

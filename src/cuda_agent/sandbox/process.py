@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cuda_agent.devices import TIMING_CORES_ENV
+from cuda_agent.devices import COMPILE_THREADS_ENV, TIMING_CORES_ENV
 from cuda_agent.home import LOCKS_ENV, locks
 from cuda_agent.sandbox import forkserver
 from cuda_agent.sandbox.groups import kill_group
@@ -84,7 +84,7 @@ class Process:
             "RES_OPTIONS": "single-request",
         }
         for k in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_AGENT_HOME",
-                  TIMING_CORES_ENV, "TORCHINDUCTOR_COMPILE_THREADS"):  # the last: each compiling process's pool
+                  TIMING_CORES_ENV, COMPILE_THREADS_ENV):  # the last: each compiling process's pool
             if k in os.environ:
                 child_env[k] = os.environ[k]
         child_env.update(env or {})

@@ -118,14 +118,25 @@ class CallServer:
         release(self.device)
 
 
+def _number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def read_times(reply: dict) -> tuple[float, float, float] | None:
     """A worker's figures for one call, or None where they are not three finite numbers with the
     first two non-negative (the third, the difference of two synchronizes, may fall below zero)."""
     t = reply.get("t")
     if not isinstance(t, list) or len(t) != 3:
         return None
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in t):
+    if not all(_number(x) for x in t):
         return None
     if t[0] < 0 or t[1] < 0:
         return None
     return float(t[0]), float(t[1]), float(t[2])
+
+
+def read_prep(reply: dict) -> float | None:
+    """A worker's time to draw and load one request's input sets (`prep_ms`), or None where it is not a finite
+    non-negative number."""
+    prep = reply.get("prep_ms")
+    return float(prep) if _number(prep) and prep >= 0 else None
