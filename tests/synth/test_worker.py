@@ -104,3 +104,33 @@ def test_the_size_searchs_timing_runs_beside_other_workers_runs_unless_the_run_t
         assert quiet.is_alive() and not timing.is_set(), "the quiet run timed while another worker ran"
     quiet.join(60)
     assert waited["reply"]["ok"] and timing.is_set(), waited
+
+
+def test_the_time_spent_queueing_for_the_device_is_reported_apart_from_each_stages_own_work(worker, monkeypatch):
+    """Several workers share a GPU: a stage's time as the journal reads it is its own work, and the queue
+    for the device lock (behind another worker's timing) is `lock_wait`; together they are the request's."""
+    import cuda_agent.measure.lock as lock
+
+    queued, real = threading.Event(), lock._take_flock
+
+    def take_flock(*args, **kwargs):  # the worker has started to wait for the lock
+        queued.set()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lock, "_take_flock", take_flock)
+    good = task("return torch.tanh(self.linear(x))")
+    start = time.perf_counter()
+    with device_lock(lock_name("cpu"), shared=False):  # another worker timing on the device
+        thread, got = in_thread(lambda: eager(worker, good))
+        assert queued.wait(60)
+        t_queued = time.perf_counter()
+        time.sleep(0.3)
+        t_released = time.perf_counter()
+    thread.join(60)
+    elapsed = time.perf_counter() - start
+    reply = got["reply"]
+    assert reply["ok"], reply
+    seconds = reply["seconds"]
+    assert {"eager_run", "checks", "eager_timing", "lock_wait"} <= set(seconds)
+    assert seconds["lock_wait"] >= t_released - t_queued  # the whole queue behind the timer, at least
+    assert sum(seconds.values()) <= elapsed  # the wait is not in the stages' own time as well

@@ -22,7 +22,8 @@ by synth (its worker builds, runs and times candidates with these, without the j
 from cuda_agent.measure.alone import Alone, gpu_probe, wait_alone
 from cuda_agent.measure.baselines import autotune_alone, compile_for_timing, time_baselines
 from cuda_agent.measure.graphs import Graph, NotCapturable, graph_calls, graph_unsupported
-from cuda_agent.measure.lock import LockOrderError, alone_within, beside_timing, compile_turn, device_lock
+from cuda_agent.measure.lock import (LockOrderError, alone_within, beside_timing, compile_turn, device_lock,
+                                     waited_s)
 from cuda_agent.measure.modules import (NEAR, SHIFTED, Steps, make_inputs, make_model, module_from_source, release,
                                         seed_generators, timing_draw, varied_inputs)
 from cuda_agent.measure.paired import (GRAPH, GRAPH_BASELINES, PER_CALL, PairedRun, PairedTiming, Side, calls_per,
@@ -39,5 +40,5 @@ __all__ = [
     "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "calls_per", "compile_for_timing", "compile_turn",
     "device_lock", "drive", "drive_paired", "graph_calls", "graph_unsupported",
     "make_inputs", "make_model", "module_from_source", "release", "seed_generators", "side_stats", "stats_of", "time_baselines",
-    "time_callable", "time_paired", "timing_draw", "varied_inputs", "wait_alone", "watch", "gpu_probe",
+    "time_callable", "time_paired", "timing_draw", "varied_inputs", "wait_alone", "waited_s", "watch", "gpu_probe",
 ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,14 @@ class _Hold:
 
 
 _local = threading.local()
+_waited = [0.0]                  # seconds this process's threads have spent waiting to take a device lock
+_waited_guard = threading.Lock()
+
+
+def waited_s() -> float:
+    """Seconds this process has waited, in all, to take device locks (shared or alone): the part of
+    a stage's time that was the queue for the device, not its own work (synth's workers report it)."""
+    return _waited[0]
 
 
 def _holds() -> dict[Path, _Hold]:
@@ -86,6 +95,15 @@ def device_lock(key: str, shared: bool = False, lock_dir: Path | None = None) ->
 def _take(f: IO[str], gate_path: Path, shared: bool) -> None:
     """flock `f` shared or alone, through the turnstile: a shared taker passes it at once unless a
     timer waits there; a timer holds it until it has the lock, so newcomers queue behind it."""
+    t = time.perf_counter()
+    try:
+        _take_flock(f, gate_path, shared)
+    finally:
+        with _waited_guard:
+            _waited[0] += time.perf_counter() - t
+
+
+def _take_flock(f: IO[str], gate_path: Path, shared: bool) -> None:
     with open(gate_path, "a") as gate:
         if shared:
             fcntl.flock(gate, fcntl.LOCK_SH)

@@ -10,7 +10,8 @@ rejects the candidate). It speaks JSON lines through a sandbox `ChildChannel`
                                                    (measure.time_baselines)
   {"op": "quit"}
 
-Every reply carries `seconds` per stage, so the benchmark can say where the time goes, and on a GPU
+Every reply carries `seconds` per stage, so the benchmark can say where the time goes (each stage's own
+work; the time spent queueing for the device lock behind other workers is `lock_wait`), and on a GPU
 `peak_mb`, the most memory the request allocated (to measure the size search's estimate against).
 
 Several workers share a GPU. Their runs hold the device lock shared and timing holds it alone
@@ -83,19 +84,18 @@ class Worker:
         _hand_back(device, collect=True)
         self._start_peak(device)
         seconds: dict[str, float] = {}
-        t = time.perf_counter()
+        lap = _Laps(seconds)
         with _section(device, shared=not msg.get("alone")):  # off the GPU while another worker times on it
-            failed, checked = self._eager_checks(msg, device, seconds, t)
+            failed, checked = self._eager_checks(msg, device, lap)
         if failed is not None:
             return self._with_peak(failed, device)
         module, model, inputs, first = checked
-        t = time.perf_counter()
         from cuda_agent.measure import TimingPlan, time_callable, timing_draw
 
         draw = timing_draw(module, INPUT_SEED, device)
         with _section(device, shared=bool(msg.get("beside")) and not msg.get("alone")):  # beside: the module's doc
             stats = time_callable(model, draw, device, TimingPlan.from_dict(msg["plan"])).stats
-        seconds["eager_timing"] = time.perf_counter() - t
+        lap("eager_timing")
         self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "draw": draw}
         return self._with_peak({"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
                                 "seconds": seconds}, device)
@@ -109,7 +109,7 @@ class Worker:
             reply["peak_mb"] = round(self.torch.cuda.max_memory_allocated(device) / 2**20, 1)
         return reply
 
-    def _eager_checks(self, msg: dict, device, seconds: dict, t: float) -> tuple[dict | None, tuple]:
+    def _eager_checks(self, msg: dict, device, lap: "_Laps") -> tuple[dict | None, tuple]:
         """Runs, determinism, RNG use and degenerate outputs: (a failed reply, ()) or
         (None, (module, model, inputs, outputs))."""
         torch = self.torch
@@ -118,12 +118,15 @@ class Worker:
             first = self._run(model, inputs)
             self._sync(device)
         except Exception as e:
-            return {"ok": False, "filter": "eager", "reason": _short(e)}, ()
-        seconds["eager_run"] = time.perf_counter() - t
+            lap("eager_run")
+            return {"ok": False, "filter": "eager", "reason": _short(e), "seconds": lap.seconds}, ()
+        lap("eager_run")
+        seconds = lap.seconds
         # Determinism: a fresh model and fresh inputs from the same seeds give the same bits.
         _, model2, inputs2 = self._build(msg["code"], device)
         second = self._run(model2, inputs2)
         if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(first, second)):
+            lap("checks")
             return {"ok": False, "filter": "deterministic", "reason": "two runs from the same seed differ",
                     "seconds": seconds}, ()
         del second  # equal to `first`, bit for bit: one set of outputs less on the GPU
@@ -131,12 +134,14 @@ class Worker:
         torch.manual_seed(987654321)
         third = self._run(model2, inputs2)
         if any(not torch.equal(a, b) for a, b in zip(first, third)):
+            lap("checks")
             return {"ok": False, "filter": "stochastic", "reason": "output depends on the global RNG state",
                     "seconds": seconds}, ()
         del third, model2, inputs2
         from cuda_agent.synth.filters import degenerate_reason
 
         why = degenerate_reason([_stats(o) for o in first])
+        lap("checks")
         if why:
             return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}, ()
         return None, (module, model, inputs, first)
@@ -155,7 +160,7 @@ class Worker:
     def _compile(self, msg: dict, st: dict) -> dict:
         torch = self.torch
         seconds: dict[str, float] = {}
-        t = time.perf_counter()
+        lap = _Laps(seconds)
         from cuda_agent.devices import lock_name
         from cuda_agent.measure import autotune_alone
 
@@ -167,22 +172,46 @@ class Worker:
                     got = self._run(compiled, st["inputs"])
                 self._sync(st["device"])
             except Exception as e:
+                lap("compile")
                 return {"ok": False, "filter": "compile", "reason": _short(e), "seconds": seconds}
-            seconds["compile"] = time.perf_counter() - t
+            lap("compile")
             for i, (e, a) in enumerate(zip(st["expected"], got)):
                 if e.shape != a.shape or not torch.allclose(e.float(), a.float(), atol=msg["atol"], rtol=msg["rtol"]):
                     err = (e.float() - a.float()).abs().max().item() if e.shape == a.shape else float("nan")
                     return {"ok": False, "filter": "compile", "seconds": seconds,
                             "reason": f"output {i} differs from eager under torch.compile (max abs error {err:.3g})"}
             del got
-        t = time.perf_counter()
         from cuda_agent.measure import TimingPlan, time_baselines
 
         # time_baselines takes the device's lock alone itself: outside the section above
         eager, compiled_stats = time_baselines(st["model"], st["draw"], st["device"], TimingPlan.from_dict(msg["plan"]),
                                                compiled=compiled)
-        seconds["baselines_timing"] = time.perf_counter() - t
+        lap("baselines_timing")
         return {"ok": True, "eager_ms": eager.median_ms, "compile_ms": compiled_stats.median_ms, "seconds": seconds}
+
+
+class _Laps:
+    """A request's stages, one after another: `lap(name)` puts the time since the last lap in
+    `seconds[name]`, less what was spent waiting for the device lock meanwhile, which is added to
+    `seconds["lock_wait"]` (the queue for the GPU shared by several workers, apart from each stage's
+    own work). The stages and lock_wait sum to the request's time."""
+
+    def __init__(self, seconds: dict[str, float]) -> None:
+        self.seconds = seconds
+        self.t, self.w = time.perf_counter(), _waited()
+
+    def __call__(self, name: str) -> None:
+        t, w = time.perf_counter(), _waited()
+        wait = w - self.w
+        self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, t - self.t - wait)
+        self.seconds["lock_wait"] = self.seconds.get("lock_wait", 0.0) + wait
+        self.t, self.w = t, w
+
+
+def _waited() -> float:
+    from cuda_agent.measure import waited_s
+
+    return waited_s()
 
 
 @contextmanager
