@@ -467,3 +467,39 @@ def _as_owner(st: os.stat_result, uid: int) -> os.stat_result:
     fields = list(st)
     fields[4] = uid
     return os.stat_result(fields)
+
+
+def test_let_go_frees_the_device_for_a_block_and_takes_the_shared_hold_back(tmp_path):
+    """A compile's CPU stretch lets go of its shared hold: a timer could take the lock then; after the
+    block the hold is back (shared: other runs may share it, a timer may not)."""
+    from cuda_agent.measure.lock import let_go
+
+    from .lockprobe import would_wait
+
+    lock = tmp_path / f"{KEY}.lock"
+    with device_lock(KEY, shared=True, lock_dir=tmp_path):
+        assert would_wait(lock)
+        with let_go(KEY, lock_dir=tmp_path) as went:
+            assert went and not would_wait(lock)
+            with device_lock(KEY, shared=False, lock_dir=tmp_path):  # device work inside takes it itself
+                assert would_wait(lock, shared=True)
+        assert would_wait(lock) and not would_wait(lock, shared=True)
+        with device_lock(KEY, shared=True, lock_dir=tmp_path):  # nested use of the hold taken back
+            pass
+    assert not would_wait(lock)
+    with let_go(KEY, lock_dir=tmp_path) as went:  # no hold: nothing to let go
+        assert not went
+    with device_lock(KEY, shared=False, lock_dir=tmp_path), let_go(KEY, lock_dir=tmp_path) as went:
+        assert not went and would_wait(lock, shared=True)  # a timer's hold is never let go
+
+
+def test_let_go_refuses_to_take_the_hold_back_while_the_block_still_holds_the_lock(tmp_path):
+    """Taking the hold back while the block's own hold (another open file) is kept would wait for itself."""
+    from contextlib import ExitStack
+
+    from cuda_agent.measure.lock import let_go
+
+    with device_lock(KEY, shared=True, lock_dir=tmp_path), ExitStack() as kept:
+        with pytest.raises(LockOrderError, match="still held"):
+            with let_go(KEY, lock_dir=tmp_path):
+                kept.enter_context(device_lock(KEY, shared=False, lock_dir=tmp_path))

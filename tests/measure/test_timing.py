@@ -409,3 +409,56 @@ def test_lines_kept_persisting_are_worth_a_fast_call_without_the_reset_and_nothi
     # H100 (2026-11-27): 10.5 us with the lines kept, 13.0 us cold (0.81)
     assert without < 0.88 * cold, f"no hole to close on this GPU? persisting {without:.1f} us, cold {cold:.1f} us"
     assert with_reset > 0.95 * cold, f"the reset left the lines in L2: {with_reset:.1f} us, cold {cold:.1f} us"
+
+
+def test_a_compiles_own_stretch_lets_go_of_the_device_and_its_benchmarks_take_it_alone(tmp_path):
+    """compile_off_lock: from TorchDynamo's start of a compilation to its end the thread holds no lock
+    (a timer could take it), a GPU benchmark there holds it alone for itself, and the shared hold is
+    back before the compiled code runs and after the call."""
+    from torch._dynamo.callback import callback_handler
+
+    from cuda_agent.measure import baselines, compile_off_lock
+
+    from .lockprobe import would_wait
+
+    lock = tmp_path / "cpu0.lock"
+    benchmark = baselines._alone_while_let_go(lambda: would_wait(lock, shared=True))  # others kept out?
+    seen: dict[str, bool] = {}
+
+    def started(args=None):
+        seen["timer_waits_while_compiling"] = would_wait(lock)
+        seen["benchmark_alone"] = benchmark()
+
+    ran = []
+
+    def fn(x):
+        return torch.tanh(x) * 2
+
+    def ended(args=None):
+        seen["held_after"] = would_wait(lock)
+
+    torch._dynamo.reset()  # clears every compile callback: compile_off_lock installs its own on entry
+    compiled = torch.compile(fn, backend="eager")
+    with device_lock("cpu0", shared=True, lock_dir=tmp_path):
+        with compile_off_lock("cpu0", lock_dir=tmp_path) as hooked:
+            callback_handler.register_start_callback(started)  # after compile_off_lock's own
+            callback_handler.register_end_callback(ended)
+            try:
+                compiled(torch.ones(4))
+            finally:
+                callback_handler.remove_start_callback(started)
+                callback_handler.remove_end_callback(ended)
+            ran.append(would_wait(lock))
+        assert hooked
+        assert not benchmark()  # outside a stretch: as before (the hold is shared)
+    assert seen == {"timer_waits_while_compiling": False, "benchmark_alone": True, "held_after": True}
+    assert ran == [True]
+    seen.clear()
+    with device_lock("cpu0", shared=True, lock_dir=tmp_path), compile_off_lock(None):  # None: kept throughout
+        torch._dynamo.reset()
+        callback_handler.register_start_callback(started)
+        try:
+            torch.compile(fn, backend="eager")(torch.ones(4))
+        finally:
+            callback_handler.remove_start_callback(started)
+    assert seen["timer_waits_while_compiling"] is True

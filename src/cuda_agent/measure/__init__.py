@@ -20,7 +20,7 @@ by synth (its worker builds, runs and times candidates with these, without the j
 """
 
 from cuda_agent.measure.alone import Alone, gpu_probe, wait_alone
-from cuda_agent.measure.baselines import autotune_alone, compile_for_timing, time_baselines
+from cuda_agent.measure.baselines import autotune_alone, compile_for_timing, compile_off_lock, time_baselines
 from cuda_agent.measure.graphs import Graph, NotCapturable, graph_calls, graph_unsupported
 from cuda_agent.measure.lock import (LockOrderError, alone_within, beside_timing, compile_turn, device_lock,
                                      waited_s)
@@ -37,7 +37,8 @@ __all__ = [
     "Alone", "GRAPH", "GRAPH_BASELINES", "NEAR", "PER_CALL", "SHIFTED", "CallTimer", "CallTimes", "Graph",
     "LockOrderError", "NotCapturable",
     "PairedRun", "PairedTiming", "Ratio", "Run", "Side", "Steps", "Timed", "TimingPlan", "TimingStats", "Watch",
-    "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "calls_per", "compile_for_timing", "compile_turn",
+    "alone_within", "as_timer", "autotune_alone", "beside_timing", "call_seed", "calls_per", "compile_for_timing", "compile_off_lock",
+    "compile_turn",
     "device_lock", "drive", "drive_paired", "graph_calls", "graph_unsupported",
     "make_inputs", "make_model", "module_from_source", "release", "seed_generators", "side_stats", "stats_of", "time_baselines",
     "time_callable", "time_paired", "timing_draw", "varied_inputs", "wait_alone", "waited_s", "watch", "gpu_probe",

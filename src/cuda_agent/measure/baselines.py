@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import threading
 from contextlib import ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
 
 from cuda_agent.devices import lock_name
-from cuda_agent.measure.lock import alone_within, beside_timing, device_lock
+from cuda_agent.measure.lock import alone_within, beside_timing, device_lock, let_go
 from cuda_agent.measure.plan import TimingPlan, TimingStats
 from cuda_agent.measure.timing import as_timer, time_callable
 
@@ -60,6 +61,10 @@ def _guard_autotuner(cls: type) -> None:
         return
 
     def benchmark_all_configs(self, *args, **kwargs):
+        off = _let_go_now()
+        if off is not None:  # inside a compile stretch that let go of the hold: alone for this benchmark
+            with device_lock(off.key, shared=False, lock_dir=off.lock_dir):
+                return original(self, *args, **kwargs)
         stack = getattr(_autotune, "stack", None)
         if stack is not None and not _autotune.alone:
             stack.enter_context(alone_within(_autotune.key, _autotune.lock_dir))
@@ -93,3 +98,113 @@ def autotune_alone(key: str | None, lock_dir: Path | None = None) -> Iterator[No
             yield
         finally:
             _autotune.key, _autotune.lock_dir, _autotune.stack, _autotune.alone = before
+
+
+@dataclass
+class _Off:
+    key: str
+    lock_dir: Path | None
+    stack: ExitStack | None = None  # the let-go in force (a compile stretch), or None
+
+
+_off = threading.local()
+_hooked: list[bool] = []
+
+
+def _let_go_now() -> _Off | None:
+    """compile_off_lock's state in this thread while a compile stretch has let go of the hold."""
+    state = getattr(_off, "state", None)
+    return state if state is not None and state.stack is not None else None
+
+
+@contextmanager
+def compile_off_lock(key: str | None, lock_dir: Path | None = None) -> Iterator[bool]:
+    """Inside the block (a compiled model's first call, lock `key` held shared by this thread),
+    torch.compile's compile stretches let go of the hold (lock.let_go) and take it back before the
+    compiled code runs on the device. A stretch runs from TorchDynamo's start of a compilation to its
+    end (tracing, Inductor's code generation, Triton's compiles: CPU work, seconds), so a timer
+    waiting for the device waits for the compiled model's runs, not its compile. GPU benchmarks
+    inside a stretch (Inductor's autotuner, its padding benchmarks) take the device alone, each for
+    itself. For one compiling thread a process (synth's workers): TorchDynamo's callbacks fire for
+    the process's outermost compilation. Yields whether this torch has the callbacks (False: the
+    hold is kept throughout)."""
+    if key is None or not _hook():
+        yield False
+        return
+    before = getattr(_off, "state", None)
+    _off.state = state = _Off(key, lock_dir)
+    try:
+        yield True
+    finally:
+        _off.state = before
+        if state.stack is not None:  # a compilation that raised before its end callback
+            state.stack.close()
+
+
+def _hook() -> bool:
+    """TorchDynamo's compile callbacks (again after each torch._dynamo.reset(), which clears them) and
+    the benchmark guards (once a process)."""
+    try:
+        from torch._dynamo.callback import callback_handler
+    except ImportError:
+        return False
+    if _compile_started not in callback_handler.start_callbacks:
+        callback_handler.register_start_callback(_compile_started)
+    if _compile_ended not in callback_handler.end_callbacks:
+        callback_handler.register_end_callback(_compile_ended)
+    if _hooked:
+        return True
+    _guard_benchmarker()
+    try:
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    except ImportError:
+        CachingAutotuner = None
+    if CachingAutotuner is not None:
+        _guard_autotuner(CachingAutotuner)
+    _hooked.append(True)
+    return True
+
+
+def _compile_started(args=None) -> None:
+    state = getattr(_off, "state", None)
+    if state is None or state.stack is not None:
+        return
+    stack = ExitStack()
+    if stack.enter_context(let_go(state.key, state.lock_dir)):
+        state.stack = stack
+    else:
+        stack.close()
+
+
+def _compile_ended(args=None) -> None:
+    state = getattr(_off, "state", None)
+    if state is not None and state.stack is not None:
+        stack, state.stack = state.stack, None
+        stack.close()
+
+
+def _guard_benchmarker() -> None:
+    """Inductor's benchmarker's GPU timings (its padding and autotuning benchmarks), when one runs
+    inside a compile stretch that let go of the hold, take the device alone for themselves."""
+    try:
+        from torch._inductor.runtime.benchmarking import benchmarker
+    except ImportError:
+        return
+    cls = type(benchmarker)
+    for name in ("benchmark_gpu", "benchmark_gpu_with_cuda_graph"):
+        original = getattr(cls, name, None)
+        if original is None or getattr(original, "_cuda_agent_guard", False):
+            continue
+        setattr(cls, name, _alone_while_let_go(original))
+
+
+def _alone_while_let_go(original: Callable) -> Callable:
+    def guarded(*args, **kwargs):
+        off = _let_go_now()
+        if off is None:
+            return original(*args, **kwargs)
+        with device_lock(off.key, shared=False, lock_dir=off.lock_dir):
+            return original(*args, **kwargs)
+
+    guarded._cuda_agent_guard = True  # type: ignore[attr-defined]
+    return guarded

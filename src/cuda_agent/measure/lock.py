@@ -88,7 +88,7 @@ def device_lock(key: str, shared: bool = False, lock_dir: Path | None = None) ->
         try:
             yield
         finally:
-            del holds[path]
+            holds.pop(path, None)  # gone already where a let_go() inside could not take it back
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
@@ -138,6 +138,33 @@ def alone_within(key: str, lock_dir: Path | None = None) -> Iterator[None]:
         fcntl.flock(hold.file, fcntl.LOCK_UN)
         hold.shared = True
         _take(hold.file, hold.gate, shared=True)
+
+
+@contextmanager
+def let_go(key: str, lock_dir: Path | None = None) -> Iterator[bool]:
+    """This thread's shared hold of lock `key` let go for a block of CPU work (torch.compile's tracing
+    and code generation, seconds), taken back shared after it; yields whether there was one to let
+    go. A timer waiting for the device then need not wait for the block, nor the newcomers queued
+    behind that timer (synth's workers, 2026-11-28: a 6 s compile held shared kept a GPU's five other
+    workers waiting behind each timing). Inside the block the thread holds no lock: device work there
+    takes the lock itself, and must have let it go again by the block's end (LockOrderError
+    otherwise: taking the hold back would wait for itself)."""
+    path = ((lock_dir or locks()) / f"{key}.lock").resolve()
+    holds = _holds()
+    hold = holds.get(path)
+    if hold is None or not hold.shared:
+        yield False
+        return
+    fcntl.flock(hold.file, fcntl.LOCK_UN)
+    del holds[path]
+    try:
+        yield True
+    finally:
+        if holds.get(path) is not None:
+            raise LockOrderError(f"the lock of {key} was still held at the end of a block that let it go: "
+                                 "release what the block took before taking the hold back")
+        _take(hold.file, hold.gate, shared=True)
+        holds[path] = hold
 
 
 COMPILE_TURNS = 4096  # lock files for compile_turn(): tasks share one where their keys' hashes meet

@@ -18,7 +18,9 @@ Several workers share a GPU. Their runs hold the device lock shared and timing h
 (measure.device_lock); a request with `alone` runs alone as well (the retry after an out-of-memory
 error, which another worker's memory may have caused). With `beside` (the run's default on a GPU),
 the size search's timing holds the lock shared, beside the other workers' runs: it only chooses a
-size, and the window and the set's figures are the baselines' (`compile`), timed alone. Each worker keeps on the GPU only what its
+size, and the window and the set's figures are the baselines' (`compile`), timed alone. A compile's
+own stretches (tracing, code generation: CPU work, seconds) let go of the shared hold
+(measure.compile_off_lock), so a timer does not wait for them. Each worker keeps on the GPU only what its
 current candidate needs: the previous candidate is dropped before the next is built, and the
 allocator's cache is handed back to the device when a section ends, for the others to use.
 """
@@ -162,13 +164,15 @@ class Worker:
         seconds: dict[str, float] = {}
         lap = _Laps(seconds)
         from cuda_agent.devices import lock_name
-        from cuda_agent.measure import autotune_alone
+        from cuda_agent.measure import autotune_alone, compile_off_lock
 
+        key = lock_name(st["device"].type)
         with _section(st["device"], shared=not msg.get("alone")):
             try:
                 torch._dynamo.reset()
                 compiled = torch.compile(st["model"])
-                with autotune_alone(lock_name(st["device"].type)):  # its kernels' configurations timed alone
+                # its kernels' configurations timed alone; its compile (CPU work) off the device's lock, unless alone
+                with autotune_alone(key), compile_off_lock(None if msg.get("alone") else key):
                     got = self._run(compiled, st["inputs"])
                 self._sync(st["device"])
             except Exception as e:
