@@ -20,7 +20,9 @@ error, which another worker's memory may have caused). With `beside` (the run's 
 the size search's timing holds the lock shared, beside the other workers' runs: it only chooses a
 size, and the window and the set's figures are the baselines' (`compile`), timed alone. A compile's
 own stretches (tracing, code generation: CPU work, seconds) let go of the shared hold
-(measure.compile_off_lock), so a timer does not wait for them. Each worker keeps on the GPU only what its
+(measure.compile_off_lock), so a timer does not wait for them; the host is then busy beside the
+baselines' timing, which the set's plan takes in CUDA graphs (`graphs`), where host load moves
+little. Each worker keeps on the GPU only what its
 current candidate needs: the previous candidate is dropped before the next is built, and the
 allocator's cache is handed back to the device when a section ends, for the others to use.
 """
