@@ -413,8 +413,8 @@ def test_lines_kept_persisting_are_worth_a_fast_call_without_the_reset_and_nothi
 
 def test_a_compiles_own_stretch_lets_go_of_the_device_and_its_benchmarks_take_it_alone(tmp_path):
     """compile_off_lock: from TorchDynamo's start of a compilation to its end the thread holds no lock
-    (a timer could take it), a GPU benchmark there holds it alone for itself, and the shared hold is
-    back before the compiled code runs and after the call."""
+    (a timer could take it), an autotuning benchmark there holds it alone for itself and a padding
+    benchmark shared, and the shared hold is back before the compiled code runs and after the call."""
     from torch._dynamo.callback import callback_handler
 
     from cuda_agent.measure import baselines, compile_off_lock
@@ -422,12 +422,14 @@ def test_a_compiles_own_stretch_lets_go_of_the_device_and_its_benchmarks_take_it
     from .lockprobe import would_wait
 
     lock = tmp_path / "cpu0.lock"
-    benchmark = baselines._alone_while_let_go(lambda: would_wait(lock, shared=True))  # others kept out?
+    benchmark = baselines._held_while_let_go(lambda: would_wait(lock, shared=True), shared=False)  # others kept out?
+    padding = baselines._held_while_let_go(lambda: (would_wait(lock), would_wait(lock, shared=True)), shared=True)
     seen: dict[str, bool] = {}
 
     def started(args=None):
         seen["timer_waits_while_compiling"] = would_wait(lock)
         seen["benchmark_alone"] = benchmark()
+        seen["padding_timers_out_runs_in"] = padding() == (True, False)
 
     ran = []
 
@@ -451,7 +453,8 @@ def test_a_compiles_own_stretch_lets_go_of_the_device_and_its_benchmarks_take_it
             ran.append(would_wait(lock))
         assert hooked
         assert not benchmark()  # outside a stretch: as before (the hold is shared)
-    assert seen == {"timer_waits_while_compiling": False, "benchmark_alone": True, "held_after": True}
+    assert seen == {"timer_waits_while_compiling": False, "benchmark_alone": True, "padding_timers_out_runs_in": True,
+                    "held_after": True}
     assert ran == [True]
     seen.clear()
     with device_lock("cpu0", shared=True, lock_dir=tmp_path), compile_off_lock(None):  # None: kept throughout

@@ -108,7 +108,7 @@ def test_the_size_searchs_timing_runs_beside_other_workers_runs_unless_the_run_t
 
 def test_the_time_spent_queueing_for_the_device_is_reported_apart_from_each_stages_own_work(worker, monkeypatch):
     """Several workers share a GPU: a stage's time as the journal reads it is its own work, and the queue
-    for the device lock (behind another worker's timing) is `lock_wait`; together they are the request's."""
+    for the device lock (behind another worker's timing) is `eager_lock_wait`; together they are the request's."""
     import cuda_agent.measure.lock as lock
 
     queued, real = threading.Event(), lock._take_flock
@@ -131,6 +131,25 @@ def test_the_time_spent_queueing_for_the_device_is_reported_apart_from_each_stag
     reply = got["reply"]
     assert reply["ok"], reply
     seconds = reply["seconds"]
-    assert {"eager_run", "checks", "eager_timing", "lock_wait"} <= set(seconds)
-    assert seconds["lock_wait"] >= t_released - t_queued  # the whole queue behind the timer, at least
+    assert {"build", "eager_run", "checks", "eager_timing", "eager_lock_wait"} <= set(seconds)
+    assert seconds["eager_lock_wait"] >= t_released - t_queued  # the whole queue behind the timer, at least
     assert sum(seconds.values()) <= elapsed  # the wait is not in the stages' own time as well
+
+
+def test_a_candidates_weights_are_drawn_before_the_device_lock_is_taken(worker, monkeypatch):
+    """A gigabyte layer's weights take the host seconds to draw (a 17 GB Bilinear: 35 s, 2026-11-28): built
+    while another worker times, they do not hold the device meanwhile, nor the workers queued behind its timer."""
+    built, real = threading.Event(), Worker._host_build
+
+    def host_build(self, code):
+        out = real(self, code)
+        built.set()
+        return out
+
+    monkeypatch.setattr(Worker, "_host_build", host_build)
+    with device_lock(lock_name("cpu"), shared=False):  # another worker timing on the device
+        thread, got = in_thread(lambda: eager(worker, task("return torch.tanh(self.linear(x))")))
+        assert built.wait(60), "the model was not built while the device was held by a timer"
+        assert thread.is_alive()  # ... and its run waits for the timer
+    thread.join(60)
+    assert got["reply"]["ok"], got

@@ -124,8 +124,8 @@ def compile_off_lock(key: str | None, lock_dir: Path | None = None) -> Iterator[
     compiled code runs on the device. A stretch runs from TorchDynamo's start of a compilation to its
     end (tracing, Inductor's code generation, Triton's compiles: CPU work, seconds), so a timer
     waiting for the device waits for the compiled model's runs, not its compile. GPU benchmarks
-    inside a stretch (Inductor's autotuner, its padding benchmarks) take the device alone, each for
-    itself. For one compiling thread a process (synth's workers): TorchDynamo's callbacks fire for
+    inside a stretch hold the lock for themselves: Inductor's autotuner alone, its padding
+    benchmarks shared (as under the compile's hold). For one compiling thread a process (synth's workers): TorchDynamo's callbacks fire for
     the process's outermost compilation. Yields whether this torch has the callbacks (False: the
     hold is kept throughout)."""
     if key is None or not _hook():
@@ -184,8 +184,9 @@ def _compile_ended(args=None) -> None:
 
 
 def _guard_benchmarker() -> None:
-    """Inductor's benchmarker's GPU timings (its padding and autotuning benchmarks), when one runs
-    inside a compile stretch that let go of the hold, take the device alone for themselves."""
+    """Inductor's benchmarker's GPU timings (its padding benchmarks: a compile's GPU work), when one runs
+    inside a compile stretch that let go of the hold, take the device's lock shared for themselves, as
+    they ran under the compile's hold before (alone each, they queued behind every other worker's runs)."""
     try:
         from torch._inductor.runtime.benchmarking import benchmarker
     except ImportError:
@@ -195,15 +196,17 @@ def _guard_benchmarker() -> None:
         original = getattr(cls, name, None)
         if original is None or getattr(original, "_cuda_agent_guard", False):
             continue
-        setattr(cls, name, _alone_while_let_go(original))
+        setattr(cls, name, _held_while_let_go(original, shared=True))
 
 
-def _alone_while_let_go(original: Callable) -> Callable:
+def _held_while_let_go(original: Callable, shared: bool) -> Callable:
+    """`original`, holding the device's lock (`shared` or alone) for itself when called inside a
+    compile stretch that let go of the hold; as it is elsewhere."""
     def guarded(*args, **kwargs):
         off = _let_go_now()
         if off is None:
             return original(*args, **kwargs)
-        with device_lock(off.key, shared=False, lock_dir=off.lock_dir):
+        with device_lock(off.key, shared=shared, lock_dir=off.lock_dir):
             return original(*args, **kwargs)
 
     guarded._cuda_agent_guard = True  # type: ignore[attr-defined]

@@ -11,7 +11,8 @@ rejects the candidate). It speaks JSON lines through a sandbox `ChildChannel`
   {"op": "quit"}
 
 Every reply carries `seconds` per stage, so the benchmark can say where the time goes (each stage's own
-work; the time spent queueing for the device lock behind other workers is `lock_wait`), and on a GPU
+work; the time spent queueing for the device lock behind other workers is `eager_lock_wait` and
+`compile_lock_wait`; a model's weights are drawn on the host before the lock is taken), and on a GPU
 `peak_mb`, the most memory the request allocated (to measure the size search's estimate against).
 
 Several workers share a GPU. Their runs hold the device lock shared and timing holds it alone
@@ -55,11 +56,23 @@ class Worker:
             self.torch.cuda.synchronize(device)
 
     def _build(self, code: str, device):
-        from cuda_agent.measure import make_inputs, make_model, module_from_source
+        module, model = self._host_build(code)
+        return self._on_device(module, model, device)
+
+    def _host_build(self, code: str):
+        """The candidate's module and its model on the host: its weights' draw is CPU work (seconds for a
+        gigabyte layer), done before the device's lock is taken."""
+        from cuda_agent.measure import make_model, module_from_source
 
         module = module_from_source(code, "candidate", "candidate.py")
-        model = make_model(module.Model, module, MODEL_SEED, device)
-        return module, model, make_inputs(module, INPUT_SEED, device)
+        return module, make_model(module.Model, module, MODEL_SEED, self.torch.device("cpu"))
+
+    def _on_device(self, module, model, device):
+        """The host-built model on `device`, with its inputs (drawn there): as make_model(..., device) and
+        make_inputs would make them."""
+        from cuda_agent.measure import make_inputs
+
+        return module, model.to(device), make_inputs(module, INPUT_SEED, device)
 
     def _run(self, model, inputs) -> list:
         with self.torch.no_grad():
@@ -88,9 +101,8 @@ class Worker:
         _hand_back(device, collect=True)
         self._start_peak(device)
         seconds: dict[str, float] = {}
-        lap = _Laps(seconds)
-        with _section(device, shared=not msg.get("alone")):  # off the GPU while another worker times on it
-            failed, checked = self._eager_checks(msg, device, lap)
+        lap = _Laps(seconds, "eager_lock_wait")
+        failed, checked = self._eager_checks(msg, device, lap)
         if failed is not None:
             return self._with_peak(failed, device)
         module, model, inputs, first = checked
@@ -117,17 +129,29 @@ class Worker:
         """Runs, determinism, RNG use and degenerate outputs: (a failed reply, ()) or
         (None, (module, model, inputs, outputs))."""
         torch = self.torch
+        shared = not msg.get("alone")  # each section off the GPU while another worker times on it
         try:
-            module, model, inputs = self._build(msg["code"], device)
-            first = self._run(model, inputs)
-            self._sync(device)
+            module, model = self._host_build(msg["code"])
+            lap("build")
+            with _section(device, shared=shared):
+                module, model, inputs = self._on_device(module, model, device)
+                first = self._run(model, inputs)
+                self._sync(device)
         except Exception as e:
             lap("eager_run")
             return {"ok": False, "filter": "eager", "reason": _short(e), "seconds": lap.seconds}, ()
         lap("eager_run")
+        again = self._host_build(msg["code"])  # for the determinism check, also before the lock
+        lap("build")
+        with _section(device, shared=shared):
+            return self._checks(device, lap, (module, model, inputs, first), again)
+
+    def _checks(self, device, lap: "_Laps", built: tuple, again: tuple) -> tuple[dict | None, tuple]:
+        torch = self.torch
         seconds = lap.seconds
+        module, model, inputs, first = built
         # Determinism: a fresh model and fresh inputs from the same seeds give the same bits.
-        _, model2, inputs2 = self._build(msg["code"], device)
+        _, model2, inputs2 = self._on_device(*again, device)
         second = self._run(model2, inputs2)
         if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(first, second)):
             lap("checks")
@@ -148,7 +172,7 @@ class Worker:
         lap("checks")
         if why:
             return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}, ()
-        return None, (module, model, inputs, first)
+        return None, built
 
     def compile(self, msg: dict) -> dict:
         """torch.compile the model of the last `eager`, compare and time. The candidate is dropped
@@ -164,7 +188,7 @@ class Worker:
     def _compile(self, msg: dict, st: dict) -> dict:
         torch = self.torch
         seconds: dict[str, float] = {}
-        lap = _Laps(seconds)
+        lap = _Laps(seconds, "compile_lock_wait")
         from cuda_agent.devices import lock_name
         from cuda_agent.measure import autotune_alone, compile_off_lock
 
@@ -199,18 +223,18 @@ class Worker:
 class _Laps:
     """A request's stages, one after another: `lap(name)` puts the time since the last lap in
     `seconds[name]`, less what was spent waiting for the device lock meanwhile, which is added to
-    `seconds["lock_wait"]` (the queue for the GPU shared by several workers, apart from each stage's
-    own work). The stages and lock_wait sum to the request's time."""
+    `seconds[wait_key]` (the queue for the GPU shared by several workers, apart from each stage's
+    own work; one key a request). The stages and the wait sum to the request's time."""
 
-    def __init__(self, seconds: dict[str, float]) -> None:
-        self.seconds = seconds
+    def __init__(self, seconds: dict[str, float], wait_key: str = "lock_wait") -> None:
+        self.seconds, self.wait_key = seconds, wait_key
         self.t, self.w = time.perf_counter(), _waited()
 
     def __call__(self, name: str) -> None:
         t, w = time.perf_counter(), _waited()
         wait = w - self.w
         self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, t - self.t - wait)
-        self.seconds["lock_wait"] = self.seconds.get("lock_wait", 0.0) + wait
+        self.seconds[self.wait_key] = self.seconds.get(self.wait_key, 0.0) + wait
         self.t, self.w = t, w
 
 
