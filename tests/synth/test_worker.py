@@ -117,10 +117,10 @@ def test_the_time_spent_queueing_for_the_device_is_reported_apart_from_each_stag
         queued.set()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lock, "_take_flock", take_flock)
     good = task("return torch.tanh(self.linear(x))")
     start = time.perf_counter()
     with device_lock(lock_name("cpu"), shared=False):  # another worker timing on the device
+        monkeypatch.setattr(lock, "_take_flock", take_flock)  # the worker's takes from here on
         thread, got = in_thread(lambda: eager(worker, good))
         assert queued.wait(60)
         t_queued = time.perf_counter()
