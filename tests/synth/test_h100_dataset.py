@@ -22,3 +22,28 @@ def test_the_h100_dataset_loads_with_its_columns():
     assert all(1.0 <= r["eager_ms"] <= 100.0 for r in rows)
     assert len({r["name"] for r in rows}) == len(rows)
     assert len(load_tasks(DATASET).tasks) == len(rows)
+
+
+SET_1K = Path(__file__).resolve().parents[2] / "benchmarks" / "synth_h100_1k" / "ops.parquet"
+KERNELBENCH = Path(__file__).resolve().parents[3] / "shared" / "kernelbench" / "kernelbench.jsonl"
+CORE = {"attention", "conv", "gemm"}
+
+
+@pytest.mark.slow  # the KernelBench guard's shingle index over 1,000 tasks
+def test_the_1000_task_set_meets_the_mix_the_window_and_loads_for_rl():
+    """The 1,000-task set made on the GPU (issue 28): the test's mix (>= 60% with a GEMM, convolution or
+    attention core), every task in the 1-100 ms window and runnable under torch.compile, none a near-copy of
+    KernelBench, and loadable by the task loader and the RL data loader, whose split drops nothing."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from cuda_agent.rl.data.rows import KernelBenchGuard, load_training_tasks, split_tasks
+
+    rows = pq.read_table(SET_1K).to_pylist()
+    assert len(rows) == 1000 and len({r["name"] for r in rows}) == 1000
+    assert sum(r["task_class"] in CORE for r in rows) >= 600
+    assert all(1.0 <= r["eager_ms"] <= 100.0 and r["compile_ms"] > 0 for r in rows)
+    assert max(r["kernelbench_similarity"] for r in rows) < 0.7
+    tasks = load_training_tasks([SET_1K])
+    assert len(tasks) == 1000
+    if KERNELBENCH.exists():
+        split = split_tasks(tasks, KernelBenchGuard.load(KERNELBENCH))
+        assert not split.excluded and len(split.train) + len(split.val) == 1000

@@ -45,6 +45,25 @@ def test_resume_skips_done_candidates(catalog, cpu_config):
         assert set(lower) <= {0, 2, *claims[:n]}, (index, lower)
 
 
+def test_a_run_whose_journal_holds_the_set_writes_it_without_starting_a_service(catalog, cpu_config, monkeypatch):
+    """A finished run resumed, or a set taken from a longer run's journal (the class streams do not depend on
+    the count), needs no device: the rows come from the journal."""
+    from cuda_agent.synth import run as run_module
+    from cuda_agent.synth.compose import ProgramComposer
+
+    journal = Candidates(cpu_config.state_dir / "candidates.jsonl")
+    for i in range(3):
+        journal.append({"index": i, "filter": "accepted", "name": f"t{i}", "task_class": "gemm", "fingerprint": str(i)})
+    monkeypatch.setattr(run_module, "using", lambda *a, **k: pytest.fail("a service was started"))
+    from dataclasses import replace
+
+    run = Run(replace(cpu_config, mix=None, count=2), ProgramComposer(catalog.usable()))
+    assert [r["name"] for r in run.run()] == ["t0", "t1"]
+    run = Run(replace(cpu_config, mix=None, count=4), ProgramComposer(catalog.usable()))
+    with pytest.raises(pytest.fail.Exception, match="service"):  # one task short: the run goes on, on a service
+        run.run()
+
+
 @pytest.mark.long   # 22-50 s on 2 cores: `pytest -m long` (CI stays under 20 minutes)
 def test_small_dataset_end_to_end_then_resumed_without_loss_or_duplicates(catalog, cpu_config, tmp_path):
     out = cpu_config.out

@@ -215,6 +215,10 @@ class Run:
         """Claim, compose, check and execute candidates until `count` are accepted or candidates
         run out (or the deadline passes); the executions run on `service` (else on one started for
         this run)."""
+        with self.lock:
+            done = not self._work_left()
+        if done:  # a finished run resumed (or one whose journal already holds the set): no device needed
+            return self.rows()
         if self._past_deadline():  # spent on the catalog: no service
             self._stopped()
             return self.rows()

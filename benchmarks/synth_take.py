@@ -1,0 +1,65 @@
+"""A set of COUNT tasks taken from a run's journal, on any machine (no device): the dataset and its
+summary.md, as the run itself would write them once it had accepted that many.
+
+    python benchmarks/synth_take.py --out benchmarks/synth_h100_1k/ops.parquet --count 1000
+
+The run's state folder (`<OUT stem>.synth/`: config.json, seeds.json, candidates.jsonl[.gz]) says
+everything else: device, seed, mix, window, timing plan. A mix's class streams do not depend on the
+count (synth/mix.py), so a longer run's journal copied into the folder gives the same set a run of
+COUNT would have made, its first accepted tasks of each class in index order. Where the journal is
+short of the set, this says so and writes nothing: resume the run on its device instead
+(`benchmarks/device_check.sh synth`). bench.json (a device run's figures) is left as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from cuda_agent.synth.filters import Window
+from cuda_agent.synth.mix import Mix
+from cuda_agent.synth.pipeline import synthesize
+from cuda_agent.synth.report import write_report
+from cuda_agent.synth.run import SynthConfig
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="the run's dataset (its state folder beside it)")
+    ap.add_argument("--count", type=int, required=True)
+    args = ap.parse_args(argv)
+    state = args.out.with_suffix(".synth")
+    if not (state / "config.json").exists():
+        print(f"no run at {args.out}: {state}/config.json is missing", file=sys.stderr)
+        return 2
+    journal, packed = state / "candidates.jsonl", state / "candidates.jsonl.gz"
+    if packed.exists() and (not journal.exists() or packed.stat().st_mtime > journal.stat().st_mtime):
+        with gzip.open(packed, "rb") as src, open(journal, "wb") as dst:  # as committed: the journal a resume reads
+            shutil.copyfileobj(src, dst)
+    old = json.loads((state / "config.json").read_text())
+    kb = Path(old["kernelbench"]) if old.get("kernelbench") and Path(old["kernelbench"]).exists() else None
+    config = SynthConfig(out=args.out, count=args.count, composer=old["composer"], device=old["device"],
+                         seed=old["seed"], window=Window(**old["window"]), kernelbench=kb,
+                         similarity_threshold=old["similarity_threshold"], workers=old.get("workers"),
+                         mix=Mix.from_dict(old["mix"]) if old.get("mix") else None,
+                         max_candidates=old.get("max_candidates"), max_seconds=0.0)
+    rows, files, run = synthesize(config, note=lambda text: print(text, flush=True))
+    if len(rows) < args.count:
+        print(f"the journal holds {len(rows)} of {args.count} tasks: resume the run on its device", file=sys.stderr)
+        return 1
+    records = sorted(run.journal.records.values(), key=lambda r: r["index"])
+    report = write_report(records, rows, state / "summary.md",
+                          title=f"synth {args.out.name}: {len(rows)} tasks, the first of each class among the "
+                                f"{sum(r['filter'] == 'accepted' for r in records)} accepted of the run's journal "
+                                f"({len(records)} candidates), program composer, {old['device']}",
+                          kernelbench=kb, target=config.mix.normalized if config.mix else None, device=old["device"])
+    print(f"{len(rows)} tasks: {', '.join(str(f) for f in files)}; summary {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
