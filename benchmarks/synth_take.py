@@ -8,7 +8,8 @@ everything else: device, seed, mix, window, timing plan. A mix's class streams d
 count (synth/mix.py), so a longer run's journal copied into the folder gives the same set a run of
 COUNT would have made, its first accepted tasks of each class in index order. Where the journal is
 short of the set, this says so and writes nothing: resume the run on its device instead
-(`benchmarks/device_check.sh synth`). bench.json (a device run's figures) is left as it is.
+(`benchmarks/device_check.sh synth`). config.json and bench.json (a device run's figures) are left as
+they are.
 """
 
 from __future__ import annotations
@@ -20,11 +21,18 @@ import shutil
 import sys
 from pathlib import Path
 
+from cuda_agent.measure import TimingPlan
 from cuda_agent.synth.filters import Window
 from cuda_agent.synth.mix import Mix
-from cuda_agent.synth.pipeline import synthesize
+from cuda_agent.synth.pipeline import make_composer, run_catalog, write_dataset
 from cuda_agent.synth.report import write_report
-from cuda_agent.synth.run import SynthConfig
+from cuda_agent.synth.run import Run, SynthConfig
+
+
+def _records(path: Path) -> int:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return sum(1 for line in f if line.strip())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,20 +45,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no run at {args.out}: {state}/config.json is missing", file=sys.stderr)
         return 2
     journal, packed = state / "candidates.jsonl", state / "candidates.jsonl.gz"
-    if packed.exists() and (not journal.exists() or packed.stat().st_mtime > journal.stat().st_mtime):
+    if packed.exists() and (not journal.exists() or _records(packed) > _records(journal)):
         with gzip.open(packed, "rb") as src, open(journal, "wb") as dst:  # as committed: the journal a resume reads
             shutil.copyfileobj(src, dst)
     old = json.loads((state / "config.json").read_text())
     kb = Path(old["kernelbench"]) if old.get("kernelbench") and Path(old["kernelbench"]).exists() else None
     config = SynthConfig(out=args.out, count=args.count, composer=old["composer"], device=old["device"],
                          seed=old["seed"], window=Window(**old["window"]), kernelbench=kb,
-                         similarity_threshold=old["similarity_threshold"], workers=old.get("workers"),
+                         similarity_threshold=old["similarity_threshold"],
                          mix=Mix.from_dict(old["mix"]) if old.get("mix") else None,
                          max_candidates=old.get("max_candidates"), max_seconds=0.0)
-    rows, files, run = synthesize(config, note=lambda text: print(text, flush=True))
-    if len(rows) < args.count:
-        print(f"the journal holds {len(rows)} of {args.count} tasks: resume the run on its device", file=sys.stderr)
+    if old.get("timing"):
+        config.timing = TimingPlan.from_dict(old["timing"])
+    catalog, _ = run_catalog(config, note=lambda text: print(text, flush=True))  # the run's own seeds.json
+    run = Run(config, make_composer(config, catalog))
+    try:
+        with run.lock:
+            short = run._work_left()
+        rows = run.rows()
+    finally:
+        run.journal.close()
+    if short:  # config.json and the dataset are left as they are
+        print(f"the journal holds {len(rows)} of {args.count} tasks: resume the run on its device "
+              "(benchmarks/device_check.sh synth)", file=sys.stderr)
         return 1
+    files = write_dataset(rows, config.out)
     records = sorted(run.journal.records.values(), key=lambda r: r["index"])
     report = write_report(records, rows, state / "summary.md",
                           title=f"synth {args.out.name}: {len(rows)} tasks, the first of each class among the "

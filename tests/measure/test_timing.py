@@ -2,6 +2,7 @@
 side-stream work, tiny kernels, repeatability and CPU work under the spin (the device lock: test_lock.py)."""
 
 import os
+import threading
 from typing import Callable
 
 import pytest
@@ -465,3 +466,108 @@ def test_a_compiles_own_stretch_lets_go_of_the_device_and_its_benchmarks_take_it
         finally:
             callback_handler.remove_start_callback(started)
     assert seen["timer_waits_while_compiling"] is True
+
+
+def test_each_stretch_of_a_graph_break_finishes_the_devices_queued_work_before_letting_go(tmp_path, monkeypatch):
+    """A graph break's second compilation comes after the first graph's kernels were launched: they are
+    finished (a synchronize) while the hold is still held, then the stretch lets go."""
+    from cuda_agent.measure import compile_off_lock
+
+    from .lockprobe import would_wait
+
+    lock = tmp_path / "cpu0.lock"
+    syncs: list[bool] = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: syncs.append(would_wait(lock)))
+
+    def fn(x):
+        x = torch.tanh(x)
+        torch._dynamo.graph_break()
+        return x * 2
+
+    torch._dynamo.reset()
+    with device_lock("cpu0", shared=True, lock_dir=tmp_path), compile_off_lock("cpu0", lock_dir=tmp_path):
+        torch.compile(fn, backend="eager")(torch.ones(4))
+        assert would_wait(lock)
+    assert len(syncs) >= 2 and all(syncs)  # one a stretch, each while the hold was held
+
+
+def test_a_failure_to_take_the_hold_back_leaves_torch_compile_working_and_is_raised_at_the_blocks_end(
+        tmp_path, monkeypatch):
+    """TorchDynamo runs the end callback in a finally: an exception there would leave its count of
+    compilations in flight wrong, and every later torch._dynamo.reset() would fail. The hold comes back
+    directly, and the error is raised by compile_off_lock."""
+    import cuda_agent.measure.lock as lock_module
+    from cuda_agent.measure import compile_off_lock
+
+    from .lockprobe import would_wait
+
+    lock = tmp_path / "cpu0.lock"
+    real = lock_module._take
+    calls = {"n": 0}
+
+    def take(f, gate, shared):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the first is the test's own hold; the second, the hold taken back
+            raise OSError("turnstile gone")
+        return real(f, gate, shared)
+
+    monkeypatch.setattr(lock_module, "_take", take)
+    torch._dynamo.reset()
+    held_after = []
+    with device_lock("cpu0", shared=True, lock_dir=tmp_path):
+        with pytest.raises(OSError, match="turnstile gone"):
+            with compile_off_lock("cpu0", lock_dir=tmp_path):
+                torch.compile(lambda x: torch.tanh(x) + 1, backend="eager")(torch.ones(4))
+                held_after.append(would_wait(lock))
+        assert would_wait(lock)
+    assert held_after == [True]
+    torch._dynamo.reset()  # TorchDynamo's count of compilations in flight is whole
+    assert torch.compile(lambda x: x * 3, backend="eager")(torch.ones(2)).tolist() == [3.0, 3.0]
+
+
+def test_the_autotuner_inside_a_stretch_takes_the_device_alone_for_itself(tmp_path):
+    """Inductor's autotuner benchmarking inside a stretch (no hold then) holds the lock alone for that
+    benchmark only, and releases it before the hold is taken back (which would otherwise wait for itself)."""
+    from cuda_agent.measure import baselines, compile_off_lock
+
+    from .lockprobe import would_wait
+
+    lock = tmp_path / "cpu0.lock"
+    baselines._guard_autotuner(_Autotuner)
+    tuner = _Autotuner(lambda: would_wait(lock, shared=True))
+    with device_lock("cpu0", shared=True, lock_dir=tmp_path), compile_off_lock("cpu0", lock_dir=tmp_path):
+        with autotune_alone("cpu0", lock_dir=tmp_path):
+            baselines._compile_started()  # a stretch begins
+            assert not would_wait(lock)
+            assert tuner.benchmark_all_configs() == {"held": True}
+            assert not would_wait(lock)  # alone for the benchmark only
+            baselines._compile_ended()
+            assert would_wait(lock) and not would_wait(lock, shared=True)
+
+
+def test_a_second_threads_block_keeps_its_hold(tmp_path):
+    """TorchDynamo counts compilations process-wide: only one thread's block lets go."""
+    from cuda_agent.measure import compile_off_lock
+
+    got = {}
+    with compile_off_lock("cpu0", lock_dir=tmp_path) as first:
+        t = threading.Thread(target=lambda: got.setdefault("second", compile_off_lock("cpu0", lock_dir=tmp_path)
+                                                           .__enter__()))
+        t.start()
+        t.join(10)
+    assert first and got["second"] is False
+    with compile_off_lock("cpu0", lock_dir=tmp_path) as again:
+        assert again
+
+
+def test_inductors_padding_decision_and_benchmarker_are_the_ones_guarded(tmp_path):
+    """The functions compile_off_lock wraps are Inductor's, in the torch installed here."""
+    from torch._inductor.fx_passes import pad_mm
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    from cuda_agent.measure import compile_off_lock
+
+    with compile_off_lock("cpu0", lock_dir=tmp_path):
+        assert getattr(pad_mm._should_pad, "_cuda_agent_guard", False)
+        assert getattr(type(benchmarker).benchmark_gpu, "_cuda_agent_guard", False)

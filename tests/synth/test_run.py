@@ -229,3 +229,26 @@ def test_a_resumed_run_keeps_the_timing_plan_it_started_with(cpu_config):
     assert resumed.timing == started.timing != newer.timing
     assert len(said) == 1 and "with the timing plan it started with" in said[0]
     assert json.loads((cpu_config.state_dir / "config.json").read_text())["timing"] == started.timing.to_dict()
+
+
+def test_synth_take_writes_the_set_from_a_journal_and_nothing_when_the_journal_is_short(tmp_path):
+    """benchmarks/synth_take.py on a copy of the committed 1,000-task run: the same set again from its
+    journal, on a machine without its device; asked for more than the journal holds, it writes nothing."""
+    import importlib.util
+    import shutil
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    root = Path(__file__).resolve().parents[2]
+    state = tmp_path / "ops.synth"
+    shutil.copytree(root / "benchmarks" / "synth_h100_1k" / "ops.synth", state)
+    config = (state / "config.json").read_text()
+    spec = importlib.util.spec_from_file_location("synth_take", root / "benchmarks" / "synth_take.py")
+    take = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(take)
+    out = tmp_path / "ops.parquet"
+    assert take.main(["--out", str(out), "--count", "1300"]) == 1  # the journal has 1,169 accepted
+    assert not out.exists() and (state / "config.json").read_text() == config
+    assert take.main(["--out", str(out), "--count", "1000"]) == 0
+    ours, committed = (pq.read_table(p).to_pylist() for p in (out, root / "benchmarks" / "synth_h100_1k" / "ops.parquet"))
+    assert [r["name"] for r in ours] == [r["name"] for r in committed]
+    assert (state / "config.json").read_text() == config

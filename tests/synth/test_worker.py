@@ -12,7 +12,7 @@ from cuda_agent.devices import lock_name
 from cuda_agent.home import locks
 from cuda_agent.measure import device_lock
 from cuda_agent.synth.worker import Worker
-from measure.lockprobe import would_wait
+from measure.lockprobe import timer_would_wait, would_wait
 
 from .conftest import FAST_TIMING
 from .test_filters import task
@@ -153,3 +153,29 @@ def test_a_candidates_weights_are_drawn_before_the_device_lock_is_taken(worker, 
         assert thread.is_alive()  # ... and its run waits for the timer
     thread.join(60)
     assert got["reply"]["ok"], got
+
+
+@pytest.mark.slow  # a real torch.compile (Inductor, on the CPU)
+@pytest.mark.parametrize("beside", [True, False])
+def test_a_workers_compile_lets_go_of_the_device_unless_the_run_times_quietly(worker, beside):
+    """With timing beside other workers (the GPU run's default), the compile's own stretch holds no lock: a
+    timer could take the device. A run that times quietly keeps the hold through the compile."""
+    import torch
+    from torch._dynamo.callback import callback_handler
+
+    assert eager(worker, task("return torch.relu(self.linear(x))"))["ok"]
+    seen: list[bool] = []
+    real_reset = torch._dynamo.reset
+
+    def reset():  # the worker resets TorchDynamo before compiling: this end callback goes in first, so it
+        real_reset()  # runs before compile_off_lock's own takes the hold back
+        callback_handler.register_end_callback(lambda args=None: seen.append(timer_would_wait("cpu")))
+
+    torch._dynamo.reset = reset
+    try:
+        reply = worker.compile({"op": "compile", "plan": FAST_TIMING, "atol": 1e-2, "rtol": 1e-2, "beside": beside})
+    finally:
+        torch._dynamo.reset = real_reset
+        real_reset()
+    assert reply["ok"], reply
+    assert seen and seen[0] is (not beside)  # at the compile's end: no hold (beside), or the hold (quiet)

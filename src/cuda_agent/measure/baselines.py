@@ -104,11 +104,14 @@ def autotune_alone(key: str | None, lock_dir: Path | None = None) -> Iterator[No
 class _Off:
     key: str
     lock_dir: Path | None
-    stack: ExitStack | None = None  # the let-go in force (a compile stretch), or None
+    stack: ExitStack | None = None        # the let-go in force (a compile stretch), or None
+    error: BaseException | None = None    # what taking the hold back raised (a callback must not raise)
 
 
 _off = threading.local()
 _hooked: list[bool] = []
+_owner: list[int] = []          # the thread whose compile_off_lock is active (one a process)
+_owner_guard = threading.Lock()
 
 
 def _let_go_now() -> _Off | None:
@@ -123,27 +126,52 @@ def compile_off_lock(key: str | None, lock_dir: Path | None = None) -> Iterator[
     torch.compile's compile stretches let go of the hold (lock.let_go) and take it back before the
     compiled code runs on the device. A stretch runs from TorchDynamo's start of a compilation to its
     end (tracing, Inductor's code generation, Triton's compiles: CPU work, seconds), so a timer
-    waiting for the device waits for the compiled model's runs, not its compile. GPU benchmarks
-    inside a stretch hold the lock for themselves: Inductor's autotuner alone, its padding
-    benchmarks shared (as under the compile's hold). For one compiling thread a process (synth's workers): TorchDynamo's callbacks fire for
-    the process's outermost compilation. Yields whether this torch has the callbacks (False: the
-    hold is kept throughout)."""
-    if key is None or not _hook():
+    waiting for the device waits for the compiled model's runs, not its compile.
+
+    - The device's queued work is finished before a stretch lets go (a graph break's compile comes
+      after the first graph's kernels were launched).
+    - GPU work inside a stretch holds the lock for itself: Inductor's autotuner alone, its padding
+      decision (which draws and pads matrices on the device, then benchmarks) shared, as under the
+      compile's hold.
+    - The cost: the compile's CPU work runs beside any timer of the device, this process's or
+      another's. Synth takes it (its baselines are timed in CUDA graphs) unless asked to time quietly.
+    - One thread a process: TorchDynamo's callbacks count compilations process-wide, so a second
+      thread's block keeps its hold throughout. Only TorchDynamo's own compilations let go (not
+      CUDA-graph recordings).
+
+    Yields whether the stretches let go (False: this torch has no callbacks, `key` is None, or another
+    thread's block is active; the hold is kept throughout). What taking the hold back raised is raised
+    here, at the block's end, not inside TorchDynamo."""
+    me = threading.get_ident()
+    with _owner_guard:
+        mine = key is not None and not _owner
+        if mine:
+            _owner.append(me)
+    if not mine:
         yield False
         return
-    before = getattr(_off, "state", None)
-    _off.state = state = _Off(key, lock_dir)
     try:
-        yield True
+        if not _hook():
+            yield False
+            return
+        before = getattr(_off, "state", None)
+        _off.state = state = _Off(key, lock_dir)
+        try:
+            yield True
+        finally:
+            _off.state = before
+            if state.stack is not None:  # a compilation that raised before its end callback
+                state.stack.close()
+            if state.error is not None:
+                raise state.error
     finally:
-        _off.state = before
-        if state.stack is not None:  # a compilation that raised before its end callback
-            state.stack.close()
+        with _owner_guard:
+            _owner.clear()
 
 
 def _hook() -> bool:
     """TorchDynamo's compile callbacks (again after each torch._dynamo.reset(), which clears them) and
-    the benchmark guards (once a process)."""
+    the guards of GPU work inside a stretch (once a process)."""
     try:
         from torch._dynamo.callback import callback_handler
     except ImportError:
@@ -155,6 +183,7 @@ def _hook() -> bool:
     if _hooked:
         return True
     _guard_benchmarker()
+    _guard_padding()
     try:
         from torch._inductor.runtime.triton_heuristics import CachingAutotuner
     except ImportError:
@@ -165,28 +194,49 @@ def _hook() -> bool:
     return True
 
 
+def _dynamo_trigger(args) -> bool:
+    """Whether a callback is for TorchDynamo's own compilation (not a CUDA-graph recording, which runs
+    on the device)."""
+    trigger = getattr(args, "callback_trigger", None)
+    return trigger is None or getattr(trigger, "name", "") == "DYNAMO"
+
+
 def _compile_started(args=None) -> None:
+    """TorchDynamo's start callback: never raises (an exception here would leave TorchDynamo's
+    count of compilations in flight wrong for the process)."""
     state = getattr(_off, "state", None)
-    if state is None or state.stack is not None:
+    if state is None or state.stack is not None or state.error is not None or not _dynamo_trigger(args):
         return
-    stack = ExitStack()
-    if stack.enter_context(let_go(state.key, state.lock_dir)):
-        state.stack = stack
-    else:
-        stack.close()
+    try:
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()  # kernels already queued (a graph break's first graph) finish held
+        stack = ExitStack()
+        if stack.enter_context(let_go(state.key, state.lock_dir)):
+            state.stack = stack
+        else:
+            stack.close()
+    except BaseException as e:  # the hold is kept: nothing was let go, or let_go failed before
+        state.error = e
 
 
 def _compile_ended(args=None) -> None:
+    """TorchDynamo's end callback: the hold taken back; never raises (see _compile_started). Where taking
+    it back through the turnstile fails, the lock is taken shared directly, and the error is raised by
+    compile_off_lock at the block's end."""
     state = getattr(_off, "state", None)
-    if state is not None and state.stack is not None:
-        stack, state.stack = state.stack, None
+    if state is None or state.stack is None:
+        return
+    stack, state.stack = state.stack, None
+    try:
         stack.close()
+    except BaseException as e:
+        state.error = e
 
 
 def _guard_benchmarker() -> None:
-    """Inductor's benchmarker's GPU timings (its padding benchmarks: a compile's GPU work), when one runs
-    inside a compile stretch that let go of the hold, take the device's lock shared for themselves, as
-    they ran under the compile's hold before (alone each, they queued behind every other worker's runs)."""
+    """Inductor's benchmarker's GPU timings, when one runs inside a compile stretch that let go of the
+    hold, take the device's lock shared for themselves, as they ran under the compile's hold before
+    (alone each, they queued behind every other worker's runs)."""
     try:
         from torch._inductor.runtime.benchmarking import benchmarker
     except ImportError:
@@ -197,6 +247,18 @@ def _guard_benchmarker() -> None:
         if original is None or getattr(original, "_cuda_agent_guard", False):
             continue
         setattr(cls, name, _held_while_let_go(original, shared=True))
+
+
+def _guard_padding() -> None:
+    """Inductor's padding decision for a matrix product (`pad_mm._should_pad`: it draws the matrices on the
+    device, pads them and benchmarks both), inside a stretch, holds the lock shared for itself."""
+    try:
+        from torch._inductor.fx_passes import pad_mm
+    except ImportError:
+        return
+    original = getattr(pad_mm, "_should_pad", None)
+    if original is not None and not getattr(original, "_cuda_agent_guard", False):
+        pad_mm._should_pad = _held_while_let_go(original, shared=True)
 
 
 def _held_while_let_go(original: Callable, shared: bool) -> Callable:

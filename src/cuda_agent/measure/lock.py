@@ -163,8 +163,13 @@ def let_go(key: str, lock_dir: Path | None = None) -> Iterator[bool]:
         if holds.get(path) is not None:
             raise LockOrderError(f"the lock of {key} was still held at the end of a block that let it go: "
                                  "release what the block took before taking the hold back")
-        _take(hold.file, hold.gate, shared=True)
-        holds[path] = hold
+        try:
+            _take(hold.file, hold.gate, shared=True)
+        except BaseException:  # the turnstile failed (a file error, an interrupt): the hold back all the same
+            fcntl.flock(hold.file, fcntl.LOCK_SH)
+            raise
+        finally:
+            holds[path] = hold
 
 
 COMPILE_TURNS = 4096  # lock files for compile_turn(): tasks share one where their keys' hashes meet

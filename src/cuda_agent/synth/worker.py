@@ -23,7 +23,7 @@ size, and the window and the set's figures are the baselines' (`compile`), timed
 own stretches (tracing, code generation: CPU work, seconds) let go of the shared hold
 (measure.compile_off_lock), so a timer does not wait for them; the host is then busy beside the
 baselines' timing, which the set's plan takes in CUDA graphs (`graphs`), where host load moves
-little. Each worker keeps on the GPU only what its
+little (a run with --quiet-timing keeps the hold through the compile). Each worker keeps on the GPU only what its
 current candidate needs: the previous candidate is dropped before the next is built, and the
 allocator's cache is handed back to the device when a section ends, for the others to use.
 """
@@ -130,19 +130,22 @@ class Worker:
         (None, (module, model, inputs, outputs))."""
         torch = self.torch
         shared = not msg.get("alone")  # each section off the GPU while another worker times on it
+        stage = "build"
         try:
             module, model = self._host_build(msg["code"])
-            lap("build")
+            lap(stage)
+            stage = "eager_run"
             with _section(device, shared=shared):
                 module, model, inputs = self._on_device(module, model, device)
                 first = self._run(model, inputs)
                 self._sync(device)
+            lap(stage)
+            stage = "build"
+            again = self._host_build(msg["code"])  # for the determinism check, also before the lock
+            lap(stage)
         except Exception as e:
-            lap("eager_run")
+            lap(stage)
             return {"ok": False, "filter": "eager", "reason": _short(e), "seconds": lap.seconds}, ()
-        lap("eager_run")
-        again = self._host_build(msg["code"])  # for the determinism check, also before the lock
-        lap("build")
         with _section(device, shared=shared):
             return self._checks(device, lap, (module, model, inputs, first), again)
 
@@ -197,8 +200,10 @@ class Worker:
             try:
                 torch._dynamo.reset()
                 compiled = torch.compile(st["model"])
-                # its kernels' configurations timed alone; its compile (CPU work) off the device's lock, unless alone
-                with autotune_alone(key), compile_off_lock(None if msg.get("alone") else key):
+                # its kernels' configurations timed alone; its compile (CPU work) off the device's lock, unless
+                # this request runs alone or the run times quietly (then no CPU work beside any timer)
+                off = key if msg.get("beside") and not msg.get("alone") else None
+                with autotune_alone(key), compile_off_lock(off):
                     got = self._run(compiled, st["inputs"])
                 self._sync(st["device"])
             except Exception as e:
