@@ -42,7 +42,7 @@ if [ "${1%%:*}" = collect ]; then  # a detached run's results into this call's $
   kill -0 "$(cat "$LOGS/loop.pid" 2>/dev/null)" 2>/dev/null && echo "collect: still running after ${wait_s}s" \
     || echo "collect: the run has ended"
   cat "$LOGS/steps.txt" 2>/dev/null
-  tar czf "$OUT/results.tgz" --exclude="*.synth" --exclude="kb_agree/kb/*/build" --exclude="kb_agree/kb_site" \
+  tar czf "$OUT/results.tgz" --exclude="*.synth" --exclude="kb_agree*/kb/*/build" --exclude="kb_agree*/kb_site" \
     -C "$LOGS" . $( [ -d runs ] && echo "-C $PWD runs" ) 2>/dev/null
   exit 0
 fi
@@ -180,9 +180,22 @@ for arg in "$@"; do
           --published "$KB/h100_modal_eager.json" --max-seconds $((limit - 60)) ${KB_ARGS:-} ;;
     kbagree) [ -d runs/kb_agree ] || { mkdir -p runs/kb_agree  # go on from the rows committed last time
                cp benchmarks/kb_agreement_h100/results.jsonl runs/kb_agree/ 2>/dev/null; }
-             step kbagree "$limit" $py benchmarks/kb_agreement.py --kernelbench .kb/KernelBench --wheels .kb/wheels \
-               --tasks .kb/kernelbench.jsonl --out runs/kb_agree --kb-adversarial --hand-written \
-               --cuda-l1 .kb/cuda_l1/h100.json --limit "${KBAGREE_LIMIT:-4}" --max-seconds $((limit - 120)) ${KBAGREE_ARGS:-} ;;
+             kbargs="--kernelbench .kb/KernelBench --wheels .kb/wheels --tasks .kb/kernelbench.jsonl --kb-adversarial \
+               --hand-written --cuda-l1 .kb/cuda_l1/h100.json --limit ${KBAGREE_LIMIT:-4} ${KBAGREE_ARGS:-}"
+             n=${KBAGREE_SHARDS:-1}
+             if [ "$n" -le 1 ]; then
+               step kbagree "$limit" $py benchmarks/kb_agreement.py $kbargs --out runs/kb_agree --max-seconds $((limit - 120))
+             else  # one run a GPU, each from a copy of the rows so far, then their rows collected and the table written
+               for i in $(seq 0 $((n - 1))); do
+                 mkdir -p runs/kb_agree_s$i; cp runs/kb_agree/results.jsonl runs/kb_agree_s$i/ 2>/dev/null
+                 CUDA_VISIBLE_DEVICES=$i step kbagree_s$i "$limit" $py benchmarks/kb_agreement.py $kbargs \
+                   --out runs/kb_agree_s$i --shard $i/$n --max-seconds $((limit - 120)) &
+               done
+               wait
+               step kbagree "$limit" $py benchmarks/kb_agreement.py $kbargs --out runs/kb_agree --report \
+                 --collect $(for i in $(seq 0 $((n - 1))); do echo runs/kb_agree_s$i; done)
+               rm -rf runs/kb_agree_s*/kb_site
+             fi ;;
     repeat) step "repeat_${REPEAT_TAG:-run}" "$limit" $py benchmarks/repeat_bench.py --kernelbench "$KB/kernelbench.jsonl" \
               --max-seconds $((limit - 120)) --json "$LOGS/repeat_${REPEAT_TAG:-run}.json" \
               ${REPEAT_COMPARE:+--compare "$REPEAT_COMPARE"} ${REPEAT_ARGS:---level 3 --tasks 10 --workers 6} ;;
@@ -196,6 +209,6 @@ for arg in "$@"; do
   esac
 done
 cat "$LOGS/steps.txt"
-tar czf "$OUT/results.tgz" --exclude="*.synth" --exclude="kb_agree/kb/*/build" --exclude="kb_agree/kb_site" \
+tar czf "$OUT/results.tgz" --exclude="*.synth" --exclude="kb_agree*/kb/*/build" --exclude="kb_agree*/kb_site" \
   -C "$LOGS" . $( [ -d runs ] && echo "-C $PWD runs" ) 2>/dev/null
 ls -la "$OUT"

@@ -42,6 +42,12 @@ which runs, with the device's python3 and PYTHONPATH=src,
         --cuda-l1 .kb/cuda_l1/h100.json --limit 4 --max-seconds 420
 30 rows (3 + 15 + 12), about 25 minutes (three to four calls; an estimate); what to expect in the
 table: benchmarks/RESULTS.md, "2026-11-25 (evening), CPU: KernelBench agreement, ready for the device".
+
+On a machine of several GPUs, N runs side by side, one a GPU (a row is judged with nothing else on
+its GPU, KernelBench's timing knowing no lock of ours): `--shard K/N` with CUDA_VISIBLE_DEVICES=K and
+an --out of its own, begun from a copy of the rows so far; then `--collect SHARD_OUT... --report` on the
+main --out puts their rows in and writes the table over every solution. device_check.sh's kbagree
+step does this with KBAGREE_SHARDS=N.
 """
 
 from __future__ import annotations
@@ -363,7 +369,45 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--build-workers", type=int, default=8, help="builds at once ahead of each batch (0: none)")
     ap.add_argument("--batch", type=int, default=8, help="rows built ahead, then judged")
     ap.add_argument("--max-seconds", type=float, default=None, help="start no row after this long")
-    return ap.parse_args(argv)
+    ap.add_argument("--shard", default=None, help="K/N: judge only every N-th solution from the K-th (0-based), "
+                                                  "for N runs side by side, one a GPU, each with its own --out")
+    ap.add_argument("--collect", type=Path, nargs="+", default=[], help="shards' --out folders whose rows go "
+                                                                        "into this --out's results first")
+    ap.add_argument("--report", action="store_true", help="judge nothing: the table of the rows there are")
+    args = ap.parse_args(argv)
+    if args.shard is not None:
+        m = re.fullmatch(r"(\d+)/(\d+)", args.shard)
+        if not m or not int(m[1]) < int(m[2]):
+            ap.error(f"--shard {args.shard}: give K/N with 0 <= K < N, such as 0/4")
+        args.shard = (int(m[1]), int(m[2]))
+    return args
+
+
+def latest_keys(out: Path) -> set[str]:
+    """The solutions with a row in out/results.jsonl."""
+    from cuda_agent.journal import latest_by, read_rows
+
+    return set(latest_by(read_rows(out / RESULTS), "key"))
+
+
+def collect(out: Path, shards: list[Path]) -> int:
+    """The shards' latest rows appended to out/results.jsonl where out's latest row of that solution differs
+    (a shard's run began from a copy of out's rows); returns how many were added."""
+    from cuda_agent.journal import Journal, latest_by, read_rows
+
+    mine = latest_by(read_rows(out / RESULTS), "key")
+    added = 0
+    with Journal(out / RESULTS) as journal:
+        for shard in shards:
+            if not (shard / RESULTS).exists():
+                print(f"warning: {shard / RESULTS}: no rows (the shard did not run?)", file=sys.stderr)
+                continue
+            for key, row in latest_by(read_rows(shard / RESULTS), "key").items():
+                if mine.get(key) != row:
+                    journal.append(row)
+                    mine[key] = row
+                    added += 1
+    return added
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -387,6 +431,12 @@ def main(argv: list[str] | None = None) -> int:
     if not items:
         print("no solutions: give --hand-written, --solutions, --cuda-l1 or --kb-adversarial", file=sys.stderr)
         return 2
+    if args.collect:
+        print(f"{collect(out, args.collect)} rows collected from {len(args.collect)} shards", flush=True)
+    every = items
+    if args.shard is not None:
+        k, n = args.shard
+        items = items[k::n]
     commit = kernelbench_commit(args.kernelbench)
     if commit != PINNED:
         print(f"warning: KernelBench at {commit}, not the pinned {PINNED}", file=sys.stderr)
@@ -406,10 +456,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['key']}: ours {row['ours']['status']}, KernelBench {row['kb']['status']} -> {cls}"
               f"{' (' + note + ')' if note else ''} [{row['seconds']:.0f} s]", flush=True)
 
-    print(f"{total} solutions; KernelBench {commit[:12]} at {args.kernelbench}", flush=True)
-    complete = run_rows(items, lambda it: our_verdict(it, config), kb, out,
-                        prebuild=lambda it: our_prebuild(it, config), build_workers=args.build_workers,
-                        batch=args.batch, max_seconds=args.max_seconds, on_row=show)
+    print(f"{total} solutions{f' (shard {args.shard[0]} of {args.shard[1]})' if args.shard else ''}; "
+          f"KernelBench {commit[:12]} at {args.kernelbench}", flush=True)
+    complete = args.report or run_rows(items, lambda it: our_verdict(it, config), kb, out,
+                                       prebuild=lambda it: our_prebuild(it, config), build_workers=args.build_workers,
+                                       batch=args.batch, max_seconds=args.max_seconds, on_row=show)
+    if args.report:
+        items, total = every, len(every)
+        complete = len(finished(out / RESULTS) & {i.key for i in items}) == total
     rows = rows_of(out, items)
     (out / "agreement.md").write_text(markdown(rows, meta))
     print((out / "agreement.md").read_text())

@@ -247,3 +247,37 @@ def test_wheels_that_do_not_install_leave_the_drivers_stand_in(tmp_path, capsys)
     assert "did not install" in capsys.readouterr().err
     (tmp_path / "none").mkdir()
     assert ka.install_wheels(tmp_path / "none", tmp_path / "site2") == tmp_path / "site2"   # nothing to install
+
+
+@pytest.mark.slow  # three runs of the command with the harness imported: about 6 s
+def test_shards_judge_each_solution_once_and_their_rows_are_collected_into_one_table(checkout, tmp_path, capsys):
+    """One run a GPU: `--shard K/N` judges every N-th solution; `--collect ... --report` puts the shards' rows
+    in the main folder and writes the table over every solution, judging nothing itself."""
+    side_stream = ("# fake: pass 40.0 1.0\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                   "    def __init__(self, *args):\n        super().__init__()\n        self.side = torch.cuda.Stream()\n\n"
+                   "    def forward(self, x, scale, bias):\n        torch.cuda.set_stream(self.side)\n"
+                   "        return torch.relu(x * scale + bias)\n")
+    tasks_file = tmp_path / "tasks.jsonl"
+    sols = tmp_path / "solutions"
+    sols.mkdir()
+    names = [f"{i}_Sbr" for i in (1, 2, 3)]
+    tasks_file.write_text("".join(json.dumps({"level": 1, "problem_id": i + 1, "name": n, "code": SMALL_TASK}) + "\n"
+                                  for i, n in enumerate(names)))
+    for n in names:
+        (sols / f"{n}.py").write_text(side_stream)
+    base = ["--kernelbench", str(checkout), "--solutions", str(sols), "--tasks", str(tasks_file), "--device", "cpu",
+            "--build-workers", "0"]
+    shards = [tmp_path / f"s{k}" for k in (0, 1)]
+    for k, shard in enumerate(shards):
+        assert ka.main(base + ["--out", str(shard), "--shard", f"{k}/2"]) == 0
+    judged = [sorted(ka.latest_keys(s)) for s in shards]
+    assert sum(len(j) for j in judged) == 3 and not set(judged[0]) & set(judged[1])
+    capsys.readouterr()
+    out = tmp_path / "out"
+    assert ka.main(base + ["--out", str(out), "--collect", *map(str, shards), "--report"]) == 0
+    printed = capsys.readouterr().out
+    assert "3 rows collected from 2 shards" in printed and "3 of 3 rows" in printed and "not finished" not in printed
+    assert f"| {HACK} | 3 |" in (out / "agreement.md").read_text()
+    assert ka.collect(out, shards) == 0  # collected again: nothing new
+    with pytest.raises(SystemExit):
+        ka.parse(base + ["--out", str(out), "--shard", "2/2"])
