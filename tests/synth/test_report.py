@@ -44,3 +44,14 @@ def test_a_resumed_run_reports_the_rate_of_its_own_accepted_tasks(tmp_path):
     accepted = [r for r in recs if r["filter"] == "accepted"]
     text = write_report(recs, accepted, tmp_path / "summary.md", wall_s=60, accepted_in_run=1).read_text()
     assert "(1 accepted in this run, which resumed an earlier one): 60 accepted tasks per hour" in text
+
+
+def test_a_set_smaller_than_the_accepted_candidates_says_how_many_it_holds(tmp_path):
+    """With a mix, a journal may hold more accepted candidates than the set takes (a class over its quota, or
+    a set taken from a longer run's journal): the first line counts the journal's and says what the set holds."""
+    from cuda_agent.synth.report import summary_markdown
+
+    recs = records()
+    accepted = [r for r in recs if r["filter"] == "accepted"]
+    assert "5 candidates, 2 accepted (40.0%)." in summary_markdown(recs, accepted, "t")
+    assert "5 candidates, 2 accepted (40.0%); the set holds 1 of them" in summary_markdown(recs, accepted[:1], "t")

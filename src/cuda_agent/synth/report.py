@@ -54,8 +54,10 @@ def summary_markdown(records: list[dict], accepted: list[dict], title: str, wall
     resumed an earlier one: `accepted` holds both runs') give its rate."""
     eager = [r["eager_ms"] for r in accepted]
     speed = [r["compile_speedup"] for r in accepted if r.get("compile_speedup")]
-    lines = [f"# {title}", "", f"{len(records)} candidates, {len(accepted)} accepted "
-             f"({100 * len(accepted) / max(1, len(records)):.1f}%).", "",
+    passed = sum(r["filter"] == "accepted" for r in records) or len(accepted)
+    held = f"; the set holds {len(accepted)} of them (each class up to its quota)" if passed > len(accepted) else ""
+    lines = [f"# {title}", "", f"{len(records)} candidates, {passed} accepted "
+             f"({100 * passed / max(1, len(records)):.1f}%){held}.", "",
              "## Filters", "", "| filter | rejected | left |", "|---|---:|---:|"]
     lines += [f"| {f} | {n} | {left} |" for f, n, left in funnel(records)]
     reasons = Counter((r["filter"], r.get("reason", "")[:70]) for r in records if r["filter"] != "accepted")
