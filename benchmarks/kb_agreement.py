@@ -383,13 +383,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def latest_keys(out: Path) -> set[str]:
-    """The solutions with a row in out/results.jsonl."""
-    from cuda_agent.journal import latest_by, read_rows
-
-    return set(latest_by(read_rows(out / RESULTS), "key"))
-
-
 def collect(out: Path, shards: list[Path]) -> int:
     """The shards' latest rows appended to out/results.jsonl where out's latest row of that solution differs
     (a shard's run began from a copy of out's rows); returns how many were added."""
@@ -458,12 +451,13 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{total} solutions{f' (shard {args.shard[0]} of {args.shard[1]})' if args.shard else ''}; "
           f"KernelBench {commit[:12]} at {args.kernelbench}", flush=True)
-    complete = args.report or run_rows(items, lambda it: our_verdict(it, config), kb, out,
-                                       prebuild=lambda it: our_prebuild(it, config), build_workers=args.build_workers,
-                                       batch=args.batch, max_seconds=args.max_seconds, on_row=show)
-    if args.report:
+    if args.report:  # the table over every solution, from the rows there are
         items, total = every, len(every)
-        complete = len(finished(out / RESULTS) & {i.key for i in items}) == total
+        complete = {i.key for i in items} <= finished(out / RESULTS)
+    else:
+        complete = run_rows(items, lambda it: our_verdict(it, config), kb, out,
+                            prebuild=lambda it: our_prebuild(it, config), build_workers=args.build_workers,
+                            batch=args.batch, max_seconds=args.max_seconds, on_row=show)
     rows = rows_of(out, items)
     (out / "agreement.md").write_text(markdown(rows, meta))
     print((out / "agreement.md").read_text())

@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     catalog, _ = run_catalog(config, note=lambda text: print(text, flush=True))  # the run's own seeds.json
     run = Run(config, make_composer(config, catalog))
     try:
-        with run.lock:
-            short = run._work_left()
+        short = not run.holds_set()
         rows = run.rows()
     finally:
         run.journal.close()

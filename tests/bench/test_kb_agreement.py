@@ -270,7 +270,7 @@ def test_shards_judge_each_solution_once_and_their_rows_are_collected_into_one_t
     shards = [tmp_path / f"s{k}" for k in (0, 1)]
     for k, shard in enumerate(shards):
         assert ka.main(base + ["--out", str(shard), "--shard", f"{k}/2"]) == 0
-    judged = [sorted(ka.latest_keys(s)) for s in shards]
+    judged = [sorted(ka.finished(s / ka.RESULTS)) for s in shards]
     assert sum(len(j) for j in judged) == 3 and not set(judged[0]) & set(judged[1])
     capsys.readouterr()
     out = tmp_path / "out"

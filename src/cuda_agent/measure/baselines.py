@@ -60,11 +60,11 @@ def _guard_autotuner(cls: type) -> None:
     if original is None or getattr(original, "_cuda_agent_guard", False):
         return
 
+    alone_in_a_stretch = _held_while_let_go(original, shared=False)
+
     def benchmark_all_configs(self, *args, **kwargs):
-        off = _let_go_now()
-        if off is not None:  # inside a compile stretch that let go of the hold: alone for this benchmark
-            with device_lock(off.key, shared=False, lock_dir=off.lock_dir):
-                return original(self, *args, **kwargs)
+        if _let_go_now() is not None:  # inside a compile stretch that let go of the hold: alone for this benchmark
+            return alone_in_a_stretch(self, *args, **kwargs)
         stack = getattr(_autotune, "stack", None)
         if stack is not None and not _autotune.alone:
             stack.enter_context(alone_within(_autotune.key, _autotune.lock_dir))
@@ -109,9 +109,8 @@ class _Off:
 
 
 _off = threading.local()
-_hooked: list[bool] = []
-_owner: list[int] = []          # the thread whose compile_off_lock is active (one a process)
-_owner_guard = threading.Lock()
+_hooked = threading.Event()     # the guards of GPU work inside a stretch, installed once a process
+_owner = threading.Lock()       # held by the thread whose compile_off_lock is active (one a process)
 
 
 def _let_go_now() -> _Off | None:
@@ -142,12 +141,7 @@ def compile_off_lock(key: str | None, lock_dir: Path | None = None) -> Iterator[
     Yields whether the stretches let go (False: this torch has no callbacks, `key` is None, or another
     thread's block is active; the hold is kept throughout). What taking the hold back raised is raised
     here, at the block's end, not inside TorchDynamo."""
-    me = threading.get_ident()
-    with _owner_guard:
-        mine = key is not None and not _owner
-        if mine:
-            _owner.append(me)
-    if not mine:
+    if key is None or not _owner.acquire(blocking=False):
         yield False
         return
     try:
@@ -165,8 +159,7 @@ def compile_off_lock(key: str | None, lock_dir: Path | None = None) -> Iterator[
             if state.error is not None:
                 raise state.error
     finally:
-        with _owner_guard:
-            _owner.clear()
+        _owner.release()
 
 
 def _hook() -> bool:
@@ -180,7 +173,7 @@ def _hook() -> bool:
         callback_handler.register_start_callback(_compile_started)
     if _compile_ended not in callback_handler.end_callbacks:
         callback_handler.register_end_callback(_compile_ended)
-    if _hooked:
+    if _hooked.is_set():
         return True
     _guard_benchmarker()
     _guard_padding()
@@ -190,7 +183,7 @@ def _hook() -> bool:
         CachingAutotuner = None
     if CachingAutotuner is not None:
         _guard_autotuner(CachingAutotuner)
-    _hooked.append(True)
+    _hooked.set()
     return True
 
 

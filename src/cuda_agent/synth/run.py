@@ -155,6 +155,11 @@ class Run:
             plan.record(rec["index"], _class_of(rec), rec["filter"] == "accepted")
         return plan
 
+    def holds_set(self) -> bool:
+        """Whether the journal already holds what the run is after (no candidate left to run)."""
+        with self.lock:
+            return not self._work_left()
+
     def _work_left(self) -> bool:
         """Whether candidates remain to be run (the caller holds the lock)."""
         cfg = self.config
@@ -215,9 +220,7 @@ class Run:
         """Claim, compose, check and execute candidates until `count` are accepted or candidates
         run out (or the deadline passes); the executions run on `service` (else on one started for
         this run)."""
-        with self.lock:
-            done = not self._work_left()
-        if done:  # a finished run resumed (or one whose journal already holds the set): no device needed
+        if self.holds_set():  # a finished run resumed (or one whose journal already holds the set): no device needed
             return self.rows()
         if self._past_deadline():  # spent on the catalog: no service
             self._stopped()
