@@ -67,6 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="then, how long candidates in flight may run on before they are cancelled")
     ap.add_argument("--quiet-timing", action="store_true",
                     help="on a GPU, the size search's timing waits for the other workers' runs")
+    ap.add_argument("--retime", action="store_true",
+                    help="a resume times its new candidates with this version's timing plan, not the run's own")
     return ap.parse_args(argv)
 
 
@@ -80,6 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
                          workers=args.workers, mix=Mix.parse(args.mix), max_candidates=args.max_candidates,
                          hf_families=tuple(args.hf_families.split(",")) if args.hf_families else None,
                          seeds=args.seeds, grace_s=args.grace_seconds, quiet_timing=args.quiet_timing,
+                         retime=args.retime,
                          max_seconds=args.max_seconds - (time.time() - T0) if args.max_seconds is not None else None)
     this_run: list[dict] = []  # the candidates this call decided (the journal has earlier runs' too)
 

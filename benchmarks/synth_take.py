@@ -21,12 +21,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from cuda_agent.measure import TimingPlan
-from cuda_agent.synth.filters import Window
-from cuda_agent.synth.mix import Mix
-from cuda_agent.synth.pipeline import make_composer, run_catalog, write_dataset
+from cuda_agent.synth.pipeline import config_from_json, make_composer, run_catalog, write_dataset
 from cuda_agent.synth.report import write_report
-from cuda_agent.synth.run import Run, SynthConfig
+from cuda_agent.synth.run import Run
 
 
 def _records(path: Path) -> int:
@@ -50,13 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copyfileobj(src, dst)
     old = json.loads((state / "config.json").read_text())
     kb = Path(old["kernelbench"]) if old.get("kernelbench") and Path(old["kernelbench"]).exists() else None
-    config = SynthConfig(out=args.out, count=args.count, composer=old["composer"], device=old["device"],
-                         seed=old["seed"], window=Window(**old["window"]), kernelbench=kb,
-                         similarity_threshold=old["similarity_threshold"],
-                         mix=Mix.from_dict(old["mix"]) if old.get("mix") else None,
-                         max_candidates=old.get("max_candidates"), max_seconds=0.0)
-    if old.get("timing"):
-        config.timing = TimingPlan.from_dict(old["timing"])
+    config = config_from_json(old, out=args.out, count=args.count, kernelbench=kb, max_seconds=0.0)
     catalog, _ = run_catalog(config, note=lambda text: print(text, flush=True))  # the run's own seeds.json
     run = Run(config, make_composer(config, catalog))
     try:

@@ -231,6 +231,70 @@ def test_a_resumed_run_keeps_the_timing_plan_it_started_with(cpu_config):
     assert json.loads((cpu_config.state_dir / "config.json").read_text())["timing"] == started.timing.to_dict()
 
 
+def test_retime_times_a_resumes_new_candidates_with_the_new_plan_and_keeps_the_old_ones(cpu_config):
+    """--retime: the resume goes on with its own plan, says so, and config.json keeps the run's earlier
+    plans oldest first, across later resumes with or without the flag."""
+    from dataclasses import replace
+
+    from cuda_agent.synth.pipeline import _check_resume
+
+    first = _check_resume(cpu_config).timing
+    second = first.with_budget(first.budget_s / 3)
+    said = []
+    resumed = _check_resume(replace(cpu_config, timing=second, retime=True), said.append)
+    assert resumed.timing == second and resumed.timings_before == (first.to_dict(),)
+    assert len(said) == 1 and f"plan {second.key()}" in said[0] and f"plan {first.key()}" in said[0]
+    saved = json.loads((cpu_config.state_dir / "config.json").read_text())
+    assert saved["timing"] == second.to_dict() and saved["timings_before"] == [first.to_dict()]
+    assert "retime" not in saved   # what one call asked for, not the run's state
+    # a later resume without the flag keeps the newest plan and the history
+    again = _check_resume(cpu_config, said.append)
+    assert again.timing == second and again.timings_before == (first.to_dict(),)
+    third = first.with_budget(first.budget_s * 2)
+    last = _check_resume(replace(cpu_config, timing=third, retime=True))
+    assert last.timings_before == (first.to_dict(), second.to_dict())
+    # the same plan again: nothing to retime, the history unchanged
+    assert _check_resume(replace(cpu_config, timing=third, retime=True)).timings_before == last.timings_before
+
+
+def test_a_timing_plans_key_names_equal_plans_alike():
+    from cuda_agent.measure import TimingPlan
+
+    plan = TimingPlan(budget_s=0.1)
+    assert plan.key() == TimingPlan.from_dict(plan.to_dict()).key() == TimingPlan(budget_s=0.1).key()
+    assert plan.key() != plan.with_budget(0.3).key() and len(plan.key()) == 10
+
+
+def test_config_json_reads_back_as_the_config_it_was_written_from(cpu_config):
+    from dataclasses import replace
+
+    from cuda_agent.synth.filters import Window
+    from cuda_agent.synth.pipeline import _config_json, config_from_json
+
+    config = replace(cpu_config, window=cpu_config.resolved_window(), hf_families=("llama", "bert"),
+                     seeds=cpu_config.out.parent / "seeds.json", timings_before=(cpu_config.timing.to_dict(),))
+    back = config_from_json(json.loads(json.dumps(_config_json(config))))
+    assert back == config
+    assert config_from_json(_config_json(config), count=7, max_seconds=0.0) == replace(config, count=7, max_seconds=0.0)
+    free = replace(cpu_config, mix=None, window=Window(0.5, 5.0))
+    assert config_from_json(_config_json(free)) == free
+
+
+def test_the_summary_counts_tasks_by_timing_plan_only_when_a_run_had_several():
+    from cuda_agent.synth.report import summary_markdown
+
+    def task(i, plan=None):
+        rec = {"index": i, "filter": "accepted", "eager_ms": 2.0, "ops": ["Linear"], "categories": ["gemm"],
+               "task_class": "gemm"}
+        return {**rec, "timing_plan": plan} if plan else rec
+
+    one = [task(0), task(1)]
+    assert "timing plan" not in summary_markdown(one, one, "t")
+    mixed = [task(0), task(1), task(2, "abc"), task(3, "abc"), task(4, "abc")]
+    text = summary_markdown(mixed, mixed, "t")
+    assert "timing plan abc: 3, timing plan the run started with: 2 tasks" in text, text
+
+
 def test_synth_take_writes_the_set_from_a_journal_and_nothing_when_the_journal_is_short(tmp_path):
     """benchmarks/synth_take.py on a copy of the committed 1,000-task run: the same set again from its
     journal, on a machine without its device; asked for more than the journal holds, it writes nothing."""

@@ -87,6 +87,8 @@ def synth_command(
         quiet_timing: bool = typer.Option(False, "--quiet-timing", help="on a GPU, the size search's timing "
                                           "waits for the other workers' runs (slower; the set's figures are timed "
                                           "alone either way)"),
+        retime: bool = typer.Option(False, "--retime", help="a resume times its new candidates with this "
+                                    "version's timing plan, not the one the run started with (each task names its plan)"),
         jsonl: bool = typer.Option(False, "--jsonl", help="write JSONL beside the Parquet"),
         model: Optional[str] = typer.Option(None, help="llm composer: the model name"),
         base_url: Optional[str] = typer.Option(None, help="llm composer: the OpenAI-compatible endpoint"),
@@ -127,7 +129,8 @@ def synth_command(
     config = SynthConfig(out=out_path, count=count, composer=composer, device=dev, seed=seed, window=win,
                          similarity_threshold=similarity, kernelbench=kb, workers=workers, address=address,
                          max_candidates=max_candidates, jsonl=jsonl, mix=target, hf_families=_families(hf_families),
-                         seeds=seeds, max_seconds=max_seconds, grace_s=grace_seconds, quiet_timing=quiet_timing)
+                         seeds=seeds, max_seconds=max_seconds, grace_s=grace_seconds, quiet_timing=quiet_timing,
+                         retime=retime)
     start = time.time()
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=err, disable=quiet)
@@ -239,6 +242,8 @@ def _synth_group(ctx: typer.Context,
                  grace_seconds: float = typer.Option(30.0, min=0.0),
                  quiet_timing: bool = typer.Option(False, "--quiet-timing", help="on a GPU, the size search's "
                                                    "timing waits for the other workers' runs"),
+                 retime: bool = typer.Option(False, "--retime", help="a resume times its new candidates with "
+                                             "this version's timing plan"),
                  model: Optional[str] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
                  api_key: Optional[str] = typer.Option(None), quiet: bool = typer.Option(False, "--quiet", "-q"),
                  as_json: bool = typer.Option(False, "--json")) -> None:
@@ -250,8 +255,8 @@ def _synth_group(ctx: typer.Context,
     synth_command(out_path=out_path, count=count, composer=composer, device=device, seed=seed, window=window,
                   similarity=similarity, kernelbench=kernelbench, workers=workers, address=address,
                   max_candidates=max_candidates, mix=mix, hf_families=hf_families, seeds=seeds,
-                  max_seconds=max_seconds, grace_seconds=grace_seconds, quiet_timing=quiet_timing, jsonl=jsonl,
-                  model=model, base_url=base_url, api_key=api_key, quiet=quiet, as_json=as_json)
+                  max_seconds=max_seconds, grace_seconds=grace_seconds, quiet_timing=quiet_timing, retime=retime,
+                  jsonl=jsonl, model=model, base_url=base_url, api_key=api_key, quiet=quiet, as_json=as_json)
 
 
 synth_app.command("seeds")(seeds_command)

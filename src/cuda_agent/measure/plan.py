@@ -3,6 +3,8 @@ what a timing loop gives back for one model."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import statistics
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -74,6 +76,10 @@ class TimingPlan:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TimingPlan":
         return cls(**d)
+
+    def key(self) -> str:
+        """A short name for the plan, the same for equal plans (a record says which plan timed it)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
 
     def with_budget(self, budget_s: float | None) -> "TimingPlan":
         """This plan with another budget (None keeps it): what `--timing-budget` sets."""

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Callable
 
 from cuda_agent.measure import TimingPlan
+from cuda_agent.synth.execute import Limits
 from cuda_agent.synth.filters import Window
 from cuda_agent.synth.mix import Mix
 from cuda_agent.synth.run import Run, SynthConfig
@@ -34,11 +35,31 @@ class SynthError(UsageError, RuntimeError):
 
 def _config_json(config: SynthConfig) -> dict:
     d = asdict(config)
+    d.pop("retime")  # what one call asked for; the plans it led to are `timing` and `timings_before`
     d["out"] = str(config.out)
     d["kernelbench"] = str(config.kernelbench) if config.kernelbench else None
     d["seeds"] = str(config.seeds) if config.seeds else None
     d["window"] = asdict(config.resolved_window())
+    d["timings_before"] = list(config.timings_before)
     return d
+
+
+def config_from_json(d: dict, **changes) -> SynthConfig:
+    """The SynthConfig a config.json holds (what `_config_json` wrote), with `changes`."""
+    known = {f.name for f in fields(SynthConfig)}
+    kw = {k: v for k, v in d.items() if k in known}
+    kw["out"] = Path(kw["out"])
+    for k in ("kernelbench", "seeds"):
+        kw[k] = Path(kw[k]) if kw.get(k) else None
+    kw["window"] = Window(**kw["window"]) if kw.get("window") else None
+    if kw.get("timing"):
+        kw["timing"] = TimingPlan.from_dict(kw["timing"])
+    if kw.get("limits"):
+        kw["limits"] = Limits(**kw["limits"])
+    kw["mix"] = Mix.from_dict(kw["mix"]) if kw.get("mix") else None
+    kw["hf_families"] = tuple(kw["hf_families"]) if kw.get("hf_families") is not None else None
+    kw["timings_before"] = tuple(kw.get("timings_before") or ())
+    return replace(SynthConfig(**kw), **changes)
 
 
 def _mix_text(mix: dict | None) -> str:
@@ -48,14 +69,23 @@ def _mix_text(mix: dict | None) -> str:
 
 def _check_resume(config: SynthConfig, note: Callable[[str], None] = lambda text: None) -> SynthConfig:
     """The config a run goes on with: refused where it would change what a candidate index is, and with
-    the run's own timing plan where it had one (a set's figures all timed alike, as its catalog is fixed)."""
+    the run's own timing plan where it had one (a set's figures all timed alike, as its catalog is fixed)
+    unless `config.retime` (its new candidates timed with `config.timing`, the run's earlier plans kept)."""
     path = config.state_dir / "config.json"
     if path.exists():
         old = json.loads(path.read_text())
+        before = tuple(old.get("timings_before") or ())
         if old.get("timing") and old["timing"] != config.timing.to_dict():
-            note(f"resuming {config.out} with the timing plan it started with ({old['timing']}), not "
-                 f"{config.timing.to_dict()}")
-            config = replace(config, timing=TimingPlan.from_dict(old["timing"]))
+            if config.retime:
+                note(f"retiming {config.out}: its new candidates are timed with plan {config.timing.key()} "
+                     f"({config.timing.to_dict()}); those it has keep plan "
+                     f"{TimingPlan.from_dict(old['timing']).key()} ({old['timing']})")
+                before += (old["timing"],)
+            else:
+                note(f"resuming {config.out} with the timing plan it started with ({old['timing']}), not "
+                     f"{config.timing.to_dict()} (--retime times its new candidates with the latter)")
+                config = replace(config, timing=TimingPlan.from_dict(old["timing"]))
+        config = replace(config, timings_before=before)
         new = _config_json(config)
         new_mix = new["mix"]
         if old.get("mix") != new_mix:  # the mix fixes which class each candidate index is composed for

@@ -73,6 +73,11 @@ def summary_markdown(records: list[dict], accepted: list[dict], title: str, wall
             wins = sum(s > 1.0 for s in speed)
             lines += ["", f"torch.compile already beats eager on {wins} of {len(speed)} tasks "
                           f"({100 * wins / len(speed):.0f}%): those are the harder ones to win on."]
+        plans = Counter(r.get("timing_plan", "") for r in accepted)
+        if len(plans) > 1:  # a resume with --retime: its newer tasks were timed with another plan
+            lines += ["", "Eager and torch.compile times under " + ", ".join(
+                f"timing plan {k or 'the run started with'}: {n}" for k, n in plans.most_common())
+                + " tasks (config.json: `timing` is the newest plan, `timings_before` the earlier ones, oldest first)."]
         ops = Counter(len(r["ops"]) for r in accepted)
         lines += ["", "Op count: " + ", ".join(f"{k} ops: {ops[k]}" for k in sorted(ops))]
         cats = Counter(c for r in accepted for c in r.get("categories", []))

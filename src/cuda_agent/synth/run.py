@@ -71,6 +71,12 @@ class SynthConfig:
     seeds: Path | None = None          # a saved catalog to start from (a run's seeds.json); None: crawl (cached)
     max_seconds: float | None = None   # no candidate starts this long after synthesize() began; None: no limit
     grace_s: float = 30.0              # then candidates in flight get this long before they are cancelled
+    # A resume goes on with the timing plan the run started with (its figures timed alike), unless `retime`:
+    # then its new candidates are timed with `timing`, each accepted record names its plan (`timing_plan`,
+    # TimingPlan.key()), and the plans it had before are kept, oldest first, in `timings_before` (a record
+    # that names none was timed with the first).
+    retime: bool = False
+    timings_before: tuple[dict, ...] = ()
 
     @property
     def state_dir(self) -> Path:
@@ -298,7 +304,7 @@ class Run:
         rec.update(asdict(outcome))
         if outcome.accepted:
             rec.update(code=cand.code, fingerprint=fp, device=self.config.device,
-                       filter_versions=dict(FILTER_VERSIONS))
+                       filter_versions=dict(FILTER_VERSIONS), timing_plan=self.config.timing.key())
         rec["seconds"]["total"] = time.perf_counter() - t0
         return rec
 
