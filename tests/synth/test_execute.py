@@ -170,3 +170,27 @@ def test_a_synth_service_sets_no_cores_aside(cpu_config):
 
     s = _settings(cpu_config)
     assert not s.pin_cores and s.build_workers == 0 and s.spares == 0
+
+
+def test_weights_count_in_the_memory_budget_and_a_task_they_fill_is_rejected(cpu_config, candidate):
+    """The size search's budget is the task's whole memory: its batch grows into what the weights leave, the
+    estimate counts them, and the worker is asked to refuse weights beyond the budget on the host."""
+    per_sample = candidate.program.elems_per_sample * 4
+    budget = per_sample * candidate.program.batch * 64
+    filters = ExecutionFilters(cpu_config, budget)
+    room = budget // per_sample
+    assert filters._resized(candidate, TOO_FAST).batch <= room
+    filters.weights = budget - per_sample * 3   # what the weights leave: room for 3 samples
+    grown = filters._resized(candidate, TOO_FAST)
+    assert grown is not None and grown.batch <= 3
+    assert _footprint(candidate.program, 1000) == _footprint(candidate.program) + 1000
+
+    heavy = {"ok": False, "filter": "memory", "weights_bytes": 17 << 30, "seconds": {"build": 2.0},
+             "reason": "its weights take 17.00 GiB, more than the run's memory budget of 8.00 GiB for a task"}
+    outcome, rec, child = run(cpu_config, candidate, [heavy])
+    assert outcome.filter == "memory" and "17.00 GiB" in outcome.reason
+    assert rec["weights_mb"] == 17 << 10 and child.sent("max_weights_bytes") == [cpu_config.memory_budget_bytes]
+    light = {**eager(IN_WINDOW), "weights_bytes": 1 << 20}
+    outcome, rec, child = run(cpu_config, candidate, [light, COMPILED])
+    assert outcome.accepted and rec["weights_mb"] == 1.0
+    assert rec["memory_estimate_mb"] == round(_footprint(candidate.program, 1 << 20) / 2**20, 1)

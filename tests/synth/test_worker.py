@@ -179,3 +179,19 @@ def test_a_workers_compile_lets_go_of_the_device_unless_the_run_times_quietly(wo
         real_reset()
     assert reply["ok"], reply
     assert seen and seen[0] is (not beside)  # at the compile's end: no hold (beside), or the hold (quiet)
+
+
+def test_a_model_whose_weights_exceed_the_memory_budget_is_rejected_before_it_reaches_the_device(worker, monkeypatch):
+    """A 17 GB nn.Bilinear (two tasks of the H200 set, 32.8 GB peak against an 8 GB budget) passed a size search
+    that counted only activations. The weights are counted on the host, before the model is moved; a model that
+    fits says what its weights take."""
+    weights = (32 * 32 + 32) * 4  # the task's Linear, fp32
+    code = task("return torch.tanh(self.linear(x))")
+    ok = worker.eager({"op": "eager", "code": code, "device": "cpu", "plan": FAST_TIMING, "max_weights_bytes": weights})
+    assert ok["ok"] and ok["weights_bytes"] == weights
+    moved = []
+    monkeypatch.setattr(Worker, "_on_device", lambda self, *a: moved.append(a) or pytest.fail("moved to the device"))
+    refused = worker.eager({"op": "eager", "code": code, "device": "cpu", "plan": FAST_TIMING,
+                            "max_weights_bytes": weights - 1})
+    assert not refused["ok"] and refused["filter"] == "memory" and refused["weights_bytes"] == weights
+    assert "more than the run's memory budget" in refused["reason"] and not moved

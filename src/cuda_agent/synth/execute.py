@@ -111,6 +111,8 @@ class ExecutionFilters:
 
     def __init__(self, config: "SynthConfig", memory_budget: int, stop_at: float | None = None):
         self.config, self.window, self.memory_budget = config, config.resolved_window(), memory_budget
+        self.max_weights = memory_budget  # a task whose weights alone exceed its share is rejected ("memory")
+        self.weights = 0  # the candidate's weights at its current size (the worker's last reply), bytes
         self.stop_at = stop_at
         self.alone = False  # on the GPU alone: after an out-of-memory error at the current size
         # On a GPU the size search's timing runs beside other workers' runs (synth/worker.py); on the CPU backend
@@ -128,7 +130,7 @@ class ExecutionFilters:
         finally:
             rec["seconds"]["start"] = executor.start_seconds - started
             if cand.program is not None and cand.program.elems_per_sample:
-                rec["memory_estimate_mb"] = round(_footprint(cand.program) / 2**20, 1)
+                rec["memory_estimate_mb"] = round(_footprint(cand.program, self.weights) / 2**20, 1)
         return outcome
 
     def _request(self, executor: Executor, rec: dict, message: dict, limit_s: float) -> dict | None:
@@ -141,6 +143,9 @@ class ExecutionFilters:
                 return None
         reply = executor.request({**message, "alone": self.alone, "beside": self.beside}, timeout)
         add_seconds(rec["seconds"], reply.get("seconds", {}))
+        if "weights_bytes" in reply:
+            self.weights = reply["weights_bytes"]
+            rec["weights_mb"] = round(self.weights / 2**20, 1)
         if "peak_mb" in reply:
             rec["gpu_peak_mb"] = max(rec.get("gpu_peak_mb", 0.0), reply["peak_mb"])
         if not reply.get("ok") and self.stop_at is not None and time.time() >= self.stop_at:
@@ -153,7 +158,8 @@ class ExecutionFilters:
         cfg = self.config
         while True:
             reply = self._request(executor, rec, {"op": "eager", "code": cand.code, "device": cfg.device,
-                                                  "plan": SIZE_SEARCH_PLAN.to_dict()}, cfg.limits.eager_s)
+                                                  "plan": SIZE_SEARCH_PLAN.to_dict(),
+                                                  "max_weights_bytes": self.max_weights}, cfg.limits.eager_s)
             if reply is None:
                 return CANCELLED
             if not reply.get("ok"):
@@ -189,7 +195,7 @@ class ExecutionFilters:
         p, shrinks = cand.program, rec.get("oom_shrinks", 0)
         if p is None or p.batch <= 1 or shrinks >= self.config.max_rescales:
             return Outcome("eager", f"out of memory alone on the GPU: {reply.get('reason', '')}"[:300])
-        self.memory_budget = min(self.memory_budget, max(_footprint(p) // 2, 1))
+        self.memory_budget = min(self.memory_budget, max(_footprint(p, self.weights) // 2, 1))
         smaller = p.with_batch(max(1, p.batch // 4))
         cand.program, cand.code = smaller, smaller.source()
         rec["oom_shrinks"] = shrinks + 1
@@ -226,13 +232,14 @@ class ExecutionFilters:
         if p is None:
             return None
         per_sample = max(p.elems_per_sample, 1) * 4
-        max_batch = max(2, min(MAX_BATCH, self.memory_budget // per_sample))
+        room = max(0, self.memory_budget - self.weights)  # what the batch's inputs and intermediates may take
+        max_batch = max(2, min(MAX_BATCH, room // per_sample))
         batch = scaled_batch(p.batch, ms, self.window, max_batch) or p.batch
         left = self.window.target_ms / max(ms, 1e-6) * p.batch / batch
         q = p.with_batch(batch)
         if not 0.7 < left < 1.4:
             q = q.with_spatial(left)
-            if q.elems_per_sample * 4 * batch > self.memory_budget:
+            if q.elems_per_sample * 4 * batch > room:
                 q = p.with_batch(batch)
         return None if q.dims == p.dims else q
 
@@ -260,9 +267,10 @@ def _out_of_memory(reply: dict) -> bool:
     return not reply.get("ok") and "out of memory" in str(reply.get("reason", "")).lower()
 
 
-def _footprint(p) -> int:
-    """The size search's estimate of a program's memory: every intermediate of the batch, fp32."""
-    return p.elems_per_sample * 4 * p.batch
+def _footprint(p, weights: int = 0) -> int:
+    """The size search's estimate of a program's memory: its weights (bytes, as the worker counted them)
+    and every intermediate of the batch, fp32."""
+    return weights + p.elems_per_sample * 4 * p.batch
 
 
 def add_seconds(total: dict, part: dict) -> None:

@@ -25,6 +25,7 @@ FILTER_VERSIONS: dict[str, str] = {
     "stochastic": "1",     # no random ops in the source, and the same inputs give the same output
     "kernelbench": "1",    # normalized-AST similarity to every KernelBench task below the threshold
     "duplicate": "1",      # no other accepted task with the same normalized source
+    "memory": "1",         # the model's weights (parameters and buffers) fit the run's memory budget for a task
     "eager": "2",          # builds and runs in eager mode in the child (out of GPU memory: again alone, then smaller)
     "deterministic": "1",  # two runs from the same seed agree bit for bit
     "degenerate": "2",     # outputs finite, not all zero, not constant, with variance (a scalar loss: finite, non-zero)

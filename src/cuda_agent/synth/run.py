@@ -50,7 +50,7 @@ class SynthConfig:
     address: str | None = None         # a Ray cluster for the evaluation service; None: $RAY_ADDRESS or a local Ray
     max_candidates: int | None = None  # None: 50 per wanted task
     max_rescales: int = 2
-    memory_budget_bytes: int = 8 << 30  # the size search keeps inputs + intermediates below this
+    memory_budget_bytes: int = 8 << 30  # the size search keeps weights + inputs + intermediates below this
     atol: float = 1e-2
     rtol: float = 1e-2
     # The set's timings choose sizes and say how fast eager and torch.compile are; the window is 100x wide and

@@ -3,8 +3,8 @@ rejects the candidate). It speaks JSON lines through a sandbox `ChildChannel`
 (sandbox/process.py), started by synth/execute.py as a `Process`:
 
   {"op": "probe", "code", "device"}            -> build and run once (seed checks): output shapes
-  {"op": "eager", "code", "device", "plan",     -> eager, deterministic, stochastic, degenerate, time
-   "alone", "beside"}                              eager (for the size search)
+  {"op": "eager", "code", "device", "plan",     -> memory (the weights, on the host), eager, deterministic,
+   "alone", "beside", "max_weights_bytes"}         stochastic, degenerate, time eager (for the size search)
   {"op": "compile", "plan", "atol", "rtol",     -> torch.compile the last eager model, compare, and
    "alone"}                                        time eager and torch.compile as the harness does
                                                    (measure.time_baselines)
@@ -114,7 +114,7 @@ class Worker:
         lap("eager_timing")
         self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "draw": draw}
         return self._with_peak({"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
-                                "seconds": seconds}, device)
+                                "weights_bytes": _weights_bytes(model), "seconds": seconds}, device)
 
     def _start_peak(self, device) -> None:
         if device.type == "cuda":
@@ -134,6 +134,11 @@ class Worker:
         try:
             module, model = self._host_build(msg["code"])
             lap(stage)
+            weights, most = _weights_bytes(model), msg.get("max_weights_bytes")
+            if most is not None and weights > most:  # before the device: it would not fit beside the others
+                return {"ok": False, "filter": "memory", "weights_bytes": weights, "seconds": lap.seconds,
+                        "reason": f"its weights take {weights / 2**30:.2f} GiB, more than the run's memory budget "
+                                  f"of {most / 2**30:.2f} GiB for a task"}, ()
             stage = "eager_run"
             with _section(device, shared=shared):
                 module, model, inputs = self._on_device(module, model, device)
@@ -241,6 +246,12 @@ class _Laps:
         self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, t - self.t - wait)
         self.seconds[self.wait_key] = self.seconds.get(self.wait_key, 0.0) + wait
         self.t, self.w = t, w
+
+
+def _weights_bytes(model) -> int:
+    """What a model's parameters and buffers take (the part of a task's memory its batch does not change)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _waited() -> float:
