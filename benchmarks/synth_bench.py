@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = write_report(records, rows, config.state_dir / "summary.md",
                           title=f"synth benchmark: {len(rows)} tasks, program composer, {device}",
                           kernelbench=config.kernelbench, target=config.mix.normalized if config.mix else None,
-                          device=device)
+                          device=device, timing_plans=run.config.timing_plans())
     ph = run.phases
     phases = {"imports": started - T0, "catalog": ph.catalog_s, "service_start": ph.service_s,
               "candidates": ph.candidates_s, "service_close": ph.close_s, "dataset": ph.write_s,

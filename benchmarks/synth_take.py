@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                           title=f"synth {args.out.name}: {len(rows)} tasks, the first of each class among the "
                                 f"{sum(r['filter'] == 'accepted' for r in records)} accepted of the run's journal "
                                 f"({len(records)} candidates), program composer, {old['device']}",
-                          kernelbench=kb, target=config.mix.normalized if config.mix else None, device=old["device"])
+                          kernelbench=kb, target=config.mix.normalized if config.mix else None, device=old["device"],
+                          timing_plans=config.timing_plans())
     print(f"{len(rows)} tasks: {', '.join(str(f) for f in files)}; summary {report}")
     return 0
 

@@ -194,3 +194,19 @@ def test_weights_count_in_the_memory_budget_and_a_task_they_fill_is_rejected(cpu
     outcome, rec, child = run(cpu_config, candidate, [light, COMPILED])
     assert outcome.accepted and rec["weights_mb"] == 1.0
     assert rec["memory_estimate_mb"] == round(_footprint(candidate.program, 1 << 20) / 2**20, 1)
+
+
+def test_after_an_out_of_memory_shrink_the_batch_may_still_grow_into_half_of_what_failed(cpu_config, candidate):
+    """Weights do not shrink with the batch: the budget after an out-of-memory error alone is the weights and half the
+    batch's share of what failed, so a too-fast task grows again toward it (it was capped at 2 rows when the
+    weights were halved too)."""
+    batch = candidate.program.batch
+    act = _footprint(candidate.program)
+    weights = 3 * act
+    oom = {**OOM, "weights_bytes": weights}
+    outcome, rec, child = run(cpu_config, candidate,
+                              [oom, oom, {**eager(TOO_FAST), "weights_bytes": weights}, eager(IN_WINDOW), COMPILED])
+    assert outcome.accepted and rec["oom_shrinks"] == 1 and rec["weights_mb"] == round(weights / 2**20, 1)
+    assert f"batch_size = {max(1, batch // 4)}\n" in child.requests[2][0]["code"]
+    grown = candidate.program.batch
+    assert batch // 4 < grown <= batch // 2, (batch, grown)

@@ -281,18 +281,23 @@ def test_config_json_reads_back_as_the_config_it_was_written_from(cpu_config):
 
 
 def test_the_summary_counts_tasks_by_timing_plan_only_when_a_run_had_several():
+    """A record that names no plan (accepted before plans were named) was timed with the run's first plan: a run
+    that never retimed reads as one plan, whichever of its records name it."""
+    from cuda_agent.measure import TimingPlan
     from cuda_agent.synth.report import summary_markdown
 
     def task(i, plan=None):
         rec = {"index": i, "filter": "accepted", "eager_ms": 2.0, "ops": ["Linear"], "categories": ["gemm"],
                "task_class": "gemm"}
-        return {**rec, "timing_plan": plan} if plan else rec
+        return {**rec, "timing_plan": plan.key()} if plan else rec
 
-    one = [task(0), task(1)]
-    assert "timing plan" not in summary_markdown(one, one, "t")
-    mixed = [task(0), task(1), task(2, "abc"), task(3, "abc"), task(4, "abc")]
-    text = summary_markdown(mixed, mixed, "t")
-    assert "timing plan abc: 3, timing plan the run started with: 2 tasks" in text, text
+    old, new = TimingPlan(budget_s=0.3), TimingPlan(budget_s=0.1)
+    never = [task(0), task(1), task(2, old)]
+    assert "timing plan" not in summary_markdown(never, never, "t", timing_plans=[old])
+    mixed = [task(0), task(1), task(2, new), task(3, new), task(4, new)]
+    text = summary_markdown(mixed, mixed, "t", timing_plans=[old, new])
+    assert (f"several timing plans, oldest first: plan {old.key()} (0.3 s of calls): 2, plan {new.key()} "
+            f"(0.1 s of calls): 3 tasks") in text, text
 
 
 def test_synth_take_writes_the_set_from_a_journal_and_nothing_when_the_journal_is_short(tmp_path):

@@ -195,3 +195,49 @@ def test_a_model_whose_weights_exceed_the_memory_budget_is_rejected_before_it_re
                             "max_weights_bytes": weights - 1})
     assert not refused["ok"] and refused["filter"] == "memory" and refused["weights_bytes"] == weights
     assert "more than the run's memory budget" in refused["reason"] and not moved
+
+
+TICKING = task("torch._synth_tick = getattr(torch, '_synth_tick', 0) + 1\n"
+               "        y = self.linear(x)\n"
+               "        return y + torch._synth_tick * STEP * y.abs().max()")
+
+
+def test_runs_that_differ_by_less_than_the_repeat_tolerance_pass_and_say_how_far_apart(worker):
+    """A GPU's atomic adds (transposed convolutions) sum in another order each run: bitwise, 14% of the candidates with
+    a ConvTranspose were rejected. Two runs within REPEAT_RTOL of their scale are the same; further apart, they are
+    not, and each run counts (the model below moves its output a little more every call)."""
+    from cuda_agent.synth.worker import REPEAT_RTOL
+
+    assert eager(worker, task("return torch.tanh(self.linear(x))"))["repeat_apart"] == 0.0
+    close = eager(worker, TICKING.replace("STEP", f"{REPEAT_RTOL / 10:g}"))
+    assert close["ok"] and 0.0 < close["repeat_apart"] <= REPEAT_RTOL, close
+    far = eager(worker, TICKING.replace("STEP", f"{REPEAT_RTOL * 10:g}"))
+    assert not far["ok"] and far["filter"] == "deterministic" and "of their scale (at most 0.0001)" in far["reason"]
+
+
+def test_apart_reads_nonfinite_outputs_strictly():
+    import torch
+
+    from cuda_agent.synth.worker import _apart
+
+    x = torch.tensor([1.0, 2.0, float("nan"), float("inf")])
+    assert _apart([x], [x.clone()]) == 0.0
+    assert _apart([x], [torch.tensor([1.0, 2.0, float("nan"), float("-inf")])]) == float("inf")
+    assert _apart([x], [torch.tensor([1.0, 2.0, 3.0, float("inf")])]) == float("inf")
+    assert _apart([x], [torch.tensor([1.0, 2.0002, float("nan"), float("inf")])]) == pytest.approx(1e-4, rel=1e-2)
+    assert _apart([x], [x[:3]]) is None and _apart([x], [x.double()]) is None
+    assert _apart([torch.zeros(3)], [torch.tensor([0.0, 1e-30, 0.0])]) == 1.0   # all of its scale
+
+
+def test_a_lazy_modules_weights_count_nothing_until_its_first_call(worker):
+    """nn.LazyLinear has no weights before its first forward: counting them must not fail the task."""
+    code = task("return self.lazy(x)").replace("self.linear = nn.Linear(features, features)",
+                                               "self.lazy = nn.LazyLinear(features)")
+    reply = worker.eager({"op": "eager", "code": code, "device": "cpu", "plan": FAST_TIMING, "max_weights_bytes": 1})
+    assert reply["ok"], reply
+    assert reply["weights_bytes"] == (32 * 32 + 32) * 4   # made by the first call, counted after it
+
+
+def test_a_failed_run_still_says_what_the_models_weights_take(worker):
+    failed = eager(worker, task("return self.linear(x[:, :3])"))
+    assert not failed["ok"] and failed["filter"] == "eager" and failed["weights_bytes"] == (32 * 32 + 32) * 4

@@ -162,7 +162,7 @@ def synth_command(
     report = write_report(records, rows, config.state_dir / "summary.md",
                           title=f"synth {out_path.name} ({composer}, {dev})", wall_s=time.time() - start,
                           kernelbench=kb, target=target.normalized if target else None, device=dev,
-                          accepted_in_run=tried["ok"] if done0 else None)
+                          accepted_in_run=tried["ok"] if done0 else None, timing_plans=run.config.timing_plans())
     summary = {"accepted": len(rows), "candidates": len(records), "files": [str(f) for f in files],
                "summary": str(report), "filters": {f: n for f, n, _ in funnel(records)},
                "stopped_at_limit": run.stopped_at_limit, "cancelled": len(run.cancelled)}

@@ -171,6 +171,8 @@ class ExecutionFilters:
                 continue
             ms = reply["eager_ms"]
             rec["eager_ms"] = ms
+            if "repeat_apart" in reply:  # 0.0: two runs agreed bit for bit (worker.REPEAT_RTOL)
+                rec["repeat_apart"] = reply["repeat_apart"]
             rec.setdefault("sizes", []).append([*(cand.program.dims if cand.program else ()), round(ms, 4)])
             if self.window.contains(ms):
                 return None
@@ -195,7 +197,8 @@ class ExecutionFilters:
         p, shrinks = cand.program, rec.get("oom_shrinks", 0)
         if p is None or p.batch <= 1 or shrinks >= self.config.max_rescales:
             return Outcome("eager", f"out of memory alone on the GPU: {reply.get('reason', '')}"[:300])
-        self.memory_budget = min(self.memory_budget, max(_footprint(p, self.weights) // 2, 1))
+        # half the batch's share of what failed (the weights stay as they are)
+        self.memory_budget = min(self.memory_budget, self.weights + max(_footprint(p) // 2, 1))
         smaller = p.with_batch(max(1, p.batch // 4))
         cand.program, cand.code = smaller, smaller.source()
         rec["oom_shrinks"] = shrinks + 1

@@ -47,11 +47,27 @@ def beside_kernelbench(accepted: list[dict], kernelbench: Path, target: dict[str
     return lines + side_by_side(ours, profile_kernelbench(kernelbench), target)
 
 
+def _by_timing_plan(accepted: list[dict], plans: list | None) -> list[str]:
+    """A line counting the tasks by the plan that timed them, where there were several (a resume with --retime).
+    `plans`: the run's TimingPlans, oldest first; a record that names no plan was timed with the first."""
+    first = plans[0].key() if plans else "the run's first"
+    counts = Counter(r.get("timing_plan", first) for r in accepted)
+    if len(counts) < 2:
+        return []
+    budget = {p.key(): p.budget_s for p in plans or ()}
+    order = list(budget)
+    keys = sorted(counts, key=lambda k: order.index(k) if k in budget else -1)
+    named = [f"plan {k}" + (f" ({budget[k]:g} s of calls)" if k in budget else "") + f": {counts[k]}" for k in keys]
+    return ["", "Eager and torch.compile times under several timing plans, oldest first: " + ", ".join(named)
+            + " tasks (config.json: `timings_before`, then `timing`)."]
+
+
 def summary_markdown(records: list[dict], accepted: list[dict], title: str, wall_s: float | None = None,
                      plots: list[str] = (), kernelbench: Path | None = None, target: dict[str, float] | None = None,
-                     device: str = "", accepted_in_run: int | None = None) -> str:
+                     device: str = "", accepted_in_run: int | None = None, timing_plans: list | None = None) -> str:
     """The run's summary; `wall_s` and `accepted_in_run` (this run's accepted candidates, where it
-    resumed an earlier one: `accepted` holds both runs') give its rate."""
+    resumed an earlier one: `accepted` holds both runs') give its rate; `timing_plans` (the run's, oldest
+    first: SynthConfig.timing_plans()) name the plans that timed its tasks."""
     eager = [r["eager_ms"] for r in accepted]
     speed = [r["compile_speedup"] for r in accepted if r.get("compile_speedup")]
     passed = sum(r["filter"] == "accepted" for r in records) or len(accepted)
@@ -73,11 +89,7 @@ def summary_markdown(records: list[dict], accepted: list[dict], title: str, wall
             wins = sum(s > 1.0 for s in speed)
             lines += ["", f"torch.compile already beats eager on {wins} of {len(speed)} tasks "
                           f"({100 * wins / len(speed):.0f}%): those are the harder ones to win on."]
-        plans = Counter(r.get("timing_plan", "") for r in accepted)
-        if len(plans) > 1:  # a resume with --retime: its newer tasks were timed with another plan
-            lines += ["", "Eager and torch.compile times under " + ", ".join(
-                f"timing plan {k or 'the run started with'}: {n}" for k, n in plans.most_common())
-                + " tasks (config.json: `timing` is the newest plan, `timings_before` the earlier ones, oldest first)."]
+        lines += _by_timing_plan(accepted, timing_plans)
         ops = Counter(len(r["ops"]) for r in accepted)
         lines += ["", "Op count: " + ", ".join(f"{k} ops: {ops[k]}" for k in sorted(ops))]
         cats = Counter(c for r in accepted for c in r.get("categories", []))
@@ -152,10 +164,11 @@ def plot(accepted: list[dict], records: list[dict], folder: Path) -> list[str]:
 
 def write_report(records: list[dict], accepted: list[dict], path: Path, title: str = "Synthetic task run",
                  wall_s: float | None = None, kernelbench: Path | None = None,
-                 target: dict[str, float] | None = None, device: str = "", accepted_in_run: int | None = None) -> Path:
+                 target: dict[str, float] | None = None, device: str = "", accepted_in_run: int | None = None,
+                 timing_plans: list | None = None) -> Path:
     """summary.md and its plots; with `kernelbench` (the JSONL), the set beside KernelBench's, and
     `target` (the mix's shares) in a third column."""
     plots = plot(accepted, records, path.parent)
     path.write_text(summary_markdown(records, accepted, title, wall_s, plots, kernelbench, target, device,
-                                     accepted_in_run))
+                                     accepted_in_run, timing_plans))
     return path

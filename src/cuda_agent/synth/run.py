@@ -78,6 +78,10 @@ class SynthConfig:
     retime: bool = False
     timings_before: tuple[dict, ...] = ()
 
+    def timing_plans(self) -> list[TimingPlan]:
+        """The plans the run has timed with, oldest first (a record that names none was timed with the first)."""
+        return [*(TimingPlan.from_dict(d) for d in self.timings_before), self.timing]
+
     @property
     def state_dir(self) -> Path:
         return self.out.parent / f"{self.out.stem}.synth"

@@ -105,7 +105,7 @@ class Worker:
         failed, checked = self._eager_checks(msg, device, lap)
         if failed is not None:
             return self._with_peak(failed, device)
-        module, model, inputs, first = checked
+        module, model, inputs, first, apart = checked
         from cuda_agent.measure import TimingPlan, time_callable, timing_draw
 
         draw = timing_draw(module, INPUT_SEED, device)
@@ -114,7 +114,8 @@ class Worker:
         lap("eager_timing")
         self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "draw": draw}
         return self._with_peak({"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
-                                "weights_bytes": _weights_bytes(model), "seconds": seconds}, device)
+                                "weights_bytes": _weights_bytes(model), "repeat_apart": apart, "seconds": seconds},
+                               device)
 
     def _start_peak(self, device) -> None:
         if device.type == "cuda":
@@ -127,14 +128,16 @@ class Worker:
 
     def _eager_checks(self, msg: dict, device, lap: "_Laps") -> tuple[dict | None, tuple]:
         """Runs, determinism, RNG use and degenerate outputs: (a failed reply, ()) or
-        (None, (module, model, inputs, outputs))."""
+        (None, (module, model, inputs, outputs, how far repeated runs were apart: `_apart`))."""
         torch = self.torch
         shared = not msg.get("alone")  # each section off the GPU while another worker times on it
         stage = "build"
+        known: dict = {}  # what a failed reply says of the model: its weights, once built
         try:
             module, model = self._host_build(msg["code"])
             lap(stage)
-            weights, most = _weights_bytes(model), msg.get("max_weights_bytes")
+            known["weights_bytes"] = weights = _weights_bytes(model)
+            most = msg.get("max_weights_bytes")
             if most is not None and weights > most:  # before the device: it would not fit beside the others
                 return {"ok": False, "filter": "memory", "weights_bytes": weights, "seconds": lap.seconds,
                         "reason": f"its weights take {weights / 2**30:.2f} GiB, more than the run's memory budget "
@@ -150,7 +153,7 @@ class Worker:
             lap(stage)
         except Exception as e:
             lap(stage)
-            return {"ok": False, "filter": "eager", "reason": _short(e), "seconds": lap.seconds}, ()
+            return {"ok": False, "filter": "eager", "reason": _short(e), "seconds": lap.seconds, **known}, ()
         with _section(device, shared=shared):
             return self._checks(device, lap, (module, model, inputs, first), again)
 
@@ -158,18 +161,23 @@ class Worker:
         torch = self.torch
         seconds = lap.seconds
         module, model, inputs, first = built
-        # Determinism: a fresh model and fresh inputs from the same seeds give the same bits.
+        # Determinism: a fresh model and fresh inputs from the same seeds give the same outputs, to within
+        # REPEAT_RTOL of their scale (a GPU's atomic adds, as in transposed convolutions, sum in another order
+        # each run; the judge compares at 1e-2).
         _, model2, inputs2 = self._on_device(*again, device)
         second = self._run(model2, inputs2)
-        if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(first, second)):
+        apart = _apart(first, second)
+        if apart is None or apart > REPEAT_RTOL:
             lap("checks")
-            return {"ok": False, "filter": "deterministic", "reason": "two runs from the same seed differ",
+            how = "in shape" if apart is None else f"by {apart:.3g} of their scale (at most {REPEAT_RTOL:g})"
+            return {"ok": False, "filter": "deterministic", "reason": f"two runs from the same seed differ {how}",
                     "seconds": seconds}, ()
-        del second  # equal to `first`, bit for bit: one set of outputs less on the GPU
+        del second  # as `first`: one set of outputs less on the GPU
         # Stochastic ops: the same model and inputs under another global RNG state.
         torch.manual_seed(987654321)
         third = self._run(model2, inputs2)
-        if any(not torch.equal(a, b) for a, b in zip(first, third)):
+        rng = _apart(first, third)
+        if rng is None or rng > REPEAT_RTOL:
             lap("checks")
             return {"ok": False, "filter": "stochastic", "reason": "output depends on the global RNG state",
                     "seconds": seconds}, ()
@@ -180,7 +188,7 @@ class Worker:
         lap("checks")
         if why:
             return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}, ()
-        return None, built
+        return None, (*built, max(apart, rng))
 
     def compile(self, msg: dict) -> dict:
         """torch.compile the model of the last `eager`, compare and time. The candidate is dropped
@@ -248,9 +256,44 @@ class _Laps:
         self.t, self.w = t, w
 
 
+# How far two runs of a candidate's model may be apart, relative to their outputs' scale (`_apart`), and still count as
+# the same: a GPU's atomic adds (transposed convolutions, index_add) sum in another order each run. Bitwise, 85 of the
+# 6k run's first 3,276 candidates (14% of those with a ConvTranspose; KernelBench has 48 such tasks of 270) were
+# rejected as nondeterministic, 2026-11-29. The judge compares at 1e-2; a random op moves outputs by their own size.
+REPEAT_RTOL = 1e-4
+
+
+def _apart(first: list, second: list) -> float | None:
+    """How far two runs' outputs are apart: the largest |a - b| over the largest |a| or |b| of each output (0.0 when equal
+    bit for bit; inf where a NaN or an infinity is not matched by the same in the other); None where their shapes or
+    dtypes differ."""
+    import torch
+
+    worst = 0.0
+    for a, b in zip(first, second, strict=True):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return None
+        if torch.equal(a, b):
+            continue
+        a, b = a.float(), b.float()
+        ok = torch.isfinite(a) & torch.isfinite(b)
+        odd = ~ok
+        if bool(odd.any()) and not bool(((a[odd] == b[odd]) | (a[odd].isnan() & b[odd].isnan())).all()):
+            return float("inf")
+        diff = torch.where(ok, (a - b).abs(), 0.0).max().item()
+        scale = torch.where(ok, torch.maximum(a.abs(), b.abs()), 0.0).max().item()
+        worst = max(worst, diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf")))
+    return worst
+
+
 def _weights_bytes(model) -> int:
-    """What a model's parameters and buffers take (the part of a task's memory its batch does not change)."""
-    tensors = [*model.parameters(), *model.buffers()]
+    """What a model's parameters and buffers take (the part of a task's memory its batch does not change); a lazy
+    module's are not made before its first call, and count nothing here. The determinism check holds a second model
+    beside the first, so a worker's peak is about twice this: the budget is a share of half the GPU
+    (execute.memory_share)."""
+    from torch.nn.parameter import is_lazy
+
+    tensors = [t for t in (*model.parameters(), *model.buffers()) if not is_lazy(t)]
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
