@@ -19,6 +19,7 @@ def eager(ms: float) -> dict:
 
 
 COMPILED = {"ok": True, "eager_ms": 0.6, "compile_ms": 0.5, "seconds": {"compile": 1.0}}
+CHECKED = {"ok": True, "repeat_apart": 0.0, "seconds": {"checks": 0.01}}
 IN_WINDOW = 0.6   # ms: inside the CPU test window [0.02, 20]
 TOO_FAST = 0.001  # ms: below it, so the size search grows the task
 
@@ -62,9 +63,9 @@ def run(cpu_config, cand, script, stop_at=None, delay_s=0.0):
 def test_out_of_memory_is_retried_alone_at_the_same_size_before_anything_shrinks(cpu_config, candidate):
     """Ten workers share a GPU: the first out-of-memory error is blamed on the others, so the same
     candidate runs again alone on the GPU, in a fresh child, before it is made smaller."""
-    outcome, rec, child = run(cpu_config, candidate, [OOM, eager(IN_WINDOW), COMPILED])
+    outcome, rec, child = run(cpu_config, candidate, [OOM, eager(IN_WINDOW), CHECKED, COMPILED])
     assert outcome.accepted and rec["oom"] == 1 and "oom_shrinks" not in rec
-    assert child.sent("alone") == [False, True, True]  # compile stays alone: it needs more memory still
+    assert child.sent("alone") == [False, True, True, True]  # checks and compile stay alone: they need more memory
     first, again = child.requests[0][0], child.requests[1][0]
     assert again["code"] == first["code"] and child.closed == 1
 
@@ -72,9 +73,10 @@ def test_out_of_memory_is_retried_alone_at_the_same_size_before_anything_shrinks
 def test_out_of_memory_alone_shrinks_the_batch_and_keeps_the_size_search_below_what_failed(cpu_config, candidate):
     failed = _footprint(candidate.program)
     batch = candidate.program.batch
-    outcome, rec, child = run(cpu_config, candidate, [OOM, OOM, eager(TOO_FAST), eager(IN_WINDOW), COMPILED])
+    outcome, rec, child = run(cpu_config, candidate, [OOM, OOM, eager(TOO_FAST), eager(IN_WINDOW), CHECKED,
+                                                          COMPILED])
     assert outcome.accepted and rec["oom"] == 2 and rec["oom_shrinks"] == 1
-    assert child.sent("alone") == [False, True, False, False, False]  # a smaller task shares the GPU again
+    assert child.sent("alone") == [False, True, False, False, False, False]  # a smaller task shares the GPU again
     assert f"batch_size = {max(1, batch // 4)}\n" in child.requests[2][0]["code"]
     assert _footprint(candidate.program) <= failed // 2  # grown again for the window, but not back into trouble
 
@@ -82,7 +84,7 @@ def test_out_of_memory_alone_shrinks_the_batch_and_keeps_the_size_search_below_w
 def test_out_of_memory_after_the_window_search_used_its_rescales_is_still_retried(cpu_config, candidate):
     """The 2026-11-25 H100 run lost 20 of 159 candidates this way: grown twice for the window, the
     task ran out of memory and was rejected at once, its retry budget spent by the window."""
-    script = [eager(TOO_FAST), eager(TOO_FAST), OOM, eager(IN_WINDOW), COMPILED]
+    script = [eager(TOO_FAST), eager(TOO_FAST), OOM, eager(IN_WINDOW), CHECKED, COMPILED]
     outcome, rec, child = run(cpu_config, candidate, script)
     assert rec["rescales"] == cpu_config.max_rescales and outcome.accepted and rec["oom"] == 1
 
@@ -94,9 +96,10 @@ def test_a_task_that_does_not_fit_even_alone_is_rejected_after_its_shrinks(cpu_c
 
 
 def test_compile_out_of_memory_is_retried_alone_in_the_same_child(cpu_config, candidate):
-    outcome, rec, child = run(cpu_config, candidate, [eager(IN_WINDOW), CUDA_OOM, COMPILED])
+    outcome, rec, child = run(cpu_config, candidate, [eager(IN_WINDOW), CHECKED, CUDA_OOM, COMPILED])
     assert outcome.accepted and rec["oom"] == 1 and child.closed == 0  # the child keeps the candidate
-    assert child.sent("op") == ["eager", "compile", "compile"] and child.sent("alone") == [False, False, True]
+    assert child.sent("op") == ["eager", "checks", "compile", "compile"]
+    assert child.sent("alone") == [False, False, False, True]
 
 
 def test_other_failures_are_rejections_without_retry(cpu_config, candidate):
@@ -154,10 +157,10 @@ def test_the_size_search_times_with_a_few_calls_and_the_set_with_the_runs_plan(c
     baselines', timed in `compile` with the run's own plan. Every size tried is in the record with its time."""
     from cuda_agent.synth.execute import SIZE_SEARCH_PLAN
 
-    outcome, rec, child = run(cpu_config, candidate, [eager(TOO_FAST), eager(IN_WINDOW), COMPILED])
+    outcome, rec, child = run(cpu_config, candidate, [eager(TOO_FAST), eager(IN_WINDOW), CHECKED, COMPILED])
     assert outcome.accepted
     plans = child.sent("plan")
-    assert plans[:2] == [SIZE_SEARCH_PLAN.to_dict()] * 2 and plans[2] == cpu_config.timing.to_dict()
+    assert plans[:2] == [SIZE_SEARCH_PLAN.to_dict()] * 2 and plans[3] == cpu_config.timing.to_dict()
     assert SIZE_SEARCH_PLAN.budget_s < cpu_config.timing.budget_s
     first, second = rec["sizes"]
     assert first[-1] == TOO_FAST and second[-1] == IN_WINDOW and second[0] > first[0]   # the batch grew
@@ -191,7 +194,7 @@ def test_weights_count_in_the_memory_budget_and_a_task_they_fill_is_rejected(cpu
     assert outcome.filter == "memory" and "17.00 GiB" in outcome.reason
     assert rec["weights_mb"] == 17 << 10 and child.sent("max_weights_bytes") == [cpu_config.memory_budget_bytes]
     light = {**eager(IN_WINDOW), "weights_bytes": 1 << 20}
-    outcome, rec, child = run(cpu_config, candidate, [light, COMPILED])
+    outcome, rec, child = run(cpu_config, candidate, [light, CHECKED, COMPILED])
     assert outcome.accepted and rec["weights_mb"] == 1.0
     assert rec["memory_estimate_mb"] == round(_footprint(candidate.program, 1 << 20) / 2**20, 1)
 
@@ -205,8 +208,31 @@ def test_after_an_out_of_memory_shrink_the_batch_may_still_grow_into_half_of_wha
     weights = 3 * act
     oom = {**OOM, "weights_bytes": weights}
     outcome, rec, child = run(cpu_config, candidate,
-                              [oom, oom, {**eager(TOO_FAST), "weights_bytes": weights}, eager(IN_WINDOW), COMPILED])
+                              [oom, oom, {**eager(TOO_FAST), "weights_bytes": weights}, eager(IN_WINDOW), CHECKED,
+                               COMPILED])
     assert outcome.accepted and rec["oom_shrinks"] == 1 and rec["weights_mb"] == round(weights / 2**20, 1)
     assert f"batch_size = {max(1, batch // 4)}\n" in child.requests[2][0]["code"]
     grown = candidate.program.batch
     assert batch // 4 < grown <= batch // 2, (batch, grown)
+
+
+def test_the_checks_run_once_at_the_size_the_search_settled_on(cpu_config, candidate):
+    """Determinism, RNG use and degenerate outputs are checked where the task ships, not at every size tried (each
+    check builds a second model: two sizes of three were checked in vain, 2026-11-29)."""
+    outcome, rec, child = run(cpu_config, candidate, [eager(TOO_FAST), eager(TOO_FAST), eager(IN_WINDOW),
+                                                      {**CHECKED, "repeat_apart": 3e-6}, COMPILED])
+    assert outcome.accepted and child.sent("op") == ["eager", "eager", "eager", "checks", "compile"]
+    assert rec["repeat_apart"] == 3e-6 and rec["seconds"]["checks"] == 0.01
+    failed = {"ok": False, "filter": "deterministic", "reason": "two runs from the same seed differ by 0.3",
+              "seconds": {"checks": 0.02}}
+    outcome, rec, child = run(cpu_config, candidate, [eager(IN_WINDOW), failed])
+    assert outcome.filter == "deterministic" and "0.3" in outcome.reason and not child.script
+
+
+def test_out_of_memory_in_the_checks_runs_the_size_again_alone(cpu_config, candidate):
+    """The checks hold a second model beside the first: out of memory there is blamed on the other workers first, as
+    in a run, and the size runs again alone (the child that held it was closed), checks included."""
+    outcome, rec, child = run(cpu_config, candidate, [eager(IN_WINDOW), OOM, eager(IN_WINDOW), CHECKED, COMPILED])
+    assert outcome.accepted and rec["oom"] == 1 and child.closed == 1
+    assert child.sent("op") == ["eager", "checks", "eager", "checks", "compile"]
+    assert child.sent("alone") == [False, False, True, True, True]

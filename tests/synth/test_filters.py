@@ -85,8 +85,9 @@ def test_a_renamed_resized_kernelbench_task_is_found_as_a_near_copy():
 def test_execution_filters_reject_hangs_crashes_randomness_and_zeros(tmp_path):
     ex = Executor(tmp_path / "w", limits=Limits(eager_s=20))
     try:
-        def eager(body):
-            return ex.request({"op": "eager", "code": task(body), "device": "cpu", "plan": FAST_TIMING}, 20)
+        def eager(body):  # a size step, then the checks where it ran
+            reply = ex.request({"op": "eager", "code": task(body), "device": "cpu", "plan": FAST_TIMING}, 20)
+            return ex.request({"op": "checks"}, 20) if reply["ok"] else reply
         hidden_rng = "return self.linear(x) + getattr(torch, 'ra' + 'nd_like')(x)"
         assert eager(hidden_rng)["filter"] == "stochastic"
         assert eager("return self.linear(x) * 0")["reason"].endswith("all zero")
@@ -96,7 +97,9 @@ def test_execution_filters_reject_hangs_crashes_randomness_and_zeros(tmp_path):
         ex.limits = Limits(eager_s=3)
         hung = ex.request({"op": "eager", "code": task("while True: pass"), "device": "cpu", "plan": FAST_TIMING}, 3)
         assert "timed out" in hung["reason"]
-        good = eager("return torch.relu(self.linear(x))")
+        good = ex.request({"op": "eager", "code": task("return torch.relu(self.linear(x))"), "device": "cpu",
+                           "plan": FAST_TIMING}, 20)
         assert good["ok"] and good["eager_ms"] > 0
+        assert ex.request({"op": "checks"}, 20)["ok"]
     finally:
         ex.clean()

@@ -17,7 +17,7 @@ from measure.lockprobe import timer_would_wait, would_wait
 from .conftest import FAST_TIMING
 from .test_filters import task
 
-ZEROS = task("return self.linear(x) * 0.0")  # fails the degenerate filter, before any timing
+ZEROS = task("return self.linear(x) * 0.0")  # fails the degenerate filter (the checks)
 
 
 @pytest.fixture
@@ -29,6 +29,13 @@ def worker(tmp_path, monkeypatch):
 def eager(worker: Worker, code: str, alone: bool = False, beside: bool = False) -> dict:
     return worker.eager({"op": "eager", "code": code, "device": "cpu", "plan": FAST_TIMING, "alone": alone,
                          "beside": beside})
+
+
+def screened(worker: Worker, code: str, alone: bool = False) -> dict:
+    """A step of the size search and the checks after it, as for a size in the window: the step's failed reply, or
+    the checks' reply."""
+    reply = eager(worker, code, alone, beside=True)  # the GPU run's default: its timing beside the others' runs
+    return reply if not reply["ok"] else worker.checks({"op": "checks", "alone": alone})
 
 
 def in_thread(fn) -> tuple[threading.Thread, dict]:
@@ -56,7 +63,7 @@ def test_a_retry_alone_waits_for_the_workers_running_beside_it(worker):
     done: dict[str, dict] = {}
 
     def go(alone: bool) -> threading.Thread:
-        t = threading.Thread(target=lambda: done.__setitem__(alone, eager(worker, ZEROS, alone)), daemon=True)
+        t = threading.Thread(target=lambda: done.__setitem__(alone, screened(worker, ZEROS, alone)), daemon=True)
         t.start()
         return t
 
@@ -131,7 +138,7 @@ def test_the_time_spent_queueing_for_the_device_is_reported_apart_from_each_stag
     reply = got["reply"]
     assert reply["ok"], reply
     seconds = reply["seconds"]
-    assert {"build", "eager_run", "checks", "eager_timing", "eager_lock_wait"} <= set(seconds)
+    assert {"build", "eager_run", "eager_timing", "eager_lock_wait"} <= set(seconds)
     assert seconds["eager_lock_wait"] >= t_released - t_queued  # the whole queue behind the timer, at least
     assert sum(seconds.values()) <= elapsed  # the wait is not in the stages' own time as well
 
@@ -197,21 +204,23 @@ def test_a_model_whose_weights_exceed_the_memory_budget_is_rejected_before_it_re
     assert "more than the run's memory budget" in refused["reason"] and not moved
 
 
-TICKING = task("torch._synth_tick = getattr(torch, '_synth_tick', 0) + 1\n"
-               "        y = self.linear(x)\n"
-               "        return y + torch._synth_tick * STEP * y.abs().max()")
+# each model built moves its outputs by STEP of their scale more than the one before
+TICKING = task("y = self.linear(x)\n        return y + self.tick * STEP * y.abs().max()").replace(
+    "self.linear = nn.Linear(features, features)",
+    "self.linear = nn.Linear(features, features)\n"
+    "        self.tick = torch._synth_tick = getattr(torch, '_synth_tick', 0) + 1")
 
 
 def test_runs_that_differ_by_less_than_the_repeat_tolerance_pass_and_say_how_far_apart(worker):
     """A GPU's atomic adds (transposed convolutions) sum in another order each run: bitwise, 14% of the candidates with
     a ConvTranspose were rejected. Two runs within REPEAT_RTOL of their scale are the same; further apart, they are
-    not, and each run counts (the model below moves its output a little more every call)."""
+    not."""
     from cuda_agent.synth.worker import REPEAT_RTOL
 
-    assert eager(worker, task("return torch.tanh(self.linear(x))"))["repeat_apart"] == 0.0
-    close = eager(worker, TICKING.replace("STEP", f"{REPEAT_RTOL / 10:g}"))
+    assert screened(worker, task("return torch.tanh(self.linear(x))"))["repeat_apart"] == 0.0
+    close = screened(worker, TICKING.replace("STEP", f"{REPEAT_RTOL / 10:g}"))
     assert close["ok"] and 0.0 < close["repeat_apart"] <= REPEAT_RTOL, close
-    far = eager(worker, TICKING.replace("STEP", f"{REPEAT_RTOL * 10:g}"))
+    far = screened(worker, TICKING.replace("STEP", f"{REPEAT_RTOL * 10:g}"))
     assert not far["ok"] and far["filter"] == "deterministic" and "of their scale (at most 0.0001)" in far["reason"]
 
 
@@ -241,3 +250,29 @@ def test_a_lazy_modules_weights_count_nothing_until_its_first_call(worker):
 def test_a_failed_run_still_says_what_the_models_weights_take(worker):
     failed = eager(worker, task("return self.linear(x[:, :3])"))
     assert not failed["ok"] and failed["filter"] == "eager" and failed["weights_bytes"] == (32 * 32 + 32) * 4
+
+
+def test_a_size_step_runs_and_times_in_one_hold_and_keeps_the_candidate_for_its_checks(worker, monkeypatch):
+    """A step of the size search takes the device's lock once where its run and its timing hold it alike (beside, or
+    alone); the checks build their second model on the host and take it once more. A failed check drops the
+    candidate."""
+    import cuda_agent.measure as measure
+
+    takes: list[bool] = []
+    real = measure.device_lock
+
+    def device_lock(key, shared=False, **kw):
+        takes.append(shared)
+        return real(key, shared=shared, **kw)
+
+    monkeypatch.setattr(measure, "device_lock", device_lock)
+    good = task("return torch.tanh(self.linear(x))")
+    assert eager(worker, good, beside=True)["ok"] and takes == [True]
+    assert worker.checks({"op": "checks"})["ok"] and takes == [True, True] and worker.state
+    takes.clear()
+    assert eager(worker, good, alone=True)["ok"] and takes == [False]
+    takes.clear()
+    assert eager(worker, good)["ok"] and takes == [True, False]  # quiet: the run shared, its timing alone
+    assert eager(worker, ZEROS)["ok"]  # the run alone does not look at the outputs
+    failed = worker.checks({"op": "checks"})
+    assert failed["filter"] == "degenerate" and worker.state == {}

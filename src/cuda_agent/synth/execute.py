@@ -153,8 +153,8 @@ class ExecutionFilters:
         return reply
 
     def _size_search(self, cand: Candidate, rec: dict, executor: Executor) -> Outcome | None:
-        """The eager checks, at sizes chosen to land the eager time in the window: None when it
-        landed there, else the rejection."""
+        """Eager runs at sizes chosen to land the eager time in the window, then the checks at the size it
+        landed at: None when it landed there and passed them, else the rejection."""
         cfg = self.config
         while True:
             reply = self._request(executor, rec, {"op": "eager", "code": cand.code, "device": cfg.device,
@@ -171,11 +171,20 @@ class ExecutionFilters:
                 continue
             ms = reply["eager_ms"]
             rec["eager_ms"] = ms
-            if "repeat_apart" in reply:  # 0.0: two runs agreed bit for bit (worker.REPEAT_RTOL)
-                rec["repeat_apart"] = reply["repeat_apart"]
             rec.setdefault("sizes", []).append([*(cand.program.dims if cand.program else ()), round(ms, 4)])
-            if self.window.contains(ms):
-                return None
+            if self.window.contains(ms):  # the size it ships at: determinism, RNG use, degenerate outputs
+                reply = self._request(executor, rec, {"op": "checks"}, cfg.limits.eager_s)
+                if reply is None:
+                    return CANCELLED
+                if reply.get("ok"):
+                    rec["repeat_apart"] = reply["repeat_apart"]  # 0.0: two runs agreed bit for bit
+                    return None
+                if not _out_of_memory(reply):
+                    return Outcome(reply.get("filter", "eager"), str(reply.get("reason", ""))[:300])
+                rejected = self._after_out_of_memory(cand, rec, reply, executor)
+                if rejected is not None:
+                    return rejected
+                continue  # the size again (alone), or smaller
             resized = self._resized(cand, ms)
             if resized is None or rec["rescales"] >= cfg.max_rescales:
                 return Outcome("window", f"eager {ms:.3g} ms outside [{self.window.low_ms:g}, {self.window.high_ms:g}]")

@@ -3,8 +3,10 @@ rejects the candidate). It speaks JSON lines through a sandbox `ChildChannel`
 (sandbox/process.py), started by synth/execute.py as a `Process`:
 
   {"op": "probe", "code", "device"}            -> build and run once (seed checks): output shapes
-  {"op": "eager", "code", "device", "plan",     -> memory (the weights, on the host), eager, deterministic,
-   "alone", "beside", "max_weights_bytes"}         stochastic, degenerate, time eager (for the size search)
+  {"op": "eager", "code", "device", "plan",     -> memory (the weights, on the host), eager (a run), time eager
+   "alone", "beside", "max_weights_bytes"}         (a step of the size search)
+  {"op": "checks", "alone"}                     -> deterministic, stochastic, degenerate: the last eager model,
+                                                   at the size the size search settled on
   {"op": "compile", "plan", "atol", "rtol",     -> torch.compile the last eager model, compare, and
    "alone"}                                        time eager and torch.compile as the harness does
                                                    (measure.time_baselines)
@@ -19,7 +21,9 @@ Several workers share a GPU. Their runs hold the device lock shared and timing h
 (measure.device_lock); a request with `alone` runs alone as well (the retry after an out-of-memory
 error, which another worker's memory may have caused). With `beside` (the run's default on a GPU),
 the size search's timing holds the lock shared, beside the other workers' runs: it only chooses a
-size, and the window and the set's figures are the baselines' (`compile`), timed alone. A compile's
+size, and the window and the set's figures are the baselines' (`compile`), timed alone. A step's run and
+its timing then share one hold, and the checks (which build a second model on the host first) run once,
+at the size the search settled on. A compile's
 own stretches (tracing, code generation: CPU work, seconds) let go of the shared hold
 (measure.compile_off_lock), so a timer does not wait for them; the host is then busy beside the
 baselines' timing, which the set's plan takes in CUDA graphs (`graphs`), where host load moves
@@ -95,6 +99,9 @@ class Worker:
                 "dtypes": [str(o.dtype) for o in outs]}
 
     def eager(self, msg: dict) -> dict:
+        """One step of the size search: the model built on the host (its weights counted first), run on the
+        device, and timed; the model, inputs and outputs kept for `checks` and `compile`. The run and the timing
+        share one hold of the device's lock where they hold it alike (beside, or alone)."""
         torch = self.torch
         device = torch.device(msg["device"])
         self.state = {}  # the previous candidate's model, inputs and outputs leave the GPU first
@@ -102,20 +109,67 @@ class Worker:
         self._start_peak(device)
         seconds: dict[str, float] = {}
         lap = _Laps(seconds, "eager_lock_wait")
-        failed, checked = self._eager_checks(msg, device, lap)
-        if failed is not None:
-            return self._with_peak(failed, device)
-        module, model, inputs, first, apart = checked
+        shared = not msg.get("alone")  # off the GPU while another worker times on it
+        timing_shared = bool(msg.get("beside")) and shared  # beside: the module's doc
         from cuda_agent.measure import TimingPlan, time_callable, timing_draw
 
-        draw = timing_draw(module, INPUT_SEED, device)
-        with _section(device, shared=bool(msg.get("beside")) and not msg.get("alone")):  # beside: the module's doc
-            stats = time_callable(model, draw, device, TimingPlan.from_dict(msg["plan"])).stats
-        lap("eager_timing")
-        self.state = {"model": model, "inputs": inputs, "expected": first, "device": device, "draw": draw}
+        plan = TimingPlan.from_dict(msg["plan"])
+        stage, known, stats = "build", {}, None  # known: what a failed reply says of the model
+        try:
+            module, model = self._host_build(msg["code"])
+            lap(stage)
+            known["weights_bytes"] = weights = _weights_bytes(model)
+            most = msg.get("max_weights_bytes")
+            if most is not None and weights > most:  # before the device: it would not fit beside the others
+                return self._with_peak({
+                    "ok": False, "filter": "memory", "weights_bytes": weights, "seconds": seconds,
+                    "reason": f"its weights take {weights / 2**30:.2f} GiB, more than the run's memory budget "
+                              f"of {most / 2**30:.2f} GiB for a task"}, device)
+            stage = "eager_run"
+            with _section(device, shared=shared):
+                module, model, inputs = self._on_device(module, model, device)
+                first = self._run(model, inputs)
+                self._sync(device)
+                lap(stage)
+                draw = timing_draw(module, INPUT_SEED, device)
+                if timing_shared == shared:
+                    stats = time_callable(model, draw, device, plan).stats
+                    lap("eager_timing")
+        except Exception as e:
+            lap(stage)
+            return self._with_peak({"ok": False, "filter": "eager", "reason": _short(e), "seconds": seconds,
+                                    **known}, device)
+        if stats is None:  # quiet timing: the run shared, its timing alone
+            with _section(device, shared=timing_shared):
+                stats = time_callable(model, draw, device, plan).stats
+            lap("eager_timing")
+        self.state = {"code": msg["code"], "model": model, "inputs": inputs, "expected": first, "device": device,
+                      "draw": draw}
         return self._with_peak({"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
-                                "weights_bytes": _weights_bytes(model), "repeat_apart": apart, "seconds": seconds},
-                               device)
+                                "weights_bytes": _weights_bytes(model), "seconds": seconds}, device)
+
+    def checks(self, msg: dict) -> dict:
+        """Determinism, RNG use and degenerate outputs of the last `eager`'s model, at the size the size search
+        settled on: a second model and inputs from the same seeds (built on the host, before the lock), then the
+        same model under another global RNG state. A failed check drops the candidate."""
+        st = self.state
+        device = st["device"]
+        self._start_peak(device)
+        seconds: dict[str, float] = {}
+        lap = _Laps(seconds, "eager_lock_wait")
+        try:
+            again = self._host_build(st["code"])
+        except Exception as e:
+            lap("build")
+            self.state = {}
+            return self._with_peak({"ok": False, "filter": "eager", "reason": _short(e), "seconds": seconds}, device)
+        lap("build")
+        with _section(device, shared=not msg.get("alone")):
+            failed, apart = self._checks(device, lap, st["model"], st["inputs"], st["expected"], again)
+        if failed is not None:
+            self.state = {}
+            return self._with_peak(failed, device)
+        return self._with_peak({"ok": True, "repeat_apart": apart, "seconds": seconds}, device)
 
     def _start_peak(self, device) -> None:
         if device.type == "cuda":
@@ -126,41 +180,10 @@ class Worker:
             reply["peak_mb"] = round(self.torch.cuda.max_memory_allocated(device) / 2**20, 1)
         return reply
 
-    def _eager_checks(self, msg: dict, device, lap: "_Laps") -> tuple[dict | None, tuple]:
-        """Runs, determinism, RNG use and degenerate outputs: (a failed reply, ()) or
-        (None, (module, model, inputs, outputs, how far repeated runs were apart: `_apart`))."""
-        torch = self.torch
-        shared = not msg.get("alone")  # each section off the GPU while another worker times on it
-        stage = "build"
-        known: dict = {}  # what a failed reply says of the model: its weights, once built
-        try:
-            module, model = self._host_build(msg["code"])
-            lap(stage)
-            known["weights_bytes"] = weights = _weights_bytes(model)
-            most = msg.get("max_weights_bytes")
-            if most is not None and weights > most:  # before the device: it would not fit beside the others
-                return {"ok": False, "filter": "memory", "weights_bytes": weights, "seconds": lap.seconds,
-                        "reason": f"its weights take {weights / 2**30:.2f} GiB, more than the run's memory budget "
-                                  f"of {most / 2**30:.2f} GiB for a task"}, ()
-            stage = "eager_run"
-            with _section(device, shared=shared):
-                module, model, inputs = self._on_device(module, model, device)
-                first = self._run(model, inputs)
-                self._sync(device)
-            lap(stage)
-            stage = "build"
-            again = self._host_build(msg["code"])  # for the determinism check, also before the lock
-            lap(stage)
-        except Exception as e:
-            lap(stage)
-            return {"ok": False, "filter": "eager", "reason": _short(e), "seconds": lap.seconds, **known}, ()
-        with _section(device, shared=shared):
-            return self._checks(device, lap, (module, model, inputs, first), again)
-
-    def _checks(self, device, lap: "_Laps", built: tuple, again: tuple) -> tuple[dict | None, tuple]:
+    def _checks(self, device, lap: "_Laps", model, inputs, first: list, again: tuple) -> tuple[dict | None, float]:
+        """(a failed reply, 0.0) or (None, how far repeated runs were apart: `_apart`)."""
         torch = self.torch
         seconds = lap.seconds
-        module, model, inputs, first = built
         # Determinism: a fresh model and fresh inputs from the same seeds give the same outputs, to within
         # REPEAT_RTOL of their scale (a GPU's atomic adds, as in transposed convolutions, sum in another order
         # each run; the judge compares at 1e-2).
@@ -171,7 +194,7 @@ class Worker:
             lap("checks")
             how = "in shape" if apart is None else f"by {apart:.3g} of their scale (at most {REPEAT_RTOL:g})"
             return {"ok": False, "filter": "deterministic", "reason": f"two runs from the same seed differ {how}",
-                    "seconds": seconds}, ()
+                    "seconds": seconds}, 0.0
         del second  # as `first`: one set of outputs less on the GPU
         # Stochastic ops: the same model and inputs under another global RNG state.
         torch.manual_seed(987654321)
@@ -180,15 +203,15 @@ class Worker:
         if rng is None or rng > REPEAT_RTOL:
             lap("checks")
             return {"ok": False, "filter": "stochastic", "reason": "output depends on the global RNG state",
-                    "seconds": seconds}, ()
+                    "seconds": seconds}, 0.0
         del third, model2, inputs2
         from cuda_agent.synth.filters import degenerate_reason
 
         why = degenerate_reason([_stats(o) for o in first])
         lap("checks")
         if why:
-            return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}, ()
-        return None, (*built, max(apart, rng))
+            return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}, 0.0
+        return None, max(apart, rng)
 
     def compile(self, msg: dict) -> dict:
         """torch.compile the model of the last `eager`, compare and time. The candidate is dropped
