@@ -236,3 +236,17 @@ def test_out_of_memory_in_the_checks_runs_the_size_again_alone(cpu_config, candi
     assert outcome.accepted and rec["oom"] == 1 and child.closed == 1
     assert child.sent("op") == ["eager", "checks", "eager", "checks", "compile"]
     assert child.sent("alone") == [False, False, True, True, True]
+
+
+def test_a_child_whose_device_broke_is_closed_and_the_next_candidate_gets_a_fresh_one(cpu_config, candidate):
+    """A device-side assert or an illegal address is sticky for the process: kept, the child would fail every later
+    candidate as "eager". Out of memory is not sticky (a compile's is retried in the same child)."""
+    from cuda_agent.synth.execute import _device_broken
+
+    broken = {"ok": False, "filter": "eager", "reason": "AcceleratorError: CUDA error: an illegal memory access was "
+                                                        "encountered"}
+    outcome, rec, child = run(cpu_config, candidate, [broken])
+    assert outcome.filter == "eager" and child.closed == 1
+    assert _device_broken({"ok": False, "reason": "RuntimeError: CUDA error: device-side assert triggered"})
+    assert not _device_broken(CUDA_OOM) and not _device_broken(OOM)
+    assert not _device_broken({"ok": False, "reason": "RuntimeError: mat1 and mat2 shapes cannot be multiplied"})

@@ -150,6 +150,8 @@ class ExecutionFilters:
             rec["gpu_peak_mb"] = max(rec.get("gpu_peak_mb", 0.0), reply["peak_mb"])
         if not reply.get("ok") and self.stop_at is not None and time.time() >= self.stop_at:
             return None  # killed at the hard stop (or failed just then): redone on resume, never a verdict
+        if not reply.get("ok") and _device_broken(reply):
+            executor.close()  # its CUDA context is unusable: the next candidate gets a fresh child
         return reply
 
     def _size_search(self, cand: Candidate, rec: dict, executor: Executor) -> Outcome | None:
@@ -173,7 +175,8 @@ class ExecutionFilters:
             rec["eager_ms"] = ms
             rec.setdefault("sizes", []).append([*(cand.program.dims if cand.program else ()), round(ms, 4)])
             if self.window.contains(ms):  # the size it ships at: determinism, RNG use, degenerate outputs
-                reply = self._request(executor, rec, {"op": "checks"}, cfg.limits.eager_s)
+                reply = self._request(executor, rec, {"op": "checks", "atol": cfg.atol, "rtol": cfg.rtol},
+                                      cfg.limits.eager_s)
                 if reply is None:
                     return CANCELLED
                 if reply.get("ok"):
@@ -277,6 +280,18 @@ def _out_of_memory(reply: dict) -> bool:
     """A CUDA out-of-memory error: PyTorch's allocator's (OutOfMemoryError) or CUDA's own
     (AcceleratorError: CUDA error: out of memory, from a library's workspace, say)."""
     return not reply.get("ok") and "out of memory" in str(reply.get("reason", "")).lower()
+
+
+# A failure that leaves the child's CUDA context unusable (an error the device raised, sticky for the process): every
+# later request of that child would fail too, and be filed against candidates that did nothing wrong.
+_BROKEN_DEVICE = ("cuda error", "acceleratorerror", "device-side assert", "illegal memory access",
+                  "illegal address", "unspecified launch failure")
+
+
+def _device_broken(reply: dict) -> bool:
+    """A failed reply whose error the device raised (out of memory aside: not sticky, and retried in the child)."""
+    reason = str(reply.get("reason", "")).lower()
+    return any(s in reason for s in _BROKEN_DEVICE) and not _out_of_memory(reply)
 
 
 def _footprint(p, weights: int = 0) -> int:

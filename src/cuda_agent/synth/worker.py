@@ -39,6 +39,7 @@ import sys
 import time
 import traceback
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 MODEL_SEED = 1234
 INPUT_SEED = 42
@@ -100,8 +101,9 @@ class Worker:
 
     def eager(self, msg: dict) -> dict:
         """One step of the size search: the model built on the host (its weights counted first), run on the
-        device, and timed; the model, inputs and outputs kept for `checks` and `compile`. The run and the timing
-        share one hold of the device's lock where they hold it alike (beside, or alone)."""
+        device (its outputs looked at: not degenerate), and timed; the model, inputs and outputs kept for
+        `checks` and `compile`. The run and the timing share one hold of the device's lock where they hold it
+        alike (beside, or alone)."""
         torch = self.torch
         device = torch.device(msg["device"])
         self.state = {}  # the previous candidate's model, inputs and outputs leave the GPU first
@@ -112,6 +114,7 @@ class Worker:
         shared = not msg.get("alone")  # off the GPU while another worker times on it
         timing_shared = bool(msg.get("beside")) and shared  # beside: the module's doc
         from cuda_agent.measure import TimingPlan, time_callable, timing_draw
+        from cuda_agent.synth.filters import degenerate_reason
 
         plan = TimingPlan.from_dict(msg["plan"])
         stage, known, stats = "build", {}, None  # known: what a failed reply says of the model
@@ -130,45 +133,58 @@ class Worker:
                 module, model, inputs = self._on_device(module, model, device)
                 first = self._run(model, inputs)
                 self._sync(device)
+                why = degenerate_reason([_stats(o) for o in first])  # at any size: not worth a size search
                 lap(stage)
+                if why:
+                    return self._with_peak({"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds,
+                                            **known}, device)
                 draw = timing_draw(module, INPUT_SEED, device)
+                stage = "eager_timing"
                 if timing_shared == shared:
                     stats = time_callable(model, draw, device, plan).stats
-                    lap("eager_timing")
+            if stats is None:  # quiet timing: the run shared, its timing alone
+                with _section(device, shared=timing_shared):
+                    stats = time_callable(model, draw, device, plan).stats
+            lap(stage)
         except Exception as e:
             lap(stage)
             return self._with_peak({"ok": False, "filter": "eager", "reason": _short(e), "seconds": seconds,
                                     **known}, device)
-        if stats is None:  # quiet timing: the run shared, its timing alone
-            with _section(device, shared=timing_shared):
-                stats = time_callable(model, draw, device, plan).stats
-            lap("eager_timing")
         self.state = {"code": msg["code"], "model": model, "inputs": inputs, "expected": first, "device": device,
                       "draw": draw}
         return self._with_peak({"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
                                 "weights_bytes": _weights_bytes(model), "seconds": seconds}, device)
 
     def checks(self, msg: dict) -> dict:
-        """Determinism, RNG use and degenerate outputs of the last `eager`'s model, at the size the size search
-        settled on: a second model and inputs from the same seeds (built on the host, before the lock), then the
-        same model under another global RNG state. A failed check drops the candidate."""
+        """Determinism and RNG use of the last `eager`'s model, at the size the size search settled on: a second
+        model and inputs from the same seeds (built on the host, before the lock), then the same model under
+        another global RNG state, each compared with the first run (`_compare`, with the run's atol and rtol).
+        A failed check drops the candidate, except an out-of-memory error (the parent runs the size again)."""
         st = self.state
+        if not st:
+            return {"ok": False, "filter": "eager", "reason": "checks asked for with no candidate: send eager first",
+                    "seconds": {}}
         device = st["device"]
         self._start_peak(device)
         seconds: dict[str, float] = {}
         lap = _Laps(seconds, "eager_lock_wait")
+        stage = "build"
         try:
             again = self._host_build(st["code"])
+            lap(stage)
+            stage = "checks"
+            with _section(device, shared=not msg.get("alone")):
+                failed, apart = self._checks(device, st["expected"], again, msg.get("atol", 1e-2),
+                                             msg.get("rtol", 1e-2))
+            lap(stage)
         except Exception as e:
-            lap("build")
-            self.state = {}
-            return self._with_peak({"ok": False, "filter": "eager", "reason": _short(e), "seconds": seconds}, device)
-        lap("build")
-        with _section(device, shared=not msg.get("alone")):
-            failed, apart = self._checks(device, lap, st["model"], st["inputs"], st["expected"], again)
+            lap(stage)
+            failed, apart = {"ok": False, "filter": "eager", "reason": _short(e)}, 0.0
+            if "out of memory" in failed["reason"].lower():
+                return self._with_peak({**failed, "seconds": seconds}, device)
         if failed is not None:
             self.state = {}
-            return self._with_peak(failed, device)
+            return self._with_peak({**failed, "seconds": seconds}, device)
         return self._with_peak({"ok": True, "repeat_apart": apart, "seconds": seconds}, device)
 
     def _start_peak(self, device) -> None:
@@ -180,38 +196,38 @@ class Worker:
             reply["peak_mb"] = round(self.torch.cuda.max_memory_allocated(device) / 2**20, 1)
         return reply
 
-    def _checks(self, device, lap: "_Laps", model, inputs, first: list, again: tuple) -> tuple[dict | None, float]:
-        """(a failed reply, 0.0) or (None, how far repeated runs were apart: `_apart`)."""
+    def _checks(self, device, first: list, again: tuple, atol: float, rtol: float) -> tuple[dict | None, float]:
+        """(a failed reply, 0.0) or (None, how far repeated runs were apart, relative to the outputs' scale)."""
         torch = self.torch
-        seconds = lap.seconds
-        # Determinism: a fresh model and fresh inputs from the same seeds give the same outputs, to within
-        # REPEAT_RTOL of their scale (a GPU's atomic adds, as in transposed convolutions, sum in another order
-        # each run; the judge compares at 1e-2).
+        # Determinism: a fresh model and fresh inputs from the same seeds give the same outputs, within the
+        # tolerance of `_compare` (a GPU's atomic adds, as in transposed convolutions, sum in another order each run).
         _, model2, inputs2 = self._on_device(*again, device)
         second = self._run(model2, inputs2)
-        apart = _apart(first, second)
-        if apart is None or apart > REPEAT_RTOL:
-            lap("checks")
-            how = "in shape" if apart is None else f"by {apart:.3g} of their scale (at most {REPEAT_RTOL:g})"
-            return {"ok": False, "filter": "deterministic", "reason": f"two runs from the same seed differ {how}",
-                    "seconds": seconds}, 0.0
+        same = _compare(first, second, atol, rtol)
         del second  # as `first`: one set of outputs less on the GPU
-        # Stochastic ops: the same model and inputs under another global RNG state.
+        if not same.ok:
+            return {"ok": False, "filter": "deterministic", "reason": f"two runs from the same seed differ {same.how}"}, 0.0
+        # Stochastic ops: the same model and inputs under another global RNG state. A forward that draws from the
+        # generator moves it (atomic adds never do); where it moved, any change in the outputs is randomness (a
+        # dropout before a large mean moves it by less than any tolerance).
         torch.manual_seed(987654321)
+        before = self._rng_states(device)
         third = self._run(model2, inputs2)
-        rng = _apart(first, third)
-        if rng is None or rng > REPEAT_RTOL:
-            lap("checks")
-            return {"ok": False, "filter": "stochastic", "reason": "output depends on the global RNG state",
-                    "seconds": seconds}, 0.0
+        self._sync(device)
+        drew = self._rng_states(device) != before
+        other = _compare(first, third, atol, rtol)
         del third, model2, inputs2
-        from cuda_agent.synth.filters import degenerate_reason
+        if not other.ok or (drew and other.apart > 0):
+            why = other.how if not other.ok else f"by {other.apart:.3g} of their scale, and the forward drew from it"
+            return {"ok": False, "filter": "stochastic", "reason": f"output depends on the global RNG state: {why}"}, 0.0
+        return None, max(same.apart, other.apart)
 
-        why = degenerate_reason([_stats(o) for o in first])
-        lap("checks")
-        if why:
-            return {"ok": False, "filter": "degenerate", "reason": why, "seconds": seconds}, 0.0
-        return None, max(apart, rng)
+    def _rng_states(self, device) -> list:
+        torch = self.torch
+        states = [torch.get_rng_state()]
+        if device.type == "cuda":
+            states.append(torch.cuda.get_rng_state(device))
+        return [bytes(s.numpy().tobytes()) for s in states]
 
     def compile(self, msg: dict) -> dict:
         """torch.compile the model of the last `eager`, compare and time. The candidate is dropped
@@ -279,34 +295,61 @@ class _Laps:
         self.t, self.w = t, w
 
 
-# How far two runs of a candidate's model may be apart, relative to their outputs' scale (`_apart`), and still count as
-# the same: a GPU's atomic adds (transposed convolutions, index_add) sum in another order each run. Bitwise, 85 of the
-# 6k run's first 3,276 candidates (14% of those with a ConvTranspose; KernelBench has 48 such tasks of 270) were
-# rejected as nondeterministic, 2026-11-29. The judge compares at 1e-2; a random op moves outputs by their own size.
+# When two runs of a candidate's model are the same (`_compare`): every element within REPEAT_RTOL of its output's
+# largest |value| (or a few units in the last place of a half-precision dtype), and within REPEAT_OF_JUDGE of the
+# judge's own tolerance (atol + rtol |b|, the run's: 1e-2). A GPU's atomic adds (transposed convolutions, index_add)
+# sum in another order each run: bit for bit, 85 of the 6k run's first 3,276 candidates (14% of those with a
+# ConvTranspose; KernelBench has 48 such tasks of 270) were rejected as nondeterministic, 2026-11-29.
 REPEAT_RTOL = 1e-4
+REPEAT_OF_JUDGE = 0.1
+_CHUNK = 1 << 24  # elements compared at a time: the comparison's scratch stays small beside the shared GPU's others
 
 
-def _apart(first: list, second: list) -> float | None:
-    """How far two runs' outputs are apart: the largest |a - b| over the largest |a| or |b| of each output (0.0 when equal
-    bit for bit; inf where a NaN or an infinity is not matched by the same in the other); None where their shapes or
-    dtypes differ."""
+@dataclass(frozen=True)
+class Repeat:
+    """Two runs compared: `ok`, how far apart relative to the outputs' scale (0.0: bit for bit), and why not."""
+    ok: bool
+    apart: float
+    how: str = ""
+
+
+def _compare(first: list, second: list, atol: float = 1e-2, rtol: float = 1e-2) -> Repeat:
+    """Whether two runs' outputs are the same to within REPEAT_RTOL of each output's scale and REPEAT_OF_JUDGE of
+    the judge's tolerance; a NaN or an infinity must meet the same in the other run."""
     import torch
 
+    if len(first) != len(second):
+        return Repeat(False, float("inf"), f"in their number of outputs ({len(first)} and {len(second)})")
     worst = 0.0
-    for a, b in zip(first, second, strict=True):
+    for n, (a, b) in enumerate(zip(first, second)):
         if a.shape != b.shape or a.dtype != b.dtype:
-            return None
+            return Repeat(False, float("inf"), f"in output {n}'s shape or dtype ({tuple(a.shape)} {a.dtype}, "
+                                               f"{tuple(b.shape)} {b.dtype})")
         if torch.equal(a, b):
             continue
-        a, b = a.float(), b.float()
-        ok = torch.isfinite(a) & torch.isfinite(b)
-        odd = ~ok
-        if bool(odd.any()) and not bool(((a[odd] == b[odd]) | (a[odd].isnan() & b[odd].isnan())).all()):
-            return float("inf")
-        diff = torch.where(ok, (a - b).abs(), 0.0).max().item()
-        scale = torch.where(ok, torch.maximum(a.abs(), b.abs()), 0.0).max().item()
-        worst = max(worst, diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf")))
-    return worst
+        kind = torch.promote_types(a.dtype, torch.float32)
+        tol = max(REPEAT_RTOL, 4 * torch.finfo(a.dtype).eps) if a.dtype.is_floating_point else REPEAT_RTOL
+        chunks = list(zip(a.reshape(-1).split(_CHUNK), b.reshape(-1).split(_CHUNK)))
+        scale = 0.0
+        for x, y in chunks:  # the output's scale: its largest finite |value| in either run
+            x, y = x.to(kind), y.to(kind)
+            both = torch.isfinite(x) & torch.isfinite(y)
+            if not bool(((x == y) | (x.isnan() & y.isnan()) | both).all()):
+                return Repeat(False, float("inf"), f"in output {n}: a NaN or an infinity in one run only")
+            scale = max(scale, float(torch.where(both, torch.maximum(x.abs(), y.abs()), 0).max()))
+        for x, y in chunks:
+            x, y = x.to(kind), y.to(kind)
+            both = torch.isfinite(x) & torch.isfinite(y)
+            d = torch.where(both, (x - y).abs(), 0)
+            apart = float(d.max()) / scale if scale > 0 else (0.0 if float(d.max()) == 0 else float("inf"))
+            judged = float((d / (REPEAT_OF_JUDGE * (atol + rtol * y.abs()))).max())
+            worst = max(worst, apart)
+            if apart > tol:
+                return Repeat(False, apart, f"in output {n} by {apart:.3g} of its scale (at most {tol:g})")
+            if judged > 1:
+                return Repeat(False, apart, f"in output {n} by {judged * REPEAT_OF_JUDGE:.3g} of the judge's "
+                                            f"tolerance (at most {REPEAT_OF_JUDGE:g})")
+    return Repeat(True, worst)
 
 
 def _weights_bytes(model) -> int:
