@@ -64,3 +64,19 @@ def test_the_crawl_keeps_transformers_config_dumps_out_of_the_terminal(tmp_path,
     assert "Can't set head_dim" in log and "printed by a crawled module" in log
     assert counts["transformers"] >= counts["transformers_errors"] > 0
     assert [(h, h.level) for h in hf.handlers] == before  # after the crawl, transformers logs as it did
+
+
+def test_a_seed_whose_call_draws_random_numbers_is_dropped():
+    """A config that leaves a dropout on (SeedOss's residual_dropout), a router's jitter, a layer that draws by
+    design: each would be rejected at run time, after a size search. The crawl's trial drops it."""
+    from cuda_agent.synth.crawl_torch import trial
+    from cuda_agent.synth.seeds import Seed
+
+    drawn = Seed(name="Noisy", category="activation", source="torch", call="{x} + 1e-9 * torch.randn_like({x})",
+                 layout="NCHW")
+    why, _ = trial(drawn)
+    assert why is not None and "draws random numbers" in why
+    plain = Seed(name="Plain", category="activation", source="torch", call="torch.tanh({x})", layout="NCHW")
+    assert trial(plain)[0] is None
+    off = Seed(name="Off", category="activation", source="torch", call="F.dropout({x}, 0.0)", layout="NCHW")
+    assert trial(off)[0] is None   # a dropout of zero draws nothing

@@ -46,6 +46,18 @@ def test_random_ops_in_the_source_are_rejected_but_random_inputs_are_fine():
     assert check_stochastic_source(task("return self.linear(x)")) is None
 
 
+def test_generators_seeds_and_other_libraries_random_numbers_are_named_whole():
+    for body in ("return self.linear(x) + 1e-3 * torch.rand(1)", "return self.linear(x)[:, torch.randperm(32)]",
+                 "return self.linear(x) + torch.normal(0.0, 1.0, (1,))",
+                 "g = torch.Generator(); return self.linear(x) + torch.randn(1, generator=g)",
+                 "return self.linear(x) * float(__import__('numpy').random.rand())"):
+        assert check_stochastic_source(task(body)) is not None, body
+    assert check_stochastic_source("import random\n" + task("return self.linear(x)")) is not None
+    assert check_stochastic_source("from numpy import random\n" + task("return self.linear(x)")) is not None
+    for body in ("return torch.nn.functional.normalize(self.linear(x))", "operand = self.linear(x); return operand"):
+        assert check_stochastic_source(task(body)) is None, body
+
+
 def test_degenerate_outputs_are_named():
     ok = {"finite": True, "nonzero": 1.0, "std": 0.5, "absmax": 2.0}
     assert degenerate_reason([ok]) is None

@@ -257,6 +257,10 @@ def test_compare_holds_small_values_to_the_judges_tolerance_and_half_precision_t
     one_ulp[-1] = 2.001953125   # the next half above 2.0
     assert h[-1] != one_ulp[-1] and _compare([h], [one_ulp]).ok
     assert not _compare([h], [h * 1.1]).ok
+    bf = torch.linspace(1, 2, 1000, dtype=torch.bfloat16)
+    bumped = bf.clone()
+    bumped[500] = 1.5078125   # one bf16 ulp above 1.5 (the judge's tenth is 2.5e-3 there; the ulp 7.8e-3)
+    assert bf[500] == 1.5 and _compare([bf], [bumped]).ok
 
 
 def test_compare_in_chunks_reads_as_at_once(monkeypatch):

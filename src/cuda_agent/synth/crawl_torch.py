@@ -25,8 +25,8 @@ class Dropped:
 
 def trial(seed: Seed) -> tuple[str | None, tuple[int, ...]]:
     """Run `seed` once in this process on its layout's small shape: (why it is unusable or None,
-    the output's shape). Usable: it returns a floating-point tensor of at least 2 dims (a loss,
-    which ends a task, may return a scalar)."""
+    the output's shape). Usable: it draws no random numbers and returns a floating-point tensor of at
+    least 2 dims (a loss, which ends a task, may return a scalar)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -43,10 +43,13 @@ def trial(seed: Seed) -> tuple[str | None, tuple[int, ...]]:
         torch.manual_seed(0)
         ns["m"] = eval(render(seed.ctor, values), ns) if seed.ctor else None
         ns["x"] = torch.randn(dims)
+        state = torch.get_rng_state()
         with torch.no_grad():
             out = eval(render(seed.call, {**values, "m": "m", "x": "x"}), ns)
     except Exception as e:  # the reason is the seed's record
         return f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}", ()
+    if not torch.equal(torch.get_rng_state(), state):  # a dropout a config left on, a router's jitter, ...
+        return "its call draws random numbers (a task must give the same output every run)", ()
     if not isinstance(out, torch.Tensor) or not out.is_floating_point():
         return f"returns {type(out).__name__}, not a floating-point tensor", ()
     if seed.category != "loss" and out.dim() < 2:

@@ -63,15 +63,26 @@ def check_format(code: str, name: str) -> Outcome | None:
     return None
 
 
+# Names that draw or steer random numbers, matched whole (as parts of names they are common words): torch.rand,
+# torch.normal, randperm, a private torch.Generator, fork_rng and the generator's state, numpy's and Python's random.
+RANDOM_WORDS = frozenset({"rand", "randperm", "normal", "Generator", "fork_rng", "get_rng_state", "set_rng_state",
+                          "manual_seed", "seed", "random"})
+
+
 def check_stochastic_source(code: str) -> Outcome | None:
-    """A random op named anywhere in the source (dropout, rand*, bernoulli...) outside get_inputs."""
+    """A random op named anywhere in the source (dropout, rand*, bernoulli, a generator...) outside get_inputs."""
     tree = ast.parse(code)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "get_inputs":
             continue  # inputs are drawn at random by design
         for sub in ast.walk(node):
             word = sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else None
-            if word and any(s in word.lower() for s in STOCHASTIC_NAMES):
+            if isinstance(sub, (ast.Import, ast.ImportFrom)):  # import random; from numpy import random
+                word = next((a.name for a in sub.names if a.name.split(".")[-1] in RANDOM_WORDS), None) or (
+                    sub.module if isinstance(sub, ast.ImportFrom) and sub.module
+                    and sub.module.split(".")[-1] in RANDOM_WORDS else None)
+            if word and (word in RANDOM_WORDS or word.split(".")[-1] in RANDOM_WORDS
+                         or any(s in word.lower() for s in STOCHASTIC_NAMES)):
                 return Outcome("stochastic", f"uses {word} (line {sub.lineno}); tasks must be deterministic")
     return None
 

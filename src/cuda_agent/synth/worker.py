@@ -328,7 +328,8 @@ def _compare(first: list, second: list, atol: float = 1e-2, rtol: float = 1e-2) 
         if torch.equal(a, b):
             continue
         kind = torch.promote_types(a.dtype, torch.float32)
-        tol = max(REPEAT_RTOL, 4 * torch.finfo(a.dtype).eps) if a.dtype.is_floating_point else REPEAT_RTOL
+        ulps = 4 * torch.finfo(a.dtype).eps if a.dtype.is_floating_point else 0.0  # a few units in the last place
+        tol = max(REPEAT_RTOL, ulps)
         chunks = list(zip(a.reshape(-1).split(_CHUNK), b.reshape(-1).split(_CHUNK)))
         scale = 0.0
         for x, y in chunks:  # the output's scale: its largest finite |value| in either run
@@ -342,7 +343,7 @@ def _compare(first: list, second: list, atol: float = 1e-2, rtol: float = 1e-2) 
             both = torch.isfinite(x) & torch.isfinite(y)
             d = torch.where(both, (x - y).abs(), 0)
             apart = float(d.max()) / scale if scale > 0 else (0.0 if float(d.max()) == 0 else float("inf"))
-            judged = float((d / (REPEAT_OF_JUDGE * (atol + rtol * y.abs()))).max())
+            judged = float((d / (REPEAT_OF_JUDGE * (atol + rtol * y.abs()) + ulps * y.abs())).nan_to_num(0.0).max())
             worst = max(worst, apart)
             if apart > tol:
                 return Repeat(False, apart, f"in output {n} by {apart:.3g} of its scale (at most {tol:g})")
