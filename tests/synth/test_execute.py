@@ -249,4 +249,6 @@ def test_a_child_whose_device_broke_is_closed_and_the_next_candidate_gets_a_fres
     assert outcome.filter == "eager" and child.closed == 1
     assert _device_broken({"ok": False, "reason": "RuntimeError: CUDA error: device-side assert triggered"})
     assert not _device_broken(CUDA_OOM) and not _device_broken(OOM)
+    assert not _device_broken({"ok": False, "reason": "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when "
+                                                      "calling `cublasCreate(handle)`"})   # out of memory: retried
     assert not _device_broken({"ok": False, "reason": "RuntimeError: mat1 and mat2 shapes cannot be multiplied"})

@@ -277,9 +277,10 @@ CANCELLED = Outcome("cancelled", "the run's time limit came while it ran")
 
 
 def _out_of_memory(reply: dict) -> bool:
-    """A CUDA out-of-memory error: PyTorch's allocator's (OutOfMemoryError) or CUDA's own
-    (AcceleratorError: CUDA error: out of memory, from a library's workspace, say)."""
-    return not reply.get("ok") and "out of memory" in str(reply.get("reason", "")).lower()
+    """A CUDA out-of-memory error: PyTorch's allocator's (OutOfMemoryError), CUDA's own (AcceleratorError: CUDA
+    error: out of memory, from a library's workspace, say) or cuBLAS's (CUBLAS_STATUS_ALLOC_FAILED)."""
+    reason = str(reply.get("reason", "")).lower()
+    return not reply.get("ok") and ("out of memory" in reason or "alloc_failed" in reason)
 
 
 # A failure that leaves the child's CUDA context unusable (an error the device raised, sticky for the process): every
