@@ -162,38 +162,33 @@ class ExecutionFilters:
             reply = self._request(executor, rec, {"op": "eager", "code": cand.code, "device": cfg.device,
                                                   "plan": SIZE_SEARCH_PLAN.to_dict(),
                                                   "max_weights_bytes": self.max_weights}, cfg.limits.eager_s)
-            if reply is None:
-                return CANCELLED
-            if not reply.get("ok"):
-                if not _out_of_memory(reply):
-                    return Outcome(reply.get("filter", "eager"), str(reply.get("reason", ""))[:300])
-                rejected = self._after_out_of_memory(cand, rec, reply, executor)
-                if rejected is not None:
-                    return rejected
-                continue
-            ms = reply["eager_ms"]
-            rec["eager_ms"] = ms
-            rec.setdefault("sizes", []).append([*(cand.program.dims if cand.program else ()), round(ms, 4)])
-            if self.window.contains(ms):  # the size it ships at: determinism, RNG use, degenerate outputs
+            if reply is not None and reply.get("ok"):
+                ms = reply["eager_ms"]
+                rec["eager_ms"] = ms
+                rec.setdefault("sizes", []).append([*(cand.program.dims if cand.program else ()), round(ms, 4)])
+                if not self.window.contains(ms):
+                    resized = self._resized(cand, ms)
+                    if resized is None or rec["rescales"] >= cfg.max_rescales:
+                        return Outcome("window", f"eager {ms:.3g} ms outside [{self.window.low_ms:g}, "
+                                                 f"{self.window.high_ms:g}]")
+                    cand.program = resized
+                    cand.code = resized.source()
+                    rec["rescales"] += 1
+                    continue
+                # the size it ships at: determinism and RNG use
                 reply = self._request(executor, rec, {"op": "checks", "atol": cfg.atol, "rtol": cfg.rtol},
                                       cfg.limits.eager_s)
-                if reply is None:
-                    return CANCELLED
-                if reply.get("ok"):
+                if reply is not None and reply.get("ok"):
                     rec["repeat_apart"] = reply["repeat_apart"]  # 0.0: two runs agreed bit for bit
                     return None
-                if not _out_of_memory(reply):
-                    return Outcome(reply.get("filter", "eager"), str(reply.get("reason", ""))[:300])
-                rejected = self._after_out_of_memory(cand, rec, reply, executor)
-                if rejected is not None:
-                    return rejected
-                continue  # the size again (alone), or smaller
-            resized = self._resized(cand, ms)
-            if resized is None or rec["rescales"] >= cfg.max_rescales:
-                return Outcome("window", f"eager {ms:.3g} ms outside [{self.window.low_ms:g}, {self.window.high_ms:g}]")
-            cand.program = resized
-            cand.code = resized.source()
-            rec["rescales"] += 1
+            if reply is None:
+                return CANCELLED
+            if not _out_of_memory(reply):  # the eager step's or the checks' failure
+                return Outcome(reply.get("filter", "eager"), str(reply.get("reason", ""))[:300])
+            rejected = self._after_out_of_memory(cand, rec, reply, executor)
+            if rejected is not None:
+                return rejected
+            # the size again (alone), or smaller
 
     def _after_out_of_memory(self, cand: Candidate, rec: dict, reply: dict, executor: Executor) -> Outcome | None:
         """Workers share a GPU's memory, so an out-of-memory error is first blamed on the others: the

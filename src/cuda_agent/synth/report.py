@@ -54,10 +54,9 @@ def _by_timing_plan(accepted: list[dict], plans: list | None) -> list[str]:
     counts = Counter(r.get("timing_plan", first) for r in accepted)
     if len(counts) < 2:
         return []
-    budget = {p.key(): p.budget_s for p in plans or ()}
-    order = list(budget)
-    keys = sorted(counts, key=lambda k: order.index(k) if k in budget else -1)
-    named = [f"plan {k}" + (f" ({budget[k]:g} s of calls)" if k in budget else "") + f": {counts[k]}" for k in keys]
+    known = {p.key(): (rank, p.budget_s) for rank, p in enumerate(plans or ())}  # oldest first
+    keys = sorted(counts, key=lambda k: known.get(k, (-1,))[0])
+    named = [f"plan {k}" + (f" ({known[k][1]:g} s of calls)" if k in known else "") + f": {counts[k]}" for k in keys]
     return ["", "Eager and torch.compile times under several timing plans, oldest first: " + ", ".join(named)
             + " tasks (config.json: `timings_before`, then `timing`)."]
 

@@ -121,7 +121,7 @@ class Worker:
         try:
             module, model = self._host_build(msg["code"])
             lap(stage)
-            known["weights_bytes"] = weights = _weights_bytes(model)
+            known["weights_bytes"] = weights = _weights_bytes(model)  # again after the run: a lazy module's then
             most = msg.get("max_weights_bytes")
             if most is not None and weights > most:  # before the device: it would not fit beside the others
                 return self._with_peak({
@@ -179,13 +179,12 @@ class Worker:
             lap(stage)
         except Exception as e:
             lap(stage)
-            failed, apart = {"ok": False, "filter": "eager", "reason": _short(e)}, 0.0
-            if "out of memory" in failed["reason"].lower():
-                return self._with_peak({**failed, "seconds": seconds}, device)
-        if failed is not None:
-            self.state = {}
-            return self._with_peak({**failed, "seconds": seconds}, device)
-        return self._with_peak({"ok": True, "repeat_apart": apart, "seconds": seconds}, device)
+            failed = {"ok": False, "filter": "eager", "reason": _short(e)}
+        if failed is None:
+            return self._with_peak({"ok": True, "repeat_apart": apart, "seconds": seconds}, device)
+        if "out of memory" not in failed["reason"].lower():
+            self.state = {}  # a rejection; out of memory has the parent run the size again
+        return self._with_peak({**failed, "seconds": seconds}, device)
 
     def _start_peak(self, device) -> None:
         if device.type == "cuda":
@@ -227,7 +226,7 @@ class Worker:
         states = [torch.get_rng_state()]
         if device.type == "cuda":
             states.append(torch.cuda.get_rng_state(device))
-        return [bytes(s.numpy().tobytes()) for s in states]
+        return [s.numpy().tobytes() for s in states]
 
     def compile(self, msg: dict) -> dict:
         """torch.compile the model of the last `eager`, compare and time. The candidate is dropped
