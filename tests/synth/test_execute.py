@@ -4,6 +4,7 @@ GPU memory), replying from a script and recording what it was asked."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -130,6 +131,31 @@ def test_each_worker_child_compiles_with_a_small_pool_unless_told_otherwise(monk
     assert Executor(tmp_path / "w", gpu="1")._env() == {"TORCHINDUCTOR_COMPILE_THREADS": "6", "CUDA_VISIBLE_DEVICES": "1"}
 
 
+def test_a_gpu_runs_children_draw_and_trace_with_two_threads_each_unless_told_otherwise(monkeypatch, cpu_config):
+    """Six children beside each other on 16 cores, each with one OpenMP thread a core, took twice the build time of
+    two threads each (H200, 2026-11-29). A GPU run's children get GPU_CHILD_THREADS, the CPU backend's torch's
+    default (its timings are the host's), and an OMP_NUM_THREADS the run was given wins."""
+    from cuda_agent.synth.execute import GPU_CHILD_THREADS
+    from cuda_agent.synth.run import execute_job
+
+    class Ctx:
+        state: dict = {}
+
+        def on_close(self, fn):
+            pass
+
+    seen = []
+    monkeypatch.setattr(ExecutionFilters, "execute", lambda self, cand, rec, executor: seen.append(executor) or CANCELLED)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    for device in ("cuda", "cpu"):
+        Ctx.state = {}
+        execute_job(Ctx(), replace(cpu_config, device=device), 1, None)
+    gpu, cpu = seen
+    assert gpu._env()["OMP_NUM_THREADS"] == str(GPU_CHILD_THREADS) == "2" and "OMP_NUM_THREADS" not in cpu._env()
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    assert gpu._env()["OMP_NUM_THREADS"] == "5" == cpu._env()["OMP_NUM_THREADS"]
+
+
 def test_a_task_without_spatial_sizes_grows_its_batch_past_65536_rows_within_the_memory_budget(cpu_config, catalog):
     """An NF task (a Linear's rows of features) has only its batch to grow: at 1 << 16 rows a GEMM read 0.14 ms on an
     H200 and was rejected after both rescales while its estimate was 0.26 GB of 8 (2026-11-28). It grows on, as far
@@ -192,7 +218,10 @@ def test_weights_count_in_the_memory_budget_and_a_task_they_fill_is_rejected(cpu
              "reason": "its weights take 17.00 GiB, more than the run's memory budget of 8.00 GiB for a task"}
     outcome, rec, child = run(cpu_config, candidate, [heavy])
     assert outcome.filter == "memory" and "17.00 GiB" in outcome.reason
-    assert rec["weights_mb"] == 17 << 10 and child.sent("max_weights_bytes") == [cpu_config.memory_budget_bytes]
+    assert rec["weights_mb"] == 17 << 10 and child.sent("max_weights_bytes") == [cpu_config.max_weights_bytes]
+    assert cpu_config.max_weights_bytes < cpu_config.memory_budget_bytes
+    small = ExecutionFilters(replace(cpu_config, memory_budget_bytes=1 << 30), 1 << 30)
+    assert small.max_weights == 1 << 30   # the weights' limit, or the budget where it is lower
     light = {**eager(IN_WINDOW), "weights_bytes": 1 << 20}
     outcome, rec, child = run(cpu_config, candidate, [light, CHECKED, COMPILED])
     assert outcome.accepted and rec["weights_mb"] == 1.0

@@ -201,7 +201,56 @@ def test_a_model_whose_weights_exceed_the_memory_budget_is_rejected_before_it_re
     refused = worker.eager({"op": "eager", "code": code, "device": "cpu", "plan": FAST_TIMING,
                             "max_weights_bytes": weights - 1})
     assert not refused["ok"] and refused["filter"] == "memory" and refused["weights_bytes"] == weights
-    assert "more than the run's memory budget" in refused["reason"] and not moved
+    assert "more than the run's limit" in refused["reason"] and not moved
+
+
+def test_weights_over_the_limit_are_counted_on_the_meta_device_and_never_drawn(worker, monkeypatch):
+    """Drawing a 16 GiB nn.Bilinear on the host took 42 s before its refusal (H200, 2026-11-29); made on the meta
+    device, its weights are counted with nothing drawn. This one would take 256 GiB."""
+    code = task("return self.linear(x)").replace("nn.Linear(features, features)", "nn.Linear(1 << 16, 1 << 20)")
+    monkeypatch.setattr(Worker, "_host_build", lambda self, c: pytest.fail("drawn on the host"))
+    refused = worker.eager({"op": "eager", "code": code, "device": "cpu", "plan": FAST_TIMING,
+                            "max_weights_bytes": 2 << 30})
+    assert not refused["ok"] and refused["filter"] == "memory"
+    assert refused["weights_bytes"] == ((1 << 36) + (1 << 20)) * 4 and "256.00 GiB" in refused["reason"]
+
+
+def test_a_model_that_cannot_be_made_on_the_meta_device_is_counted_after_its_draw(worker):
+    """An __init__ that reads a tensor's data (.item()) fails on the meta device: the weights are counted on the host
+    model instead, and a model within the limit runs."""
+    weights = (32 * 32 + 32) * 4
+    code = task("return self.linear(x) * self.gain").replace(
+        "self.linear = nn.Linear(features, features)",
+        "self.linear = nn.Linear(features, features)\n        self.gain = float(torch.ones(1).sum().item())")
+    assert Worker()._weights_ahead(code) is None
+    refused = worker.eager({"op": "eager", "code": code, "device": "cpu", "plan": FAST_TIMING,
+                            "max_weights_bytes": weights - 1})
+    assert not refused["ok"] and refused["filter"] == "memory" and refused["weights_bytes"] == weights
+    ok = worker.eager({"op": "eager", "code": code, "device": "cpu", "plan": FAST_TIMING, "max_weights_bytes": weights})
+    assert ok["ok"] and ok["weights_bytes"] == weights
+
+
+def test_the_previous_candidate_is_collected_only_when_device_memory_is_still_held(worker, monkeypatch):
+    """A full collection took 0.43 s of every size step on an H200 (2026-11-29). It runs when more device memory is
+    allocated than after the last collection (tensors only cycles hold), not otherwise; the cache is emptied each
+    time."""
+    import gc
+
+    import torch
+
+    allocated = iter([0, 5 << 20, 1 << 20, 1 << 20, 3 << 20, 1 << 20])  # before (and after) each collection
+    collected, emptied = [], []
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: next(allocated))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(1))
+    monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
+    cuda = torch.device("cuda")
+    worker._release(cuda)       # nothing held
+    worker._release(cuda)       # 5 MiB held: collected, 1 MiB stays (not a cycle)
+    worker._release(cuda)       # the same 1 MiB: no collection
+    worker._release(cuda)       # 3 MiB: collected again
+    assert collected == [1, 1] and len(emptied) == 4
+    worker._release(torch.device("cpu"))
+    assert len(emptied) == 4
 
 
 # each model built moves its outputs by STEP of their scale more than the one before

@@ -70,3 +70,29 @@ def test_a_child_whose_cuda_context_broke_is_known_by_its_reply(child):
     assert not reply["ok"] and _device_broken(reply), reply
     child.close()
     assert screened(child, task("return torch.tanh(self.linear(x))"))["ok"]   # a fresh child
+
+
+def test_a_cycle_that_holds_gpu_memory_is_collected_before_the_next_candidate(tmp_path, monkeypatch):
+    """The worker collects only when device memory is still held after the previous candidate is dropped: a model
+    in a reference cycle is freed by that collection, and a step with nothing held collects nothing."""
+    import gc
+
+    import torch
+
+    from cuda_agent.synth.worker import Worker
+
+    monkeypatch.setenv("CUDA_AGENT_HOME", str(tmp_path))
+    worker, cuda = Worker(), torch.device("cuda")
+    worker._release(cuda)
+    base = torch.cuda.memory_allocated(cuda)
+    cycle: dict = {"tensor": torch.empty(64 << 20, dtype=torch.uint8, device=cuda)}
+    cycle["self"] = cycle
+    del cycle
+    assert torch.cuda.memory_allocated(cuda) >= base + (64 << 20)   # only the cycle holds it
+    calls = []
+    real = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append(1) or real(*a))
+    worker._release(cuda)
+    assert calls == [1] and torch.cuda.memory_allocated(cuda) <= base
+    worker._release(cuda)
+    assert calls == [1]

@@ -35,16 +35,20 @@ class Limits:
 
 @dataclass
 class Executor:
-    """A warm worker child in `workdir`; `gpu` pins it to one GPU (CUDA_VISIBLE_DEVICES)."""
+    """A warm worker child in `workdir`; `gpu` pins it to one GPU (CUDA_VISIBLE_DEVICES); `threads`: its OpenMP
+    threads, unless OMP_NUM_THREADS is set (None: torch's default, one a core)."""
     workdir: Path
     gpu: str | None = None
     limits: Limits = field(default_factory=Limits)
+    threads: int | None = None
     start_seconds: float = 0.0
     _proc: Process | None = None
     _served: int = 0
 
     def _env(self) -> dict[str, str]:
-        env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "")} if "OMP_NUM_THREADS" in os.environ else {}
+        env = {}
+        if "OMP_NUM_THREADS" in os.environ or self.threads is not None:
+            env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", str(self.threads))
         # the workers compile beside each other: 2x H200 (2026-11-28), 12-16 workers with Inductor's default pools
         # (up to 32 subprocesses each) took 8.1-11.3 s of compile a candidate where 6 on one GPU took 4.7-6.0 s
         env[COMPILE_THREADS_ENV] = os.environ.get(COMPILE_THREADS_ENV, SHARED_COMPILE_THREADS)
@@ -111,7 +115,8 @@ class ExecutionFilters:
 
     def __init__(self, config: "SynthConfig", memory_budget: int, stop_at: float | None = None):
         self.config, self.window, self.memory_budget = config, config.resolved_window(), memory_budget
-        self.max_weights = memory_budget  # a task whose weights alone exceed its share is rejected ("memory")
+        # a task whose weights exceed the run's limit, or alone fill its share, is rejected ("memory")
+        self.max_weights = min(memory_budget, config.max_weights_bytes)
         self.weights = 0  # the candidate's weights at its current size (the worker's last reply), bytes
         self.stop_at = stop_at
         self.alone = False  # on the GPU alone: after an out-of-memory error at the current size
@@ -252,6 +257,13 @@ class ExecutionFilters:
             if q.elems_per_sample * 4 * batch > room:
                 q = p.with_batch(batch)
         return None if q.dims == p.dims else q
+
+
+# A GPU run's children draw weights and trace on the host, six or more beside each other: with torch's default (one
+# thread a core each, 16 on an H200's host) a candidate without an nn.Bilinear took 0.25 s of build and 1.69 s of
+# compile; with two, 0.11 s and 1.27 s (two fresh H200s, six workers, 2026-11-29). On the CPU backend the candidates'
+# runs and timings are the host's: its children keep torch's default.
+GPU_CHILD_THREADS = 2
 
 
 # The size search's timing only chooses a size for a window 100x wide (the set's figures are the baselines', timed

@@ -28,7 +28,8 @@ FILTER_VERSIONS: dict[str, str] = {
                            # size the task ships at (v1: bit for bit, at every size tried)
     "kernelbench": "1",    # normalized-AST similarity to every KernelBench task below the threshold
     "duplicate": "1",      # no other accepted task with the same normalized source
-    "memory": "1",         # the model's weights (parameters and buffers) fit the run's memory budget for a task
+    "memory": "2",         # the model's weights (parameters and buffers) within the run's limit (2 GiB) and its memory
+                           # budget for a task, counted on the meta device before any draw (v1: the budget, 8 GiB)
     "eager": "2",          # builds and runs in eager mode in the child (out of GPU memory: again alone, then smaller)
     "degenerate": "2",     # outputs finite, not all zero, not constant, with variance (a scalar loss: finite, non-zero),
                            # at every size the size search tries

@@ -30,7 +30,9 @@ from cuda_agent.service import PRIORITY_SYNTH, EvalService, JobContext, ServiceS
 from cuda_agent.journal import Journal, read_rows
 from cuda_agent.synth.categories import task_class
 from cuda_agent.synth.compose import Candidate, ComposeError
-from cuda_agent.synth.execute import CANCELLED, ExecutionFilters, Executor, Limits, add_seconds, memory_share
+from cuda_agent.synth.execute import (
+    CANCELLED, GPU_CHILD_THREADS, ExecutionFilters, Executor, Limits, add_seconds, memory_share,
+)
 from cuda_agent.synth.filters import FILTER_VERSIONS, Outcome, Window, check_format, check_stochastic_source
 from cuda_agent.synth.mix import Mix, Plan
 from cuda_agent.synth.similarity import ReferenceIndex, fingerprint
@@ -51,6 +53,10 @@ class SynthConfig:
     max_candidates: int | None = None  # None: 50 per wanted task
     max_rescales: int = 2
     memory_budget_bytes: int = 8 << 30  # the size search keeps weights + inputs + intermediates below this
+    # A task's weights, at most (and within the memory budget): the judge draws them on the host for every
+    # evaluation, as KernelBench does; a 4 GiB nn.Bilinear took 18-21 s a draw on an H200's host (2026-11-29).
+    # KernelBench's largest, level 3's VGG19, holds 0.55 GiB.
+    max_weights_bytes: int = 2 << 30
     atol: float = 1e-2
     rtol: float = 1e-2
     # The set's timings choose sizes and say how fast eager and torch.compile are; the window is 100x wide and
@@ -337,7 +343,8 @@ def execute_job(ctx: JobContext, config: SynthConfig, sharing: int, cand: Candid
     key = f"synth:{config.state_dir}"
     executor = ctx.state.get(key)
     if executor is None:
-        executor = Executor(config.state_dir / "work" / f"w{os.getpid()}", None, config.limits)
+        executor = Executor(config.state_dir / "work" / f"w{os.getpid()}", None, config.limits,
+                            threads=GPU_CHILD_THREADS if config.device == "cuda" else None)
         ctx.state[key] = executor
         ctx.on_close(executor.close)
     filters = ExecutionFilters(config, memory_share(config, sharing), stop_at)

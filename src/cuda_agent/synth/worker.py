@@ -55,6 +55,7 @@ class Worker:
 
         self.torch = torch
         self.state: dict = {}
+        self._kept = 0  # device bytes still allocated after the last collection (what no cycle held)
 
     def _sync(self, device) -> None:
         if device.type == "cuda":
@@ -71,6 +72,35 @@ class Worker:
 
         module = module_from_source(code, "candidate", "candidate.py")
         return module, make_model(module.Model, module, MODEL_SEED, self.torch.device("cpu"))
+
+    def _weights_ahead(self, code: str) -> int | None:
+        """The bytes of the candidate's weights, counted with its model made on the meta device (shapes, nothing
+        drawn): a model over the limit is refused in milliseconds, where drawing it first took 22-43 s of the host
+        for an 8-16 GiB nn.Bilinear and crashed four workers at their 32 GiB host limit (H200, 2026-11-29). None
+        when the model cannot be made there (an __init__ that reads its tensors' data)."""
+        from cuda_agent.measure import module_from_source
+
+        torch = self.torch
+        try:
+            module = module_from_source(code, "candidate", "candidate.py")
+            with torch.device("meta"):
+                return _weights_bytes(module.Model(*module.get_init_inputs()))
+        except Exception:
+            return None
+
+    def _release(self, device) -> None:
+        """The previous candidate's memory back to the device. A collection (0.2-0.5 s in a worker that has
+        imported torch, transformers and Inductor; it was 0.43 s of every size step on an H200, 2026-11-29) runs only
+        when more is allocated than after the last one: tensors that only reference cycles still hold."""
+        if device.type != "cuda":
+            return
+        torch = self.torch
+        held = torch.cuda.memory_allocated(device)
+        if held > self._kept:
+            gc.collect()
+            held = torch.cuda.memory_allocated(device)
+        self._kept = held
+        torch.cuda.empty_cache()
 
     def _on_device(self, module, model, device):
         """The host-built model on `device`, with its inputs (drawn there): as make_model(..., device) and
@@ -107,7 +137,7 @@ class Worker:
         torch = self.torch
         device = torch.device(msg["device"])
         self.state = {}  # the previous candidate's model, inputs and outputs leave the GPU first
-        _hand_back(device, collect=True)
+        self._release(device)
         self._start_peak(device)
         seconds: dict[str, float] = {}
         lap = _Laps(seconds, "eager_lock_wait")
@@ -119,15 +149,21 @@ class Worker:
         plan = TimingPlan.from_dict(msg["plan"])
         stage, known, stats = "build", {}, None  # known: what a failed reply says of the model
         try:
-            module, model = self._host_build(msg["code"])
-            lap(stage)
-            known["weights_bytes"] = weights = _weights_bytes(model)  # again after the run: a lazy module's then
             most = msg.get("max_weights_bytes")
+            built = None  # (module, model), drawn on the host
+            weights = self._weights_ahead(msg["code"]) if most is not None else None
+            if weights is None:  # not countable on the meta device: counted after the draw
+                built = self._host_build(msg["code"])
+                weights = _weights_bytes(built[1])
+            known["weights_bytes"] = weights  # again after the run: a lazy module's then
             if most is not None and weights > most:  # before the device: it would not fit beside the others
+                lap(stage)
                 return self._with_peak({
                     "ok": False, "filter": "memory", "weights_bytes": weights, "seconds": seconds,
-                    "reason": f"its weights take {weights / 2**30:.2f} GiB, more than the run's memory budget "
-                              f"of {most / 2**30:.2f} GiB for a task"}, device)
+                    "reason": f"its weights take {weights / 2**30:.2f} GiB, more than the run's limit of "
+                              f"{most / 2**30:.2f} GiB for a task's weights"}, device)
+            module, model = built or self._host_build(msg["code"])
+            lap(stage)
             stage = "eager_run"
             with _section(device, shared=shared):
                 module, model, inputs = self._on_device(module, model, device)
@@ -386,14 +422,11 @@ def _section(device, shared: bool = False):
             _hand_back(device)
 
 
-def _hand_back(device, collect: bool = False) -> None:
-    """The memory this worker freed goes from PyTorch's cache back to the device (`collect`: after
-    a collection, for tensors that only reference cycles still held)."""
+def _hand_back(device) -> None:
+    """The memory this worker freed goes from PyTorch's cache back to the device."""
     if device.type == "cuda":
         import torch
 
-        if collect:
-            gc.collect()
         torch.cuda.empty_cache()
 
 
@@ -413,6 +446,7 @@ def main(fd_in: int, fd_out: int) -> None:
     channel = ChildChannel(fd_in, fd_out)
     t = time.perf_counter()
     worker = Worker()
+    gc.freeze()  # what the imports made lives as long as the child: later collections need not walk it
     channel.send({"ready": True, "seconds": {"start": time.perf_counter() - t}})
     while (msg := channel.recv()) is not None:
         op = msg.get("op")
