@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cuda_agent.synth.report import funnel, write_report
+from cuda_agent.synth.report import funnel, time_breakdown, write_report
 
 
 def records():
@@ -15,6 +15,14 @@ def records():
 def test_funnel_counts_each_filter_in_order():
     rows = dict((f, (n, left)) for f, n, left in funnel(records()))
     assert rows["window"] == (3, 2) and rows["compile"] == (0, 2) and rows["compose"] == (0, 5)
+
+
+def test_the_time_no_stage_holds_is_its_own_row():
+    """A candidate's total beyond its stages (the service's dispatch, the channel, the worker between its laps) was
+    0.3 s a size step on an H200 and appeared nowhere; it is `unlapped` now."""
+    rows = [{"seconds": {"compile": 2.0, "build": 0.5, "total": 3.25}}, {"seconds": {"compile": 1.0, "total": 1.0}},
+            {"seconds": {"build": 1.0}}]
+    assert time_breakdown(rows) == {"compile": 3.0, "build": 1.5, "unlapped": 0.75}
 
 
 def test_report_has_counts_distributions_and_plots(tmp_path):

@@ -136,11 +136,12 @@ class Worker:
         alike (beside, or alone)."""
         torch = self.torch
         device = torch.device(msg["device"])
+        seconds: dict[str, float] = {}
+        lap = _Laps(seconds, "eager_lock_wait")
         self.state = {}  # the previous candidate's model, inputs and outputs leave the GPU first
         self._release(device)
         self._start_peak(device)
-        seconds: dict[str, float] = {}
-        lap = _Laps(seconds, "eager_lock_wait")
+        lap("release")
         shared = not msg.get("alone")  # off the GPU while another worker times on it
         timing_shared = bool(msg.get("beside")) and shared  # beside: the module's doc
         from cuda_agent.measure import TimingPlan, time_callable, timing_draw
@@ -270,9 +271,11 @@ class Worker:
         st = self.state
         self._start_peak(st["device"])
         reply = self._compile(msg, st)
+        t = time.perf_counter()
         if "out of memory" not in str(reply.get("reason", "")).lower():
             self.state = {}
         _hand_back(st["device"])  # what the compiled model and its outputs held
+        reply["seconds"]["release"] = time.perf_counter() - t
         return self._with_peak(reply, st["device"])
 
     def _compile(self, msg: dict, st: dict) -> dict:
