@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> dict:
              "accepted_per_device_hour_whole_call": _per_hour(accepted_now, wall, gpus),
              "filters_this_run": dict(Counter(r["filter"] for r in this_run).most_common()),
              "worker_s": {k: round(v, 1) for k, v in time_breakdown(this_run).items()},
+             # the GPUs held alone (timing, autotuning, retries), by request, and as a share of the candidates' wall
+             "alone_s": _alone(this_run, ph.candidates_s, gpus),
              "out_of_memory": _oom(this_run), "gpu_memory": _memory(this_run)}
     text = markdown(bench)
     print(text, flush=True)
@@ -196,7 +198,23 @@ def markdown(b: dict) -> str:
     total = sum(b["worker_s"].values()) or 1.0
     lines += ["", "| stage | worker-s | share |", "|---|---:|---:|"]
     lines += [f"| {k} | {v:.0f} | {100 * v / total:.0f}% |" for k, v in b["worker_s"].items()]
+    alone = b.get("alone_s") or {}
+    if alone.get("by_request"):
+        held = ", ".join(f"{k} {v:.0f} s" for k, v in alone["by_request"].items())
+        lines += ["", f"GPU held alone: {held}; {alone['share_of_wall']:.0%} of the candidates' wall per GPU."]
     return "\n".join(lines) + "\n"
+
+
+def _alone(records: list[dict], candidates_s: float, gpus: int) -> dict:
+    """The seconds the workers held their GPU alone, by request (eager, checks, compile), and their sum over the
+    candidates' wall time on each GPU: the part of it when no other worker could use the device."""
+    by: Counter = Counter()
+    for r in records:
+        by.update(r.get("alone_s") or {})
+    total = sum(by.values())
+    wall = candidates_s * max(1, gpus)
+    return {"by_request": {k: round(v, 1) for k, v in by.most_common()},
+            "share_of_wall": round(total / wall, 3) if wall else 0.0}
 
 
 if __name__ == "__main__":

@@ -503,3 +503,24 @@ def test_let_go_refuses_to_take_the_hold_back_while_the_block_still_holds_the_lo
         with pytest.raises(LockOrderError, match="still held"):
             with let_go(KEY, lock_dir=tmp_path):
                 kept.enter_context(device_lock(KEY, shared=False, lock_dir=tmp_path))
+
+
+def test_the_seconds_held_alone_are_counted_and_shared_holds_are_not(tmp_path):
+    """held_alone_s: what a process kept every other user of the device waiting for (synth's workers report it by
+    request): an alone hold, an alone block inside a shared hold, and not a shared hold or an inner nested hold."""
+    from cuda_agent.measure.lock import held_alone_s
+
+    start = held_alone_s()
+    with device_lock(KEY, shared=True, lock_dir=tmp_path):
+        time.sleep(0.05)
+    assert held_alone_s() == start
+    with device_lock(KEY, lock_dir=tmp_path):
+        with device_lock(KEY, lock_dir=tmp_path):   # nested: counted once, by the outer hold
+            time.sleep(0.05)
+    alone = held_alone_s() - start
+    assert 0.05 <= alone < 0.1
+    with device_lock(KEY, shared=True, lock_dir=tmp_path):
+        with alone_within(KEY, lock_dir=tmp_path):
+            time.sleep(0.05)
+        time.sleep(0.05)  # shared again
+    assert 0.1 <= held_alone_s() - start < alone + 0.1

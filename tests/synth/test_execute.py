@@ -67,8 +67,16 @@ def test_out_of_memory_is_retried_alone_at_the_same_size_before_anything_shrinks
     outcome, rec, child = run(cpu_config, candidate, [OOM, eager(IN_WINDOW), CHECKED, COMPILED])
     assert outcome.accepted and rec["oom"] == 1 and "oom_shrinks" not in rec
     assert child.sent("alone") == [False, True, True, True]  # checks and compile stay alone: they need more memory
+    assert "alone_s" not in rec   # no reply held the device alone
     first, again = child.requests[0][0], child.requests[1][0]
     assert again["code"] == first["code"] and child.closed == 1
+
+
+def test_the_seconds_each_request_held_the_gpu_alone_add_up_by_request(cpu_config, candidate):
+    """Every worker of a GPU waits while one holds it alone: a record says how long each of its requests did."""
+    script = [{**eager(IN_WINDOW), "alone_s": 0.1}, {**CHECKED, "alone_s": 0.0}, {**COMPILED, "alone_s": 0.4}]
+    outcome, rec, _ = run(cpu_config, candidate, [{**eager(TOO_FAST), "alone_s": 0.2}, *script])
+    assert outcome.accepted and rec["alone_s"] == pytest.approx({"eager": 0.3, "compile": 0.4})
 
 
 def test_out_of_memory_alone_shrinks_the_batch_and_keeps_the_size_search_below_what_failed(cpu_config, candidate):

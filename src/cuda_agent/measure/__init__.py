@@ -23,7 +23,7 @@ from cuda_agent.measure.alone import Alone, gpu_probe, wait_alone
 from cuda_agent.measure.baselines import autotune_alone, compile_for_timing, compile_off_lock, time_baselines
 from cuda_agent.measure.graphs import Graph, NotCapturable, graph_calls, graph_unsupported
 from cuda_agent.measure.lock import (LockOrderError, alone_within, beside_timing, compile_turn, device_lock,
-                                     waited_s)
+                                     held_alone_s, waited_s)
 from cuda_agent.measure.modules import (NEAR, SHIFTED, Steps, make_inputs, make_model, module_from_source, release,
                                         seed_generators, timing_draw, varied_inputs)
 from cuda_agent.measure.paired import (GRAPH, GRAPH_BASELINES, PER_CALL, PairedRun, PairedTiming, Side, calls_per,
@@ -41,5 +41,5 @@ __all__ = [
     "compile_turn",
     "device_lock", "drive", "drive_paired", "graph_calls", "graph_unsupported",
     "make_inputs", "make_model", "module_from_source", "release", "seed_generators", "side_stats", "stats_of", "time_baselines",
-    "time_callable", "time_paired", "timing_draw", "varied_inputs", "wait_alone", "waited_s", "watch", "gpu_probe",
+    "time_callable", "time_paired", "timing_draw", "varied_inputs", "wait_alone", "waited_s", "held_alone_s", "watch", "gpu_probe",
 ]

@@ -48,6 +48,20 @@ _waited = [0.0]                  # seconds this process's threads have spent wai
 _waited_guard = threading.Lock()
 
 
+_alone = [0.0]                   # seconds this process has held a device lock alone (timing, autotuning, retries)
+
+
+def held_alone_s() -> float:
+    """Seconds this process has held device locks alone, in all: what it kept every other user of the device
+    waiting for (synth's workers report it by request)."""
+    return _alone[0]
+
+
+def _count_alone(t: float) -> None:
+    with _waited_guard:
+        _alone[0] += time.perf_counter() - t
+
+
 def waited_s() -> float:
     """Seconds this process has waited, in all, to take device locks (shared or alone): the part of
     a stage's time that was the queue for the device, not its own work (synth's workers report it)."""
@@ -85,11 +99,14 @@ def device_lock(key: str, shared: bool = False, lock_dir: Path | None = None) ->
     with open(path, "a") as f:
         _take(f, gate, shared)
         holds[path] = _Hold(shared, f, gate)
+        t = time.perf_counter()
         try:
             yield
         finally:
             holds.pop(path, None)  # gone already where a let_go() inside could not take it back
             fcntl.flock(f, fcntl.LOCK_UN)
+            if not shared:
+                _count_alone(t)
 
 
 def _take(f: IO[str], gate_path: Path, shared: bool) -> None:
@@ -130,12 +147,15 @@ def alone_within(key: str, lock_dir: Path | None = None) -> Iterator[None]:
             yield
         return
     fcntl.flock(hold.file, fcntl.LOCK_UN)
+    t = None
     try:
         _take(hold.file, hold.gate, shared=False)
-        hold.shared = False
+        hold.shared, t = False, time.perf_counter()
         yield
     finally:
         fcntl.flock(hold.file, fcntl.LOCK_UN)
+        if t is not None:
+            _count_alone(t)
         hold.shared = True
         _take(hold.file, hold.gate, shared=True)
 

@@ -148,6 +148,8 @@ class ExecutionFilters:
                 return None
         reply = executor.request({**message, "alone": self.alone, "beside": self.beside}, timeout)
         add_seconds(rec["seconds"], reply.get("seconds", {}))
+        if reply.get("alone_s"):  # by request: held alone, which every other worker of the GPU waited for
+            add_seconds(rec.setdefault("alone_s", {}), {message["op"]: reply["alone_s"]})
         if "weights_bytes" in reply:
             self.weights = reply["weights_bytes"]
             rec["weights_mb"] = round(self.weights / 2**20, 1)

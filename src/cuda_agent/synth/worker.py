@@ -444,6 +444,7 @@ def _stats(t) -> dict:
 
 
 def main(fd_in: int, fd_out: int) -> None:
+    from cuda_agent.measure import held_alone_s
     from cuda_agent.sandbox import ChildChannel
 
     channel = ChildChannel(fd_in, fd_out)
@@ -455,10 +456,12 @@ def main(fd_in: int, fd_out: int) -> None:
         op = msg.get("op")
         if op == "quit":
             return
+        alone = held_alone_s()
         try:
             reply = getattr(worker, op)(msg)
         except Exception as e:  # the candidate broke something we did not foresee: a rejection
             reply = {"ok": False, "filter": "eager", "reason": _short(e), "trace": traceback.format_exc()[-1500:]}
+        reply["alone_s"] = held_alone_s() - alone  # the device held alone (timing, autotuning, retries)
         channel.send(reply)
 
 
