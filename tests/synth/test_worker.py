@@ -264,7 +264,7 @@ def test_runs_that_differ_by_less_than_the_repeat_tolerance_pass_and_say_how_far
     """A GPU's atomic adds (transposed convolutions) sum in another order each run: bitwise, 14% of the candidates with
     a ConvTranspose were rejected. Two runs within REPEAT_RTOL of their scale are the same; further apart, they are
     not."""
-    from cuda_agent.synth.worker import REPEAT_RTOL
+    from cuda_agent.synth.repeat import REPEAT_RTOL
 
     assert screened(worker, task("return torch.tanh(self.linear(x))"))["repeat_apart"] == 0.0
     close = screened(worker, TICKING.replace("STEP", f"{REPEAT_RTOL / 10:g}"))
@@ -276,17 +276,17 @@ def test_runs_that_differ_by_less_than_the_repeat_tolerance_pass_and_say_how_far
 def test_compare_reads_nonfinite_outputs_strictly_and_counts_outputs_shapes_and_dtypes():
     import torch
 
-    from cuda_agent.synth.worker import Repeat, _compare
+    from cuda_agent.synth.repeat import Repeat, compare_runs
 
     x = torch.tensor([1.0, 2.0, float("nan"), float("inf")])
-    assert _compare([x], [x.clone()]) == Repeat(True, 0.0)
-    assert not _compare([x], [torch.tensor([1.0, 2.0, float("nan"), float("-inf")])]).ok
-    assert "NaN or an infinity in one run only" in _compare([x], [torch.tensor([1.0, 2.0, 3.0, float("inf")])]).how
-    close = _compare([x], [torch.tensor([1.0, 2.0001, float("nan"), float("inf")])])
+    assert compare_runs([x], [x.clone()]) == Repeat(True, 0.0)
+    assert not compare_runs([x], [torch.tensor([1.0, 2.0, float("nan"), float("-inf")])]).ok
+    assert "NaN or an infinity in one run only" in compare_runs([x], [torch.tensor([1.0, 2.0, 3.0, float("inf")])]).how
+    close = compare_runs([x], [torch.tensor([1.0, 2.0001, float("nan"), float("inf")])])
     assert close.ok and close.apart == pytest.approx(5e-5, rel=1e-2)
-    assert "shape or dtype" in _compare([x], [x[:3]]).how and "shape or dtype" in _compare([x], [x.double()]).how
-    assert "number of outputs" in _compare([x], [x, x]).how
-    assert not _compare([torch.zeros(3)], [torch.tensor([0.0, 1e-30, 0.0])]).ok   # all of its scale
+    assert "shape or dtype" in compare_runs([x], [x[:3]]).how and "shape or dtype" in compare_runs([x], [x.double()]).how
+    assert "number of outputs" in compare_runs([x], [x, x]).how
+    assert not compare_runs([torch.zeros(3)], [torch.tensor([0.0, 1e-30, 0.0])]).ok   # all of its scale
 
 
 def test_compare_holds_small_values_to_the_judges_tolerance_and_half_precision_to_its_own_ulps():
@@ -295,34 +295,34 @@ def test_compare_holds_small_values_to_the_judges_tolerance_and_half_precision_t
     one unit in the last place is above 1e-4: a few of them pass."""
     import torch
 
-    from cuda_agent.synth.worker import _compare
+    from cuda_agent.synth.repeat import compare_runs
 
     a = torch.tensor([3e4, 1.0, 0.5])
-    assert _compare([a], [torch.tensor([3e4, 1.0 + 2e-4, 0.5])]).ok   # 2e-4 against the judge's 2e-2
-    moved = _compare([a], [torch.tensor([3e4, 1.5, 0.5])])
+    assert compare_runs([a], [torch.tensor([3e4, 1.0 + 2e-4, 0.5])]).ok   # 2e-4 against the judge's 2e-2
+    moved = compare_runs([a], [torch.tensor([3e4, 1.5, 0.5])])
     assert not moved.ok and "of the judge's tolerance" in moved.how and moved.apart < 1e-4
     h = torch.linspace(1, 2, 1000, dtype=torch.float16)
     one_ulp = h.clone()
     one_ulp[-1] = 2.001953125   # the next half above 2.0
-    assert h[-1] != one_ulp[-1] and _compare([h], [one_ulp]).ok
-    assert not _compare([h], [h * 1.1]).ok
+    assert h[-1] != one_ulp[-1] and compare_runs([h], [one_ulp]).ok
+    assert not compare_runs([h], [h * 1.1]).ok
     bf = torch.linspace(1, 2, 1000, dtype=torch.bfloat16)
     bumped = bf.clone()
     bumped[500] = 1.5078125   # one bf16 ulp above 1.5 (the judge's tenth is 2.5e-3 there; the ulp 7.8e-3)
-    assert bf[500] == 1.5 and _compare([bf], [bumped]).ok
+    assert bf[500] == 1.5 and compare_runs([bf], [bumped]).ok
 
 
 def test_compare_in_chunks_reads_as_at_once(monkeypatch):
     import torch
 
-    from cuda_agent.synth import worker as module
+    from cuda_agent.synth import repeat as module
 
     g = torch.Generator().manual_seed(0)
     a = torch.randn(1000, generator=g) * torch.logspace(-3, 3, 1000)
     b = a + torch.randn(1000, generator=g) * 1e-6
-    at_once = module._compare([a], [b])
+    at_once = module.compare_runs([a], [b])
     monkeypatch.setattr(module, "_CHUNK", 7)
-    assert module._compare([a], [b]) == at_once and at_once.ok
+    assert module.compare_runs([a], [b]) == at_once and at_once.ok
 
 
 def test_a_forward_that_draws_from_the_generator_is_stochastic_however_little_its_outputs_move(worker):

@@ -24,7 +24,7 @@ FILTER_VERSIONS: dict[str, str] = {
     "compose": "1",        # the composer produced a program / a parseable reply
     "format": "1",         # class Model, get_inputs, get_init_inputs; parses
     "stochastic": "2",     # no random ops in the source; run again under another RNG state, the outputs are the same
-                           # (worker._compare) and, where the forward drew from the generator, bit for bit; at the
+                           # (repeat.compare_runs) and, where the forward drew from the generator, bit for bit; at the
                            # size the task ships at (v1: bit for bit, at every size tried)
     "kernelbench": "1",    # normalized-AST similarity to every KernelBench task below the threshold
     "duplicate": "1",      # no other accepted task with the same normalized source
@@ -35,7 +35,7 @@ FILTER_VERSIONS: dict[str, str] = {
                            # at every size the size search tries
     "window": "1",         # eager time in the window (after the size search; again with torch.compile's baselines)
     "deterministic": "2",  # two runs from the same seed are the same to within 1e-4 of their scale and a tenth of the
-                           # judge's tolerance (worker._compare), at the size the task ships at (v1: bit for bit, at
+                           # judge's tolerance (repeat.compare_runs), at the size the task ships at (v1: bit for bit, at
                            # every size tried)
     "compile": "1",        # runs under torch.compile and matches eager within tolerance
 }

@@ -39,7 +39,8 @@ import sys
 import time
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass
+
+from cuda_agent.synth.repeat import compare_runs
 
 MODEL_SEED = 1234
 INPUT_SEED = 42
@@ -195,7 +196,7 @@ class Worker:
     def checks(self, msg: dict) -> dict:
         """Determinism and RNG use of the last `eager`'s model, at the size the size search settled on: a second
         model and inputs from the same seeds (built on the host, before the lock), then the same model under
-        another global RNG state, each compared with the first run (`_compare`, with the run's atol and rtol).
+        another global RNG state, each compared with the first run (synth/repeat.py, with the run's atol and rtol).
         A failed check drops the candidate, except an out-of-memory error (the parent runs the size again)."""
         st = self.state
         if not st:
@@ -236,10 +237,10 @@ class Worker:
         """(a failed reply, 0.0) or (None, how far repeated runs were apart, relative to the outputs' scale)."""
         torch = self.torch
         # Determinism: a fresh model and fresh inputs from the same seeds give the same outputs, within the
-        # tolerance of `_compare` (a GPU's atomic adds, as in transposed convolutions, sum in another order each run).
+        # tolerance of compare_runs (a GPU's atomic adds, as in transposed convolutions, sum in another order each run).
         _, model2, inputs2 = self._on_device(*again, device)
         second = self._run(model2, inputs2)
-        same = _compare(first, second, atol, rtol)
+        same = compare_runs(first, second, atol, rtol)
         del second  # as `first`: one set of outputs less on the GPU
         if not same.ok:
             return {"ok": False, "filter": "deterministic", "reason": f"two runs from the same seed differ {same.how}"}, 0.0
@@ -251,7 +252,7 @@ class Worker:
         third = self._run(model2, inputs2)
         self._sync(device)
         drew = self._rng_states(device) != before
-        other = _compare(first, third, atol, rtol)
+        other = compare_runs(first, third, atol, rtol)
         del third, model2, inputs2
         if not other.ok or (drew and other.apart > 0):
             why = other.how if not other.ok else f"by {other.apart:.3g} of their scale, and the forward drew from it"
@@ -331,64 +332,6 @@ class _Laps:
         self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, t - self.t - wait)
         self.seconds[self.wait_key] = self.seconds.get(self.wait_key, 0.0) + wait
         self.t, self.w = t, w
-
-
-# When two runs of a candidate's model are the same (`_compare`): every element within REPEAT_RTOL of its output's
-# largest |value| (or a few units in the last place of a half-precision dtype), and within REPEAT_OF_JUDGE of the
-# judge's own tolerance (atol + rtol |b|, the run's: 1e-2). A GPU's atomic adds (transposed convolutions, index_add)
-# sum in another order each run: bit for bit, 85 of the 6k run's first 3,276 candidates (14% of those with a
-# ConvTranspose; KernelBench has 48 such tasks of 270) were rejected as nondeterministic, 2026-11-29.
-REPEAT_RTOL = 1e-4
-REPEAT_OF_JUDGE = 0.1
-_CHUNK = 1 << 24  # elements compared at a time: the comparison's scratch stays small beside the shared GPU's others
-
-
-@dataclass(frozen=True)
-class Repeat:
-    """Two runs compared: `ok`, how far apart relative to the outputs' scale (0.0: bit for bit), and why not."""
-    ok: bool
-    apart: float
-    how: str = ""
-
-
-def _compare(first: list, second: list, atol: float = 1e-2, rtol: float = 1e-2) -> Repeat:
-    """Whether two runs' outputs are the same to within REPEAT_RTOL of each output's scale and REPEAT_OF_JUDGE of
-    the judge's tolerance; a NaN or an infinity must meet the same in the other run."""
-    import torch
-
-    if len(first) != len(second):
-        return Repeat(False, float("inf"), f"in their number of outputs ({len(first)} and {len(second)})")
-    worst = 0.0
-    for n, (a, b) in enumerate(zip(first, second)):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return Repeat(False, float("inf"), f"in output {n}'s shape or dtype ({tuple(a.shape)} {a.dtype}, "
-                                               f"{tuple(b.shape)} {b.dtype})")
-        if torch.equal(a, b):
-            continue
-        kind = torch.promote_types(a.dtype, torch.float32)
-        ulps = 4 * torch.finfo(a.dtype).eps if a.dtype.is_floating_point else 0.0  # a few units in the last place
-        tol = max(REPEAT_RTOL, ulps)
-        chunks = list(zip(a.reshape(-1).split(_CHUNK), b.reshape(-1).split(_CHUNK)))
-        scale = 0.0
-        for x, y in chunks:  # the output's scale: its largest finite |value| in either run
-            x, y = x.to(kind), y.to(kind)
-            both = torch.isfinite(x) & torch.isfinite(y)
-            if not bool(((x == y) | (x.isnan() & y.isnan()) | both).all()):
-                return Repeat(False, float("inf"), f"in output {n}: a NaN or an infinity in one run only")
-            scale = max(scale, float(torch.where(both, torch.maximum(x.abs(), y.abs()), 0).max()))
-        for x, y in chunks:
-            x, y = x.to(kind), y.to(kind)
-            both = torch.isfinite(x) & torch.isfinite(y)
-            d = torch.where(both, (x - y).abs(), 0)
-            apart = float(d.max()) / scale if scale > 0 else (0.0 if float(d.max()) == 0 else float("inf"))
-            judged = float((d / (REPEAT_OF_JUDGE * (atol + rtol * y.abs()) + ulps * y.abs())).nan_to_num(0.0).max())
-            worst = max(worst, apart)
-            if apart > tol:
-                return Repeat(False, apart, f"in output {n} by {apart:.3g} of its scale (at most {tol:g})")
-            if judged > 1:
-                return Repeat(False, apart, f"in output {n} by {judged * REPEAT_OF_JUDGE:.3g} of the judge's "
-                                            f"tolerance (at most {REPEAT_OF_JUDGE:g})")
-    return Repeat(True, worst)
 
 
 def _weights_bytes(model) -> int:
