@@ -17,6 +17,7 @@ import pytest
 from cuda_agent.harness import EvalConfig, TimingPlan, evaluate
 from cuda_agent.harness.result import EvalResult
 from cuda_agent.tasks import load_task
+from cuda_agent.measure import call_seed
 
 HACKS = Path(__file__).resolve().parent.parent / "hacks"
 PLAN = TimingPlan(min_runs=5, max_runs=40, budget_s=0.3, warmup_s=0.0, min_warmup=2, min_rounds=4)
@@ -175,6 +176,8 @@ class _Workers:
 
     def ask_child(self, message: dict, stage: str) -> dict:
         self.sent.append(("child", message))
+        if message["op"] == "check" and "tags" in message:   # a replay's calls in one request
+            return {"ok": True, "metas": [{} for _ in message["tags"]]}
         return self.replies["child"][message["op"]]
 
     def next_tag(self) -> str:
@@ -183,6 +186,15 @@ class _Workers:
 
     def check_output(self, tag: str, meta) -> dict:
         return {"ok": True} if self.right(tag) else {"ok": False, "reason": "output differs from the reference"}
+
+    def check_outputs(self, items: list[dict]) -> list[dict]:
+        self.sent.append(("reference", {"op": "compare_all", "items": items}))
+        verdicts = []
+        for item in items:
+            verdicts.append(self.check_output(item["tag"], item["meta"]))
+            if not verdicts[-1]["ok"]:
+                break
+        return verdicts
 
     def ops(self, who: str) -> list[str]:
         return [m["op"] for w, m in self.sent if w == who]
@@ -215,8 +227,13 @@ def test_graphs_where_the_reference_and_the_solution_can_be_captured():
     assert _capture(w, r) == (16, 16) and not r.flags and "graphs of 16 calls" in r.details["graph"]
     (_, asked_ref), (_, asked_child) = w.sent[:2]
     assert asked_child == {"op": "graph", "seed": asked_ref["seed"], "calls": 16}   # the reference's count, its seed
-    # one replay on new inputs, every one of its 16 calls' outputs checked before the graphs are timed
-    assert w.ops("child")[1:] == ["call"] + ["check"] * 16 and w.ops("reference")[1:] == ["reference"] * 16
+    # one replay on new inputs, every one of its 16 calls' outputs checked before the graphs are timed: handed over
+    # in one request, compared in one, each on its call's seed
+    assert w.ops("child")[1:] == ["call", "check"] and w.ops("reference")[1:] == ["compare_all"]
+    (_, call), (_, check) = [m for m in w.sent if m[0] == "child"][1:]
+    items = [m for who, m in w.sent if m["op"] == "compare_all"][0]["items"]
+    assert check["tags"] == [item["tag"] for item in items] and check["indices"] == list(range(16))
+    assert [item["seed"] for item in items] == [call_seed(call["seed"], j) for j in range(16)]
 
 
 def test_a_solution_whose_replays_do_not_compute_is_timed_per_call_and_told_why():
@@ -307,11 +324,15 @@ def test_each_sides_figures_are_per_call_whatever_its_method(monkeypatch, calls,
 
     per_solution = ours or 1
     run = _scripted_run(0.125 * per_solution, 2.0 if calls else 0.25, 0.8 if calls else 0.1)
-    monkeypatch.setattr(profiling, "_paired_run", lambda session, result, cuda: (run, (calls, ours)))
+    monkeypatch.setattr(profiling, "_paired_run", lambda session, result, cuda, device: (run, (calls, ours)))
     session = type("S", (), {"config": EvalConfig(device="cpu", timing=PLAN)})()
     r = _verdict()
-    paired = profiling._watched_run(session, r, cuda=False)
+    paired = profiling._watched_run(session, r, cuda=False, device=None)
     assert paired.method == method and paired.graph_calls == calls
+    spent = r.details["timing_split_ms"]   # every call of the run counted, its own time apart from the rest
+    assert {side: spent[side]["calls"] for side in spent} == {s: len(run.calls(s)) + sum(map(len, run.warmup[s]))
+                                                              for s in run.windows}
+    assert spent["solution"]["over"] == pytest.approx(0.5 * spent["solution"]["calls"], rel=1e-6)
     assert paired.ratios["eager"].value == pytest.approx(vs_eager, rel=1e-6)
     assert paired.ratios["compile"].value == pytest.approx(vs_compile, rel=1e-6)
     assert r.solution.median_ms == pytest.approx(0.125) and r.eager.median_ms == pytest.approx(0.25)

@@ -9,8 +9,9 @@ What runs where:
 - the reference worker, trusted: the eager and torch.compile calls, each timed by its CallTimer;
 - the solution's child: the solution's calls, each timed by its CallTimer. It is sent one call at
   a time and never learns a figure but its own.
-This process holds the device's lock alone for the whole run; neither worker takes the lock while
-it times, so the two can never wait for each other. The baselines' windows of each round run with
+This process holds the device's lock alone for the whole run (its start and CUDA graph capture, where
+no figure is taken, beside other evaluations' runs, the lock held shared); neither worker takes the lock
+while it times, so the two can never wait for each other. The baselines' windows of each round run with
 every process of the solution's user stopped (sandbox.Freezer): nothing the solution left running
 can slow them, and so inflate its speed-up. Every process of the other sandbox users (other evaluations'
 children, agents' shells) that holds the timed GPU stays stopped until the run ends (sandbox.bystanders).
@@ -59,18 +60,14 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult,
                                       "lock": lock_name(backend.device), "lock_dir": str(locks()),
                                       "turn_dir": str(subdir("locks"))})
     result.details["compile_graphs"] = done.get("graphs")  # 0: torch's cache held the task (a kept reference worker)
-    with ExitStack() as alone:
-        # For the device alone: behind the shared holds of other evaluations' runs and compiles. Outside every stage
-        # before it had one of its own (a fresh H100, 2026-11-28: evaluations of 12 s whose stages summed to 2 s
-        # while other workers' first compiles held the lock shared).
-        session.hold_device(alone, result, backend.device, shared=False)
-        with timed(result, "timing"):
-            paired = _watched_run(session, result, backend.is_cuda)
-            if paired.ratios["compile"].value > session.config.sanity_speedup:
-                result.flags.append("speedup_remeasured")
-                result.details["first_solution_timing"] = asdict(result.solution)
-                result.details["first_paired"] = paired.to_dict()
-                paired = _watched_run(session, result, backend.is_cuda)
+    with ExitStack() as held:
+        device = _Device(session, result, backend.device, held)
+        paired = _watched_run(session, result, backend.is_cuda, device)
+        if paired.ratios["compile"].value > session.config.sanity_speedup:
+            result.flags.append("speedup_remeasured")
+            result.details["first_solution_timing"] = asdict(result.solution)
+            result.details["first_paired"] = paired.to_dict()
+            paired = _watched_run(session, result, backend.is_cuda, device)
         if last is not None:
             last()
     if not result.solution.median_ms > 0:
@@ -86,6 +83,29 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult,
         result.flags.append("speedup_beyond_sanity_bound")
 
 
+class _Device:
+    """The device's lock through one profile: shared while a run is started and captured (`shared()`: beside other
+    evaluations' runs; no figure is taken then), alone from a run's first timed block to the profile's end
+    (`alone()`, taken once: a second run, where one is needed, and the recheck stay inside it). The stage `timing` is
+    the GPU held alone; `wait_alone` the wait for it, behind the shared holds of other evaluations' runs and compiles
+    (outside every stage before it had one of its own: a fresh H100, 2026-11-28, evaluations of 12 s whose stages
+    summed to 2 s while other workers' first compiles held the lock shared). The start and the capture were held
+    alone until 2026-11-29: 0.11-0.18 s of an evaluation's 1.3 s alone (H200, 2026-11-28)."""
+
+    def __init__(self, session: Session, result: EvalResult, device: str, held: ExitStack) -> None:
+        self.session, self.result, self.device, self.held = session, result, device, held
+        self.taken = False
+
+    def shared(self, stack: ExitStack) -> None:
+        """The lock shared, into `stack` (inside the alone hold, once it is taken: at once)."""
+        self.session.hold_device(stack, self.result, self.device)
+
+    def alone(self) -> None:
+        if not self.taken:
+            self.session.hold_device(self.held, self.result, self.device, shared=False)
+            self.taken = True
+
+
 @contextmanager
 def _solution_stopped(session: Session, result: EvalResult) -> Iterator[None]:
     """Every process of the solution's user stopped for the block (nothing is asked of it meanwhile), unless the user
@@ -98,14 +118,15 @@ def _solution_stopped(session: Session, result: EvalResult) -> Iterator[None]:
         yield
 
 
-def _watched_run(session: Session, result: EvalResult, cuda: bool) -> PairedTiming:
+def _watched_run(session: Session, result: EvalResult, cuda: bool, device: _Device) -> PairedTiming:
     """A paired run whose solution figures the harness's own clock confirms (measure.watch). A run
     that disagrees is timed once more before the solution is accused: a burst of load on the host
     can land on the solution's calls and miss the trusted ones (2 of 8 honest evaluations on the
     2-core CPU with three busy loops beside, 2026-11-26); a lie repeats."""
     for attempt in (1, 2):
-        run, (calls, ours) = _paired_run(session, result, cuda)
+        run, (calls, ours) = _paired_run(session, result, cuda, device)
         replays = side_stats(run, SOLUTION, cuda)   # the figures as the harness's clock saw each request
+        result.details["timing_split_ms"] = run.spent_ms()
         seen = watch(replays, run.calls(SOLUTION), run.calls("eager"), "cuda" if cuda else "cpu")
         result.details["watch"] = seen.to_dict()
         if seen.ok:
@@ -129,7 +150,8 @@ def _lie(seen: Watch) -> str:
             "figures that are not the timed calls' own (a clock or timer tampered with in the solution's process?)")
 
 
-def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[PairedRun, tuple[int, int]]:
+def _paired_run(session: Session, result: EvalResult, cuda: bool,
+                device: _Device) -> tuple[PairedRun, tuple[int, int]]:
     """One paired run: the solution in the child, eager and torch.compile in the reference worker,
     each call's inputs drawn from a seed sent with it (timed by graph replays where `_capture` got
     graphs: returns how many calls the baselines' and the solution's hold, 0 per call). The outputs
@@ -169,11 +191,15 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
     # contexts' work (measure/alone.py; on the CPU the reference worker answers at once, and the round trip is the same)
     others, watched = Bystanders(spare=[child_uid]), False
 
-    def alone() -> None:
+    def alone() -> None:   # inside timing.quiet, each part a lap of its own (diagnostics)
         if watched:
-            _stop_bystanders(others, contexts, result)
-        _alone(session, result)
+            with timed(result, "timing.bystanders"):
+                _stop_bystanders(others, contexts, result)
+        with timed(result, "timing.gpu_alone"):
+            _alone(session, result)
+    started = ExitStack()   # the lock shared while the run is started and captured; then `device.alone()`
     try:
+        device.shared(started)
         with timed(result, "timing.start"):  # where the timing stage's seconds go: timing.* (diagnostics)
             start = session.ask_reference({"op": "time_start", "sides": list(BASELINES), "plan": plan.to_dict()})
             result.details["device_name"] = start.get("device_name")
@@ -182,22 +208,26 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
                 watched = start.get("device_uuid") is not None   # never another GPU's: see sandbox/bystanders.py
             session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
         ends.insert(0, lambda: session.ask_child({"op": "time_end"}, "profile"))  # its guarded calls after the timed
-        if watched:   # a drain block: what was queued before drained, the solution stopped and its daemons named
-            with _frozen_timed(result, freezer, alone):
-                pass
-        if cuda and plan.graphs:
+        if cuda and plan.graphs:   # the capture's first replay is checked, not timed: beside other runs
             with timed(result, "timing.capture"):
                 calls, ours = _capture(session, result)
-        with timed(result, "timing.run"):  # the timed windows and the checks among them (timing.checks)
-            run = drive_paired(side(SOLUTION), [side(b) for b in BASELINES], plan, cuda=cuda, check=check,
-                               checks=session.config.timed_outputs_checked,
-                               quiet=lambda: _frozen_timed(result, freezer, alone))
+        started.close()
+        device.alone()
+        with timed(result, "timing"):
+            if watched:   # a drain block: what was queued before drained, the solution stopped and its daemons named
+                with _frozen_timed(result, freezer, alone):
+                    pass
+            with timed(result, "timing.run"):  # the timed windows and the checks among them (timing.checks)
+                run = drive_paired(side(SOLUTION), [side(b) for b in BASELINES], plan, cuda=cuda, check=check,
+                                   checks=session.config.timed_outputs_checked,
+                                   quiet=lambda: _frozen_timed(result, freezer, alone))
     except BaseException:
         for end in ends:  # what failed first is the verdict's reason, not a worker gone since
             with suppress(Exception):
                 end()
         raise
     finally:
+        started.close()
         with timed(result, "timing.quiet"):
             try:
                 freezer.close()
@@ -205,7 +235,7 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool) -> tuple[Paire
                 others.close()
         if contexts is not None and contexts.usable is False and "gpu_contexts_unchecked" not in result.flags:
             result.flags.append("gpu_contexts_unchecked")   # no NVML, or its pids are not this namespace's
-    with timed(result, "timing.end"):
+    with timed(result, "timing"), timed(result, "timing.end"):
         for end in ends:
             end()
     return run, (calls, ours)
@@ -290,14 +320,24 @@ def _alone(session: Session, result: EvalResult) -> None:
 def _wrong_output(session: Session, tag: str, seed: int, calls: int) -> tuple[int, str] | None:
     """The last call's outputs (after a replay: those of its `calls` calls, each on the inputs of
     `call_seed(seed, j)`) compared with the reference's: (the call's index, why) for the first that
-    is wrong, None where all are right."""
-    for j in range(calls or 1):
-        name = f"{tag}_{j}" if calls else tag
-        meta = session.ask_child({"op": "check", "tag": name, **({"index": j} if calls else {})}, "profile").get("meta")
-        session.ask_reference({"op": "reference", "tag": name, "seed": call_seed(seed, j) if calls else seed})
-        v = session.check_output(name, meta)
-        if not v["ok"]:
-            return j, str(v["reason"])
+    is wrong, None where all are right. A replay's calls are handed over in one request to the child and
+    checked in one to the reference worker (three round trips a call held the GPU alone for 0.15-0.28 s of
+    an evaluation's 1.3 s, H200, 2026-11-28)."""
+    if not calls:
+        meta = session.ask_child({"op": "check", "tag": tag}, "profile").get("meta")
+        session.ask_reference({"op": "reference", "tag": tag, "seed": seed})
+        v = session.check_output(tag, meta)
+        return None if v["ok"] else (0, str(v["reason"]))
+    names = [f"{tag}_{j}" for j in range(calls)]
+    metas = session.ask_child({"op": "check", "tags": names, "indices": list(range(calls))}, "profile").get("metas")
+    if not isinstance(metas, list) or len(metas) != calls:
+        raise Stop("profile", f"asked for the outputs of the {calls} calls of a replay, the solution's process handed "
+                              f"over {len(metas) if isinstance(metas, list) else 'none'}")
+    verdicts = session.check_outputs([{"tag": n, "meta": m, "seed": call_seed(seed, j)}
+                                      for j, (n, m) in enumerate(zip(names, metas))])
+    for j, v in enumerate(verdicts):
+        if not v.get("ok"):
+            return j, str(v.get("reason"))
     return None
 
 

@@ -138,6 +138,18 @@ class Session:
         return self.ask_reference({"op": "compare", "tag": tag, "prefix": f"{self.job['public']}/out_{tag}", "meta": meta,
                           "route": self.route, "atol": self.config.atol, "rtol": self.config.rtol})
 
+    def check_outputs(self, items: list[dict]) -> list[dict]:
+        """`check_output` for several outputs in one request, each item its `tag`, the child's `meta` and the input
+        `seed` (an ordinary set): the verdicts in order, up to and with the first wrong one. Fewer verdicts than
+        items without a wrong one is the reference worker's fault."""
+        items = [{**item, "prefix": f"{self.job['public']}/out_{item['tag']}"} for item in items]
+        verdicts = self.ask_reference({"op": "compare_all", "items": items, "route": self.route,
+                                       "atol": self.config.atol, "rtol": self.config.rtol}).get("verdicts")
+        if not isinstance(verdicts, list) or (len(verdicts) < len(items) and all(v.get("ok") for v in verdicts)):
+            raise Stop("profile", f"the reference worker checked {len(verdicts or [])} of {len(items)} outputs",
+                       fault="harness")
+        return verdicts
+
     def next_tag(self) -> str:
         self.tags += 1
         return f"t{self.tags}"

@@ -98,6 +98,17 @@ class PairedRun:
     def baselines(self) -> list[str]:
         return [s for s in self.windows if s != self.solution]
 
+    def spent_ms(self) -> dict[str, dict[str, float]]:
+        """Where the run's windows spent their time, by side, warm-up and timed calls together: the calls' own time
+        (`device`: their GPU events, or the CPU's clock) and the rest of each request as the driver's clock saw it
+        (`over`: the round trip, drawing and loading the inputs, the timer's synchronizes), in milliseconds."""
+        out = {}
+        for side in self.windows:
+            calls = [c for w in (*self.warmup[side], *self.windows[side]) for c in w]
+            out[side] = {"calls": len(calls), "device": round(sum(c.device_ms for c in calls), 3),
+                         "over": round(sum(max(c.wall_ms - c.device_ms, 0.0) for c in calls), 3)}
+        return out
+
 
 def window_figures(windows: Sequence[Sequence[CallTimes]], cuda: bool) -> list[float]:
     """Each window's figure: the median of its calls' samples (timing.samples_of over the side's

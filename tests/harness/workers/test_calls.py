@@ -1,6 +1,7 @@
 """The worker's side of a driven timing run (workers/calls.py): nothing a solution can read in its
 process tells the next call's inputs, and a worker's figures are read strictly."""
 
+import pytest
 import torch
 
 from cuda_agent.measure import TimingPlan, make_inputs, module_from_source
@@ -97,3 +98,41 @@ def test_a_captured_call_replays_every_call_on_the_inputs_of_its_seed(monkeypatc
     finally:
         _CpuGraph.refuse = set()
         server.close()
+
+
+def test_a_replays_outputs_are_handed_over_in_one_request_and_checked_in_one(monkeypatch, tmp_path):
+    """The check of a replay of a graph of several calls (profiling._wrong_output): the child hands every call's output
+    over in one request, the reference worker compares each with its own on that call's seed in one, and stops at
+    the first wrong one (three round trips a call held the GPU alone for 0.15-0.28 s of an evaluation)."""
+    from cuda_agent.harness.workers import calls
+    from cuda_agent.harness.workers.child import Failure, TimingRun
+    from cuda_agent.harness.workers.reference import compare_all
+    from cuda_agent.harness.workers.runtime import HostState
+    from cuda_agent.measure import call_seed
+
+    monkeypatch.setattr(calls, "Graph", _CpuGraph)
+    monkeypatch.setattr(calls, "graph_unsupported", lambda device: "")
+    task = module_from_source(TASK, "t", "t.py")
+    dev, model = torch.device("cpu"), task.Model()
+    run = TimingRun(model, task, {"plan": TimingPlan().to_dict(), "route": "files"}, True, dev, str(tmp_path),
+                    HostState())
+    assert run.capture({"seed": 5, "calls": 3})["captured"]
+    run.call({"seed": 77})
+    tags = [f"t9_{j}" for j in range(3)]
+
+    def check(seeds: list[int]) -> list[dict]:
+        keep: list = []
+        metas = run.check({"op": "check", "tags": tags, "indices": [0, 1, 2]}, keep)["metas"]
+        items = [{"tag": t, "prefix": f"{tmp_path}/out_{t}", "meta": m, "seed": s} for t, m, s in zip(tags, metas, seeds)]
+        return compare_all({"op": "compare_all", "items": items, "route": "files", "atol": 1e-6, "rtol": 1e-6},
+                           model, task, dev)
+
+    right = [call_seed(77, j) for j in range(3)]
+    assert [v["ok"] for v in check(right)] == [True, True, True]
+    swapped = check([right[0], right[2], right[1]])   # call 2's output is not the reference's on call 2's inputs
+    assert [v["ok"] for v in swapped] == [True, False] and swapped[1]["reason"]
+    run.server.last[2] = run.server.last[2] + 1.0     # a stale or skipped call
+    assert [v["ok"] for v in check(right)] == [True, True, False]
+    with pytest.raises(Failure, match="2 tags for 3 calls"):
+        run.check({"op": "check", "tags": tags[:2], "indices": [0, 1, 2]}, [])
+    run.server.close()

@@ -270,11 +270,21 @@ class TimingRun:
         return self.server.capture(int(msg["seed"]), int(msg["calls"]))
 
     def check(self, msg: dict, keep: list) -> dict:
-        index = msg.get("index")
-        flat = flatten_outputs(self.server.output(None if index is None else int(index)), device=self.device)
+        """The last call's output handed over under `tag`; after a replay, those of its calls `indices` under
+        `tags` (one request for a replay's calls: a round trip each cost a GPU held alone 40 requests a check)."""
+        if "tags" not in msg:
+            index = msg.get("index")
+            return {"ok": True, "meta": self._hand_over(msg["tag"], None if index is None else int(index), keep)}
+        tags, indices = list(msg["tags"]), [int(i) for i in msg["indices"]]
+        if len(tags) != len(indices):
+            raise Failure("profile", f"a check names {len(tags)} tags for {len(indices)} calls")
+        return {"ok": True, "metas": [self._hand_over(t, i, keep) for t, i in zip(tags, indices)]}
+
+    def _hand_over(self, tag: str, index: int | None, keep: list):
+        flat = flatten_outputs(self.server.output(index), device=self.device)
         if isinstance(flat, str):
             raise Failure("profile", flat)
-        return {"ok": True, "meta": hand_over(flat, f"{self.public}/out_{msg['tag']}", self.route, keep)}
+        return hand_over(flat, f"{self.public}/out_{tag}", self.route, keep)
 
     def end(self) -> dict:
         self.server.close()

@@ -119,6 +119,8 @@ def serve_job(channel, job: dict, task) -> dict | None:
                 channel.send(reply)
             elif op == "compare":
                 channel.send(compare_outputs(msg, model, task, seeds.pop(msg["tag"]), device, prints))
+            elif op == "compare_all":   # a replay's calls checked in one request
+                channel.send({"ok": True, "verdicts": compare_all(msg, model, task, device, prints)})
             elif op == "follows":  # do the solution's outputs move with the inputs where the reference's do?
                 f = prints.judge(msg["tags"], msg["ordinary"], msg["atol"], msg["rtol"])
                 channel.send({"ok": True, "reason": f.reason, "barely": f.barely})
@@ -256,6 +258,20 @@ def shifted_usable(model, task, seed: tuple[int, int, str], device) -> str:
         del inputs, out  # before the release: the child may need the memory
         release(device)
     return "used" if finite else "the reference's output on shifted inputs is not finite"
+
+
+def compare_all(msg: dict, model, task, device, prints=None) -> list[dict]:
+    """`compare_outputs` for each of `msg["items"]` (its tag, prefix, the child's meta and the seed of its ordinary
+    input set; route and tolerances shared), in order, up to and with the first wrong one."""
+    from cuda_agent.measure import NEAR
+
+    shared = {k: v for k, v in msg.items() if k != "items"}
+    verdicts: list[dict] = []
+    for item in msg["items"]:
+        verdicts.append(compare_outputs({**shared, **item}, model, task, (int(item["seed"]), None, NEAR), device, prints))
+        if not verdicts[-1]["ok"]:
+            break
+    return verdicts
 
 
 def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None, str], device, prints=None) -> dict:
