@@ -546,6 +546,30 @@ def test_the_autotuner_inside_a_stretch_takes_the_device_alone_for_itself(tmp_pa
             assert would_wait(lock) and not would_wait(lock, shared=True)
 
 
+def test_a_graph_breaks_next_compile_ends_the_first_graphs_autotuning_hold(tmp_path):
+    """The first graph's autotuning took the device alone (to the end of the first call); the graph break's next
+    compilation (CPU work, seconds) must not keep it: the stretch hands it back and lets go, so a timer could take
+    the device meanwhile; after it, the hold is shared again and the next graph's first benchmark takes it alone."""
+    from cuda_agent.measure import baselines, compile_off_lock
+
+    from .lockprobe import would_wait
+
+    lock = tmp_path / "cpu0.lock"
+    baselines._guard_autotuner(_Autotuner)
+    tuner = _Autotuner(lambda: would_wait(lock, shared=True))   # others kept out, even shared?
+    with device_lock("cpu0", shared=True, lock_dir=tmp_path), compile_off_lock("cpu0", lock_dir=tmp_path):
+        with autotune_alone("cpu0", lock_dir=tmp_path):
+            assert tuner.benchmark_all_configs() == {"held": True}   # the first graph's first kernel
+            assert would_wait(lock, shared=True)                     # alone to the end of the call ...
+            baselines._compile_started()                             # ... unless a graph break compiles
+            assert not would_wait(lock)                              # nothing held: a timer may take it
+            baselines._compile_ended()
+            assert would_wait(lock) and not would_wait(lock, shared=True)   # shared again
+            assert tuner.benchmark_all_configs() == {"held": True}   # the next graph's benchmarks alone again
+            assert would_wait(lock, shared=True)
+        assert would_wait(lock) and not would_wait(lock, shared=True)   # the block's end: shared
+
+
 def test_a_second_threads_block_keeps_its_hold(tmp_path):
     """TorchDynamo counts compilations process-wide: only one thread's block lets go."""
     from cuda_agent.measure import compile_off_lock

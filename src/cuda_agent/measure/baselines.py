@@ -67,8 +67,10 @@ def _guard_autotuner(cls: type) -> None:
             return alone_in_a_stretch(self, *args, **kwargs)
         stack = getattr(_autotune, "stack", None)
         if stack is not None and not _autotune.alone:
-            stack.enter_context(alone_within(_autotune.key, _autotune.lock_dir))
-            _autotune.alone = True
+            held = ExitStack()   # its own, so that a later compile stretch can end it (_end_autotune_hold)
+            held.enter_context(alone_within(_autotune.key, _autotune.lock_dir))
+            stack.callback(held.close)
+            _autotune.held, _autotune.alone = held, True
         return original(self, *args, **kwargs)
 
     benchmark_all_configs._cuda_agent_guard = True  # type: ignore[attr-defined]
@@ -80,7 +82,10 @@ def autotune_alone(key: str | None, lock_dir: Path | None = None) -> Iterator[No
     """Inside the block (a compiled model's first call), Inductor's autotuning benchmarks hold lock
     `key` alone: from the first one to the end of the block, since the kernels of a compiled graph
     are benchmarked one after the other as it runs, and taking the device alone for each would wait
-    for every other compile each time (None: as Inductor does them). Where Inductor has no such
+    for every other compile each time (None: as Inductor does them). Inside compile_off_lock, a later
+    compile stretch (a graph break's next graph: CPU work, seconds) ends that hold first, and the next
+    graph's first benchmark takes it again; before, the stretch found the hold alone, could not let it
+    go, and kept every other user of the device waiting through the compile. Where Inductor has no such
     autotuner (another torch), nothing changes."""
     if key is None:
         yield
@@ -91,13 +96,25 @@ def autotune_alone(key: str | None, lock_dir: Path | None = None) -> Iterator[No
         CachingAutotuner = None
     if CachingAutotuner is not None:
         _guard_autotuner(CachingAutotuner)
-    before = tuple(getattr(_autotune, k, None) for k in ("key", "lock_dir", "stack", "alone"))
+    names = ("key", "lock_dir", "stack", "alone", "held")
+    before = tuple(getattr(_autotune, k, None) for k in names)
     with ExitStack() as stack:
-        _autotune.key, _autotune.lock_dir, _autotune.stack, _autotune.alone = key, lock_dir, stack, False
+        _autotune.key, _autotune.lock_dir, _autotune.stack, _autotune.alone, _autotune.held = \
+            key, lock_dir, stack, False, None
         try:
             yield
         finally:
-            _autotune.key, _autotune.lock_dir, _autotune.stack, _autotune.alone = before
+            for name, value in zip(names, before):
+                setattr(_autotune, name, value)
+
+
+def _end_autotune_hold() -> None:
+    """The device alone that an earlier graph's autotuning took (autotune_alone) handed back, the shared hold
+    taken again (through the turnstile: behind a timer that waits), before a compile stretch lets it go."""
+    held = getattr(_autotune, "held", None)
+    if held is not None and getattr(_autotune, "alone", False):
+        _autotune.held, _autotune.alone = None, False
+        held.close()
 
 
 @dataclass
@@ -203,6 +220,7 @@ def _compile_started(args=None) -> None:
     try:
         if torch.cuda.is_initialized():
             torch.cuda.synchronize()  # kernels already queued (a graph break's first graph) finish held
+        _end_autotune_hold()
         stack = ExitStack()
         if stack.enter_context(let_go(state.key, state.lock_dir)):
             state.stack = stack
