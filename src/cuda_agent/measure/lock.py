@@ -52,8 +52,9 @@ _alone = [0.0]                   # seconds this process has held a device lock a
 
 
 def held_alone_s() -> float:
-    """Seconds this process has held device locks alone, in all: what it kept every other user of the device
-    waiting for (synth's workers report it by request)."""
+    """Seconds this process has held device locks alone, in all, summed over its threads and devices (two threads
+    holding two devices' locks alone for a second count two): what it kept every other user of the device waiting
+    for (synth's workers, one thread each, report it by request)."""
     return _alone[0]
 
 
