@@ -64,6 +64,41 @@ def test_a_run_whose_journal_holds_the_set_writes_it_without_starting_a_service(
         run.run()
 
 
+def _linear_task(features: int) -> str:
+    return (f"import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+            f"        super().__init__()\n        self.linear = nn.Linear({features}, {features})\n"
+            f"    def forward(self, x):\n        return self.linear(x)\n"
+            f"def get_inputs():\n    return [torch.randn(2, {features})]\ndef get_init_inputs():\n    return []\n")
+
+
+def test_a_resume_holds_tasks_an_older_memory_filter_let_in_to_the_weights_limit(catalog, cpu_config, monkeypatch):
+    """A resume runs no accepted candidate again: the 6k set kept 58 nn.Bilinear tasks of 2-16 GiB accepted before
+    the weights limit (a review, 2026-11-29). Those of an older memory filter are counted on the meta device in a
+    worker child and refused where over; the others get the current version; the current version's are trusted."""
+    from dataclasses import replace
+
+    from cuda_agent.synth import run as run_module
+    from cuda_agent.synth.compose import ProgramComposer
+    from cuda_agent.synth.filters import FILTER_VERSIONS
+
+    journal = Candidates(cpu_config.state_dir / "candidates.jsonl")
+    old, now = {"memory": "1"}, dict(FILTER_VERSIONS)
+    for i, (features, versions) in enumerate([(16, old), (1024, old), (1024, now), (16, None)]):
+        journal.append({"index": i, "filter": "accepted", "name": f"t{i}", "task_class": "gemm", "fingerprint": str(i),
+                        "code": _linear_task(features), **({"filter_versions": versions} if versions else {})})
+    monkeypatch.setattr(run_module, "using", lambda *a, **k: pytest.fail("a service was started"))
+    config = replace(cpu_config, mix=None, count=3, max_weights_bytes=1 << 20)   # 1 MiB: a 1024 x 1024 Linear is 4 MiB
+    run = Run(config, ProgramComposer(catalog.usable()))
+    assert [r["name"] for r in run.run()] == ["t0", "t2", "t3"]
+    records = Candidates(cpu_config.state_dir / "candidates.jsonl").records
+    assert records[1]["filter"] == "memory" and "4 MiB" in records[1]["reason"] and "found on resume" in records[1]["reason"]
+    assert records[1]["weights_bytes"] == (1024 * 1024 + 1024) * 4
+    assert records[0]["weights_bytes"] == (16 * 16 + 16) * 4 and records[0]["filter"] == "accepted"
+    assert {records[i]["filter_versions"]["memory"] for i in (0, 1, 3)} == {FILTER_VERSIONS["memory"]}
+    assert "weights_bytes" not in records[2]   # the current version's: trusted, not run again
+    assert Run(config, ProgramComposer(catalog.usable())).recheck_weights() == 0   # once
+
+
 @pytest.mark.long   # 22-50 s on 2 cores: `pytest -m long` (CI stays under 20 minutes)
 def test_small_dataset_end_to_end_then_resumed_without_loss_or_duplicates(catalog, cpu_config, tmp_path):
     out = cpu_config.out

@@ -236,6 +236,7 @@ class Run:
         """Claim, compose, check and execute candidates until `count` are accepted or candidates
         run out (or the deadline passes); the executions run on `service` (else on one started for
         this run)."""
+        self.recheck_weights()
         if self.holds_set():  # a finished run resumed (or one whose journal already holds the set): no device needed
             return self.rows()
         if self._past_deadline():  # spent on the catalog: no service
@@ -275,6 +276,40 @@ class Run:
         if errors:
             raise errors[0]
         return self.rows()
+
+    def recheck_weights(self) -> int:
+        """The journal's accepted tasks that an older memory filter let in, their weights counted on the meta device
+        (in a worker child: the code runs there) and held to the run's limit: a resume does not run a candidate
+        again, and the 6k set kept 58 nn.Bilinear tasks of 2-16 GiB from before the limit (a review, 2026-11-29).
+        Each gets a journal line of the current version, a refusal (filter `memory`) where it is over; a model
+        that cannot be made on the meta device stays, and is looked at again by the next resume. Returns how many
+        were refused."""
+        version = FILTER_VERSIONS["memory"]
+        stale = [r for r in self.journal.accepted()
+                 if r.get("filter_versions", {}).get("memory") != version and isinstance(r.get("code"), str)]
+        if not stale:
+            return 0
+        refused, executor = 0, Executor(self.config.state_dir / "recheck", limits=self.config.limits)
+        try:
+            for rec in stale:
+                reply = executor.request({"op": "weights", "code": rec["code"]}, self.config.limits.eager_s)
+                weights = reply.get("weights_bytes") if reply.get("ok") else None
+                if weights is None:   # not made on the meta device here (a missing package?): looked at next time
+                    continue
+                new = {**rec, "filter_versions": {**rec.get("filter_versions", {}), "memory": version},
+                       "weights_bytes": weights}
+                if weights > self.config.max_weights_bytes:
+                    new.update(filter="memory", reason=f"its weights take {weights / 2**20:,.0f} MiB, more than the "
+                               f"run's limit of {self.config.max_weights_bytes / 2**20:,.0f} MiB for a task's weights "
+                               f"(found on resume; accepted under memory filter v{rec.get('filter_versions', {}).get('memory', '1')})")
+                    refused += 1
+                self.journal.append(new)
+        finally:
+            executor.clean()
+        self.plan = self._plan()
+        if refused:
+            self.note(f"{refused} accepted tasks of an older memory filter are over the weights limit: refused")
+        return refused
 
     def rows(self) -> list[dict]:
         """The dataset's rows: with a mix, the first accepted of each class up to its quota."""

@@ -5,6 +5,7 @@ rejects the candidate). It speaks JSON lines through a sandbox `ChildChannel`
   {"op": "probe", "code", "device"}            -> build and run once (seed checks): output shapes
   {"op": "eager", "code", "device", "plan",     -> memory (the weights, on the host), eager (a run), time eager
    "alone", "beside", "max_weights_bytes"}         (a step of the size search)
+  {"op": "weights", "code"}                     -> the weights' bytes, counted on the meta device (a resume's check)
   {"op": "checks", "alone"}                     -> deterministic, stochastic, degenerate: the last eager model,
                                                    at the size the size search settled on
   {"op": "compile", "plan", "atol", "rtol",     -> torch.compile the last eager model, compare, and
@@ -90,6 +91,11 @@ class Worker:
                 return _weights_bytes(module.Model(*module.get_init_inputs()))
         except Exception:
             return None
+
+    def weights(self, msg: dict) -> dict:
+        """The `weights` request: the bytes of a task's weights, counted on the meta device (None where the model
+        cannot be made there); a resumed run's accepted tasks of an older memory filter are checked so."""
+        return {"ok": True, "weights_bytes": self._weights_ahead(msg["code"])}
 
     def _release(self, device) -> None:
         """The previous candidate's memory back to the device. A collection (0.2-0.5 s in a worker that has
