@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="the run's dataset (its state folder beside it)")
     ap.add_argument("--count", type=int, required=True)
+    ap.add_argument("--recheck", action="store_true",
+                    help="first hold the journal's accepted tasks of an older memory filter to the weights limit (their "
+                         "code runs in a worker child, on the meta device), then write the set even if it is short, "
+                         "as a run stopped by its time limit writes it")
     args = ap.parse_args(argv)
     state = args.out.with_suffix(".synth")
     if not (state / "config.json").exists():
@@ -51,22 +55,29 @@ def main(argv: list[str] | None = None) -> int:
     catalog, _ = run_catalog(config, note=lambda text: print(text, flush=True))  # the run's own seeds.json
     run = Run(config, make_composer(config, catalog))
     try:
+        if args.recheck:
+            print(f"{run.recheck_weights()} accepted tasks refused by the weights limit", flush=True)
         short = not run.holds_set()
         rows = run.rows()
     finally:
         run.journal.close()
-    if short:  # config.json and the dataset are left as they are
+    if short and not args.recheck:  # config.json and the dataset are left as they are
         print(f"the journal holds {len(rows)} of {args.count} tasks: resume the run on its device "
               "(benchmarks/device_check.sh synth)", file=sys.stderr)
         return 1
+    summary = state / "summary.md"   # its last device call's figures (synth_bench's `## Benchmark`) are kept
+    bench = summary.read_text().partition("\n## Benchmark\n")[2] if summary.exists() else ""
     files = write_dataset(rows, config.out)
     records = sorted(run.journal.records.values(), key=lambda r: r["index"])
-    report = write_report(records, rows, state / "summary.md",
+    report = write_report(records, rows, summary,
                           title=f"synth {args.out.name}: {len(rows)} tasks, the first of each class among the "
                                 f"{sum(r['filter'] == 'accepted' for r in records)} accepted of the run's journal "
                                 f"({len(records)} candidates), program composer, {old['device']}",
                           kernelbench=kb, target=config.mix.normalized if config.mix else None, device=old["device"],
                           timing_plans=config.timing_plans())
+    if bench:
+        with report.open("a") as f:
+            f.write("\n## Benchmark\n" + bench)
     print(f"{len(rows)} tasks: {', '.join(str(f) for f in files)}; summary {report}")
     return 0
 
