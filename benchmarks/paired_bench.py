@@ -114,7 +114,8 @@ def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (
                      "timing_parts_s": {k: v for k, v in r.stage_seconds.items() if k.startswith("timing.")},
                      "warmup_rounds": p.warmup_rounds,
                      "reference_jobs": r.details.get("reference_jobs"), "compile_graphs": r.details.get("compile_graphs"),
-                     "gpu": gpu, "gpu_alone": r.details.get("gpu_alone") or {}})
+                     "gpu": gpu, "gpu_alone": r.details.get("gpu_alone") or {},
+                     "split_ms": r.details.get("timing_split_ms") or {}})
     return rows
 
 
@@ -159,6 +160,13 @@ def table(rows: list[dict]) -> str:
     lines += ["", "| eval | warm-up rounds | " + " | ".join(f"{k} s" for k in parts) + " |", "|---|--:|" + "--:|" * len(parts)]
     lines += [f"| {r['eval']} | {r.get('warmup_rounds')} | "
               + " | ".join(f"{r['timing_parts_s'].get(k, 0):.2f}" for k in parts) + " |" for r in rows]
+    sides = list(dict.fromkeys(k for r in rows for k in r.get("split_ms", {})))
+    if sides:   # the windows' time alone by side: the calls' own, and the rest of each request (round trip, inputs)
+        lines += ["", "| eval | " + " | ".join(f"{s} calls | {s} own ms | {s} rest ms" for s in sides) + " |",
+                  "|---|" + "--:|" * (3 * len(sides))]
+        lines += [f"| {r['eval']} | " + " | ".join(f"{r['split_ms'][s]['calls']} | {r['split_ms'][s]['device']:.1f} | "
+                                                    f"{r['split_ms'][s]['over']:.1f}" for s in sides if s in r['split_ms'])
+                  + " |" for r in rows if r.get("split_ms")]
     return "\n".join(lines)
 
 
