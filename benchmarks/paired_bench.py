@@ -164,9 +164,10 @@ def table(rows: list[dict]) -> str:
     if sides:   # the windows' time alone by side: the calls' own, and the rest of each request (round trip, inputs)
         lines += ["", "| eval | " + " | ".join(f"{s} calls | {s} own ms | {s} rest ms" for s in sides) + " |",
                   "|---|" + "--:|" * (3 * len(sides))]
-        lines += [f"| {r['eval']} | " + " | ".join(f"{r['split_ms'][s]['calls']} | {r['split_ms'][s]['device']:.1f} | "
-                                                    f"{r['split_ms'][s]['over']:.1f}" for s in sides if s in r['split_ms'])
-                  + " |" for r in rows if r.get("split_ms")]
+        def cells(split: dict) -> str:   # a side the row lacks: empty cells, the columns kept in place
+            return f"{split['calls']} | {split['device']:.1f} | {split['over']:.1f}" if split else " |  | "
+        lines += [f"| {r['eval']} | " + " | ".join(cells(r["split_ms"].get(s)) for s in sides) + " |"
+                  for r in rows if r.get("split_ms")]
     return "\n".join(lines)
 
 

@@ -205,6 +205,52 @@ def test_the_timing_is_started_beside_other_runs_and_its_windows_alone(task, tmp
     assert all(mode == "alone" for _, mode in asked[first_call:]), asked[first_call:]
 
 
+def test_a_remeasured_run_starts_inside_the_alone_hold_and_counts_in_timing(task, tmp_path, monkeypatch):
+    """A speed-up past the sanity bound is timed once more: the second run's start re-enters the alone hold (no wait,
+    no LockOrderError), and its seconds are the `timing` stage's (the GPU held alone); the first run's start is the
+    `capture` stage's, held shared (a review, 2026-11-29)."""
+    from cuda_agent.harness.session import Session
+    from cuda_agent.measure import lock
+
+    asked, ask = [], Session.ask_reference
+
+    def held(self, message, timeout_s=900):
+        holds = list(lock._holds().values())
+        asked.append((message.get("op"), [("shared" if h.shared else "alone", h.depth) for h in holds]))
+        return ask(self, message, timeout_s)
+
+    monkeypatch.setattr(Session, "ask_reference", held)
+    r = evaluate(task, copy_of_honest(tmp_path / "solution"), EvalConfig(device="cpu", timing=PLAN, sanity_speedup=1e-6))
+    assert r.correct and "speedup_remeasured" in r.flags, (r.reason, r.flags)
+    assert [m for op, m in asked if op == "time_start"] == [[("shared", 1)], [("alone", 2)]]
+    stages = r.stage_seconds
+    assert stages["capture"] > 0 and stages["timing"] >= stages["timing.run"]
+    assert sum(v for k, v in stages.items() if "." not in k) <= r.seconds + 0.05
+
+
+def test_the_workers_are_ended_under_a_hold_when_the_device_alone_cannot_be_had(task, tmp_path, monkeypatch):
+    """The child is asked nothing without the lock (another evaluation's timing may have it stopped): where taking
+    the device alone fails, the ends (its guarded calls after the timed ones) are asked holding it shared."""
+    from cuda_agent.harness import profiling
+    from cuda_agent.harness.session import Session
+    from cuda_agent.measure import lock
+
+    asked, ask = [], Session.ask_child
+
+    def child(self, message, stage):
+        asked.append(((message or {}).get("op"), bool(lock._holds())))
+        return ask(self, message, stage)
+
+    def alone(self):
+        raise OSError("the lock file could not be opened")
+
+    monkeypatch.setattr(Session, "ask_child", child)
+    monkeypatch.setattr(profiling._Device, "alone", alone)
+    with pytest.raises(OSError, match="could not be opened"):   # the harness's own failure, raised as it is
+        evaluate(task, copy_of_honest(tmp_path / "solution"), EvalConfig(device="cpu", timing=PLAN))
+    assert [held for op, held in asked if op == "time_end"] == [True]
+
+
 def test_a_solution_that_cannot_be_read_keeps_nothing_and_scores_the_failure_reward(task, tmp_path):
     keep = tmp_path / "kept"
     keep.mkdir()

@@ -162,6 +162,8 @@ def test_the_paired_record_survives_a_journal_line(watched):
 class _Workers:
     """Stands in for a Session in the graph negotiation: each worker's reply by op, and what was sent."""
 
+    route = "ipc"   # a replay's outputs checked in one request (by files: FILES_BATCH calls a request)
+
     def __init__(self, reference: dict, child: dict, right: Callable[[str], bool] = lambda tag: True):
         self.replies = {"reference": {"reference": {"ok": True}, **reference},
                         "child": {"call": {"ok": True, "t": [1.0, 1.0, 0.0]}, "check": {"ok": True, "meta": {}},
@@ -219,7 +221,7 @@ def test_a_solution_whose_process_is_gone_before_its_timing_is_not_timed(monkeyp
 
 
 def test_graphs_where_the_reference_and_the_solution_can_be_captured():
-    from cuda_agent.harness.profiling import _capture
+    from cuda_agent.harness.replays import capture as _capture
 
     w = _Workers({"graph": {"ok": True, "captured": True, "calls": 16}},
                  {"graph": {"ok": True, "captured": True, "calls": 16}})
@@ -236,11 +238,23 @@ def test_graphs_where_the_reference_and_the_solution_can_be_captured():
     assert [item["seed"] for item in items] == [call_seed(call["seed"], j) for j in range(16)]
 
 
+def test_by_files_a_replays_outputs_are_checked_a_few_calls_a_request():
+    """By files the outputs of a request's calls lie in the exchange folder (tmpfs) together: FILES_BATCH calls a
+    request, the first wrong one ending the check."""
+    from cuda_agent.harness.replays import FILES_BATCH, wrong_output as _wrong_output
+
+    w = _Workers({}, {}, right=lambda tag: tag != "t1_11")
+    w.route = "files"
+    assert _wrong_output(w, "t1", 5, 16) == (11, "output differs from the reference")
+    checks = [m for who, m in w.sent if who == "child" and m["op"] == "check"]
+    assert [c["indices"] for c in checks] == [list(range(FILES_BATCH)), list(range(FILES_BATCH, 16))]
+
+
 def test_a_solution_whose_replays_do_not_compute_is_timed_per_call_and_told_why():
     """Kernels launched on the legacy default stream run during capture and are not in the graph
     (an H200, 2026-11-27): the replay's outputs are stale. Not a -1 for an honest solution: its calls
     are timed one at a time beside the baselines' graphs, and its first call per call is checked."""
-    from cuda_agent.harness.profiling import _capture
+    from cuda_agent.harness.replays import capture as _capture
 
     w = _Workers({"graph": {"ok": True, "captured": True, "calls": 4}, "graph_end": {"ok": True}},
                  {"graph": {"ok": True, "captured": True, "calls": 4}},
@@ -255,7 +269,7 @@ def test_a_solution_whose_replays_do_not_compute_is_timed_per_call_and_told_why(
 
 
 def test_a_process_a_failed_capture_left_unable_to_compute_is_refused_with_the_reason():
-    from cuda_agent.harness.profiling import _capture
+    from cuda_agent.harness.replays import capture as _capture
     from cuda_agent.harness.session import Stop
 
     w = _Workers({"graph": {"ok": True, "captured": True, "calls": 4}, "graph_end": {"ok": True}},
@@ -270,7 +284,7 @@ def test_a_solution_that_cannot_be_captured_where_the_reference_could_is_timed_p
     per call as well, torch.compile's host work was charged to it: a solution that refused capture read
     1.50x faster than it with the same work, 2x H200, 2026-11-28), and the verdict carries a flag and the
     reason capture gave."""
-    from cuda_agent.harness.profiling import _capture
+    from cuda_agent.harness.replays import capture as _capture
 
     why = "RuntimeError: operation not permitted when stream is capturing"
     w = _Workers({"graph": {"ok": True, "captured": True, "calls": 8}, "graph_end": {"ok": True}},
@@ -340,7 +354,7 @@ def test_each_sides_figures_are_per_call_whatever_its_method(monkeypatch, calls,
 
 
 def test_a_reference_that_cannot_be_captured_times_every_side_per_call():
-    from cuda_agent.harness.profiling import _capture
+    from cuda_agent.harness.replays import capture as _capture
 
     w = _Workers({"graph": {"ok": True, "captured": False, "reason": "NotCapturable: a host sync"}}, {})
     r = _verdict()
@@ -522,3 +536,79 @@ def test_the_recheck_is_asked_inside_the_timings_hold_of_the_device_not_after_a_
     last_end = max(i for i, (who, m, _) in enumerate(log) if who == "child" and m.get("op") == "time_end")
     recheck = next(i for i, (who, m, _) in enumerate(log) if who == "child" and m.get("op") == "recheck")
     assert recheck > last_end and result.details["outputs_rechecked"] >= 1
+
+
+def _lock_mode():
+    from cuda_agent.measure import lock
+
+    holds = list(lock._holds().values())
+    return None if not holds else ("shared" if holds[0].shared else "alone", holds[0].depth)
+
+
+def test_a_second_run_started_inside_the_alone_hold_neither_raises_nor_waits():
+    """_Device: the first run's start held shared, then alone once; a second run (speedup_remeasured, watch_retimed)
+    starts inside the alone hold: its shared hold is a re-entry (no flock, no LockOrderError), and alone is not
+    taken twice (a review, 2026-11-29)."""
+    from contextlib import ExitStack
+
+    from cuda_agent.harness.profiling import _Device
+    from cuda_agent.harness.session import Session
+
+    class _S:
+        hold_device, off_clock, deadline = Session.hold_device, Session.off_clock, 0.0
+
+    with ExitStack() as held:
+        device = _Device(_S(), _verdict(), "cpu", held)
+        started = ExitStack()
+        device.shared(started)
+        assert _lock_mode() == ("shared", 1)
+        started.close()
+        started.close()   # the finally's close again: nothing
+        assert _lock_mode() is None
+        device.alone()
+        assert _lock_mode() == ("alone", 1) and device.taken
+        again = ExitStack()
+        device.shared(again)
+        assert _lock_mode() == ("alone", 2)
+        again.close()
+        device.alone()
+        assert _lock_mode() == ("alone", 1)
+    assert _lock_mode() is None
+
+
+@pytest.mark.parametrize("verdicts,sound", [
+    ([{"ok": True}] * 3, True), ([{"ok": True}, {"ok": False, "reason": "x"}], True), ([{"ok": False}], True),
+    ([{"ok": True}, "x"], False), ([None], False), ([{"ok": True}] * 4, False), ([], False), (None, False),
+    ([{"ok": False}, {"ok": True}, {"ok": True}], False), ([{"ok": True}, {"ok": True}], False)])
+def test_the_reference_workers_verdicts_on_a_replay_are_read_strictly(verdicts, sound):
+    """In order, up to and with the first wrong one: anything else is the harness's fault, never a crash or a pass."""
+    from cuda_agent.harness.session import Session, Stop
+
+    s = Session.__new__(Session)
+    s.job, s.route, s.config = {"public": "/x"}, "files", EvalConfig(device="cpu")
+    s.ask_reference = lambda msg, timeout_s=900: {"ok": True, "verdicts": verdicts}
+    items = [{"tag": f"a_{j}", "meta": [], "seed": j} for j in range(3)]
+    if sound:
+        assert s.check_outputs(items) == verdicts
+    else:
+        with pytest.raises(Stop) as e:
+            s.check_outputs(items)
+        assert e.value.fault == "harness"
+
+
+def test_a_capture_short_of_memory_beside_other_runs_is_known_as_such():
+    """A side that ran out of memory in a capture beside other evaluations' graphs is captured again alone
+    (profiling._captured_alone), not timed per call."""
+    from cuda_agent.harness.replays import capture, short_of_memory
+
+    oom = "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    w = _Workers({"graph": {"ok": True, "captured": False, "reason": oom}}, {})
+    r = _verdict()
+    assert capture(w, r) == (0, 0) and short_of_memory(r)
+    w = _Workers({"graph": {"ok": True, "captured": True, "calls": 8}, "graph_end": {"ok": True}},
+                 {"graph": {"ok": True, "captured": False, "reason": oom}})
+    r = _verdict()
+    assert capture(w, r) == (8, 0) and short_of_memory(r) and "solution_not_captured" in r.flags
+    w = _Workers({"graph": {"ok": True, "captured": False, "reason": "RuntimeError: capture unjoined"}}, {})
+    r = _verdict()
+    assert capture(w, r) == (0, 0) and not short_of_memory(r)

@@ -72,7 +72,7 @@ def test_a_capture_that_fails_leaves_the_random_generator_usable_and_its_seed_ke
 
 def test_a_launch_on_the_legacy_stream_is_refused_or_left_out_of_the_graph_and_the_process_goes_on(gpu_alone):
     """Either the capture fails, or the launch ran at once and the graph's replays leave its outputs
-    stale: the harness checks one replay on new inputs before it times by graphs (profiling._capture)."""
+    stale: the harness checks one replay on new inputs before it times by graphs (harness/replays.capture)."""
     legacy = torch.cuda.default_stream()
 
     def on_legacy(x):

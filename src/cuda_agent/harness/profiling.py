@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import os
 import time
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import asdict, replace
 from typing import Callable, Iterator
 
 from cuda_agent.devices import Backend, lock_name
 from cuda_agent.harness import baselines
 from cuda_agent.harness.config import EvalConfig
+from cuda_agent.harness.replays import capture, short_of_memory, wrong_output
 from cuda_agent.harness.result import EvalResult
 from cuda_agent.harness.session import Session, Stop, new_seed, timed
 from cuda_agent.harness.workers.calls import read_prep, read_times
@@ -47,8 +48,9 @@ SOLUTION = "solution"
 
 def profile(session: Session, task: Task, backend: Backend, result: EvalResult,
             last: Callable[[], None] | None = None) -> None:
-    """torch.compile of the reference (CPU work, before the device is taken), then the paired run
-    with the device held alone; a speed-up past the sanity bound is measured once more. `last`: what
+    """torch.compile of the reference (CPU work, before the device is taken), then the paired run: started and
+    captured beside other evaluations' runs (the lock shared: stage `capture`), timed with the device held alone
+    (stage `timing`); a speed-up past the sanity bound is measured once more, inside the alone hold. `last`: what
     the evaluation asks of the child after its timing (the recheck), asked before the device is let go:
     another lock taken for it would wait behind the next evaluation's whole timing (2x H200, 2026-11-28:
     `wait` 1.2 s an evaluation, 3 evaluators a GPU), for a round trip of milliseconds."""
@@ -153,7 +155,7 @@ def _lie(seen: Watch) -> str:
 def _paired_run(session: Session, result: EvalResult, cuda: bool,
                 device: _Device) -> tuple[PairedRun, tuple[int, int]]:
     """One paired run: the solution in the child, eager and torch.compile in the reference worker,
-    each call's inputs drawn from a seed sent with it (timed by graph replays where `_capture` got
+    each call's inputs drawn from a seed sent with it (timed by graph replays where `capture` got
     graphs: returns how many calls the baselines' and the solution's hold, 0 per call). The outputs
     of solution calls chosen after they returned (and of the last; of a replay, those of all its
     calls) are checked before the next call is made, so results cached across calls or work skipped
@@ -163,7 +165,7 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool,
 
     def check(i: int, seed: int) -> None:
         with timed(result, "timing.checks"):
-            bad = _wrong_output(session, f"{tag}_{i}", seed, ours)
+            bad = wrong_output(session, f"{tag}_{i}", seed, ours)
         if bad:
             where = f"call {bad[0] + 1} of the graph replayed as timed call {i}" if ours else f"timed call {i}"
             raise Stop("profile", f"output of {where} is wrong ({bad[1]}): results cached across calls, "
@@ -197,23 +199,30 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool,
                 _stop_bystanders(others, contexts, result)
         with timed(result, "timing.gpu_alone"):
             _alone(session, result)
-    started = ExitStack()   # the lock shared while the run is started and captured; then `device.alone()`
+    # the lock shared while the run is started and captured (stage `capture`; a second run's, inside the alone hold,
+    # is `timing`), then alone (`device.alone()`) from its first timed block
+    started, sharing, stage = ExitStack(), False, "timing" if device.taken else "capture"
     try:
         device.shared(started)
-        with timed(result, "timing.start"):  # where the timing stage's seconds go: timing.* (diagnostics)
-            start = session.ask_reference({"op": "time_start", "sides": list(BASELINES), "plan": plan.to_dict()})
-            result.details["device_name"] = start.get("device_name")
-            if contexts is not None:
-                contexts.on(start.get("device_uuid"))   # the timed GPU's alone (None: every GPU's)
-                watched = start.get("device_uuid") is not None   # never another GPU's: see sandbox/bystanders.py
-            session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
-        ends.insert(0, lambda: session.ask_child({"op": "time_end"}, "profile"))  # its guarded calls after the timed
-        if cuda and plan.graphs:   # the capture's first replay is checked, not timed: beside other runs
-            with timed(result, "timing.capture"):
-                calls, ours = _capture(session, result)
+        sharing = True
+        with timed(result, stage):
+            with timed(result, "timing.start"):  # timing.*: where the run's seconds go (diagnostics)
+                start = session.ask_reference({"op": "time_start", "sides": list(BASELINES), "plan": plan.to_dict()})
+                result.details["device_name"] = start.get("device_name")
+                if contexts is not None:
+                    contexts.on(start.get("device_uuid"))   # the timed GPU's alone (None: every GPU's)
+                    watched = start.get("device_uuid") is not None   # never another GPU's: see sandbox/bystanders.py
+                session.ask_child({"op": "time_start", "plan": plan.to_dict(), "route": session.route}, "profile")
+            ends.insert(0, lambda: session.ask_child({"op": "time_end"}, "profile"))  # its guarded calls after the timed
+            if cuda and plan.graphs:   # the capture's first replay is checked, not timed: beside other runs
+                with timed(result, "timing.capture"):
+                    calls, ours = capture(session, result)
         started.close()
+        sharing = False
         device.alone()
         with timed(result, "timing"):
+            if cuda and plan.graphs and short_of_memory(result):
+                calls, ours = _captured_alone(session, result)
             if watched:   # a drain block: what was queued before drained, the solution stopped and its daemons named
                 with _frozen_timed(result, freezer, alone):
                     pass
@@ -222,13 +231,17 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool,
                                    checks=session.config.timed_outputs_checked,
                                    quiet=lambda: _frozen_timed(result, freezer, alone))
     except BaseException:
-        for end in ends:  # what failed first is the verdict's reason, not a worker gone since
-            with suppress(Exception):
-                end()
+        with ExitStack() as ending:
+            if not sharing and not device.taken:   # `device.alone()` failed: the child is asked nothing without a hold
+                with suppress(Exception):
+                    device.shared(ending)
+            for end in ends:  # what failed first is the verdict's reason, not a worker gone since
+                with suppress(Exception):
+                    end()
         raise
     finally:
         started.close()
-        with timed(result, "timing.quiet"):
+        with timed(result, "timing") if device.taken else nullcontext(), timed(result, "timing.quiet"):
             try:
                 freezer.close()
             finally:
@@ -239,6 +252,17 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool,
         for end in ends:
             end()
     return run, (calls, ours)
+
+
+def _captured_alone(session: Session, result: EvalResult) -> tuple[int, int]:
+    """The graphs captured once more, the GPU alone: captured beside other runs (and their graphs), a side ran out of
+    memory, and timed per call it would carry torch.compile's host work where the baselines' graphs leave it out (a
+    solution that refused capture read 1.50x faster than torch.compile with the same work, 2x H200, 2026-11-28)."""
+    result.details["first_graph"] = result.details.get("graph")
+    if "solution_not_captured" in result.flags:
+        result.flags.remove("solution_not_captured")
+    with timed(result, "timing.capture"):
+        return capture(session, result)
 
 
 def _stop_bystanders(others: Bystanders, contexts: ContextWatch, result: EvalResult) -> None:
@@ -315,82 +339,6 @@ def _alone(session: Session, result: EvalResult) -> None:
                               "solution's processes were stopped (a probe kernel waited up to "
                               f"{seen.get('slowest_ms', 0):.1f} ms): GPU work queued by a thread of the solution "
                               "before its stop, or another program on this GPU; no timing was taken", fault="harness")
-
-
-def _wrong_output(session: Session, tag: str, seed: int, calls: int) -> tuple[int, str] | None:
-    """The last call's outputs (after a replay: those of its `calls` calls, each on the inputs of
-    `call_seed(seed, j)`) compared with the reference's: (the call's index, why) for the first that
-    is wrong, None where all are right. A replay's calls are handed over in one request to the child and
-    checked in one to the reference worker (three round trips a call held the GPU alone for 0.15-0.28 s of
-    an evaluation's 1.3 s, H200, 2026-11-28)."""
-    if not calls:
-        meta = session.ask_child({"op": "check", "tag": tag}, "profile").get("meta")
-        session.ask_reference({"op": "reference", "tag": tag, "seed": seed})
-        v = session.check_output(tag, meta)
-        return None if v["ok"] else (0, str(v["reason"]))
-    names = [f"{tag}_{j}" for j in range(calls)]
-    metas = session.ask_child({"op": "check", "tags": names, "indices": list(range(calls))}, "profile").get("metas")
-    if not isinstance(metas, list) or len(metas) != calls:
-        raise Stop("profile", f"asked for the outputs of the {calls} calls of a replay, the solution's process handed "
-                              f"over {len(metas) if isinstance(metas, list) else 'none'}")
-    verdicts = session.check_outputs([{"tag": n, "meta": m, "seed": call_seed(seed, j)}
-                                      for j, (n, m) in enumerate(zip(names, metas))])
-    for j, v in enumerate(verdicts):
-        if not v.get("ok"):
-            return j, str(v.get("reason"))
-    return None
-
-
-def _checked_call(session: Session, calls: int) -> tuple[int, str] | None:
-    """One call of the solution (a replay of its graph of `calls` calls; 0: a plain call) on new
-    inputs, its outputs compared as `_wrong_output` does."""
-    tag, seed = session.next_tag(), new_seed()
-    session.ask_child({"op": "call", "seed": seed}, "profile")
-    return _wrong_output(session, tag, seed, calls)
-
-
-def _capture(session: Session, result: EvalResult) -> tuple[int, int]:
-    """CUDA graphs for every side, the method chosen by the reference: where eager and torch.compile
-    can be captured (the reference worker picks how many calls a graph holds), the solution is
-    captured with as many, and one replay on new inputs must give every call's right output. Where
-    the solution cannot be captured, or its replays do not compute its outputs (kernels launched on
-    the legacy default stream run during capture and are not in the graph), the baselines keep their
-    graphs and the solution's calls are timed one at a time, its launches in its own figure (measure's
-    GRAPH_BASELINES), and the verdict says why (flag `solution_not_captured`). Every side timed per call
-    instead charged torch.compile's host work to it: a solution that refused capture, with the same work,
-    read 1.50x faster than torch.compile (2x H200, 2026-11-28). A first call of the solution is checked
-    then, since a failed capture can leave a process unable to compute (a side stream the current one never
-    waits for stays in the dead capture). Returns the calls a graph holds: the baselines', the solution's
-    (0: per call)."""
-    seed = new_seed()
-    ref = session.ask_reference({"op": "graph", "seed": seed})
-    if not ref.get("captured"):
-        result.details["graph"] = f"timed per call: the reference cannot be captured in a CUDA graph ({ref.get('reason')})"
-        return 0, 0
-    calls = int(ref["calls"])
-    ours = session.ask_child({"op": "graph", "seed": seed, "calls": calls}, "profile")
-    why = ours.get("reason")
-    if ours.get("captured"):
-        bad = _checked_call(session, calls)   # one replay, its figures unused
-        if bad is None:
-            result.details["graph"] = f"timed by replays of CUDA graphs of {calls} calls"
-            return calls, calls
-        session.ask_child({"op": "graph_end"}, "profile")
-        why = (f"its graph's replays do not compute its outputs (call {bad[0] + 1} of a replay on new inputs: "
-               f"{bad[1]}): work launched outside the stream being captured is not in the graph")
-    if "solution_not_captured" not in result.flags:   # once, where the speed-up is measured again
-        result.flags.append("solution_not_captured")
-    result.details["graph"] = (f"the baselines timed by replays of CUDA graphs of {calls} calls, the method they "
-                               f"chose, and the solution per call, its launches in its figure: it could not be "
-                               f"captured ({why}); launch every kernel on the current stream "
-                               "(at::cuda::getCurrentCUDAStream(), not <<<grid, block>>> on the legacy default "
-                               "stream), join every side stream before forward returns and keep forward free of "
-                               "host synchronisation to be timed by graph replays as they are")
-    if bad := _checked_call(session, 0):
-        raise Stop("profile", f"after its CUDA graph capture failed, a call of the solution computes a wrong output "
-                              f"({bad[1]}): work on a side stream that the current stream never waits for (join "
-                              "every side stream before forward returns), or state a failed capture leaves broken")
-    return calls, 0
 
 
 def _uid_of(pid: int) -> int | None:

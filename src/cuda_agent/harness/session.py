@@ -145,9 +145,14 @@ class Session:
         items = [{**item, "prefix": f"{self.job['public']}/out_{item['tag']}"} for item in items]
         verdicts = self.ask_reference({"op": "compare_all", "items": items, "route": self.route,
                                        "atol": self.config.atol, "rtol": self.config.rtol}).get("verdicts")
-        if not isinstance(verdicts, list) or (len(verdicts) < len(items) and all(v.get("ok") for v in verdicts)):
-            raise Stop("profile", f"the reference worker checked {len(verdicts or [])} of {len(items)} outputs",
-                       fault="harness")
+        # in order, up to and with the first wrong one: every verdict a dict, all right but the last, which is wrong
+        # where fewer than the items came back
+        sound = isinstance(verdicts, list) and 0 < len(verdicts) <= len(items) and \
+            all(isinstance(v, dict) for v in verdicts) and all(v.get("ok") for v in verdicts[:-1]) and \
+            (len(verdicts) == len(items) or not verdicts[-1].get("ok"))
+        if not sound:
+            raise Stop("profile", f"the reference worker's verdicts on {len(items)} outputs are not in order "
+                                  f"({str(verdicts)[:200]})", fault="harness")
         return verdicts
 
     def next_tag(self) -> str:

@@ -74,7 +74,7 @@ def create_workspace(task: Task, dest: str | Path, device: str = "cuda", *, over
     return Workspace(dest, task, device)
 
 
-# How the CUDA timing treats a solution (harness/profiling._capture): kernels on the legacy default stream
+# How the CUDA timing treats a solution (harness/replays.capture): kernels on the legacy default stream
 # are not in a CUDA graph, so such a solution is timed per call, its launch overhead in its own figure, against
 # baselines still timed by graph replays (measure's GRAPH_BASELINES).
 CUDA_TIMING_NOTE = (

@@ -101,7 +101,7 @@ def test_a_captured_call_replays_every_call_on_the_inputs_of_its_seed(monkeypatc
 
 
 def test_a_replays_outputs_are_handed_over_in_one_request_and_checked_in_one(monkeypatch, tmp_path):
-    """The check of a replay of a graph of several calls (profiling._wrong_output): the child hands every call's output
+    """The check of a replay of a graph of several calls (harness/replays.wrong_output): the child hands every call's output
     over in one request, the reference worker compares each with its own on that call's seed in one, and stops at
     the first wrong one (three round trips a call held the GPU alone for 0.15-0.28 s of an evaluation)."""
     from cuda_agent.harness.workers import calls
@@ -133,6 +133,8 @@ def test_a_replays_outputs_are_handed_over_in_one_request_and_checked_in_one(mon
     assert [v["ok"] for v in swapped] == [True, False] and swapped[1]["reason"]
     run.server.last[2] = run.server.last[2] + 1.0     # a stale or skipped call
     assert [v["ok"] for v in check(right)] == [True, True, False]
+    run.server.last[0] = run.server.last[0] + 1.0     # the first wrong: the later calls' files go too, uncompared
+    assert [v["ok"] for v in check(right)] == [False] and not list(tmp_path.glob("out_*"))
     with pytest.raises(Failure, match="2 tags for 3 calls"):
         run.check({"op": "check", "tags": tags[:2], "indices": [0, 1, 2]}, [])
     run.server.close()

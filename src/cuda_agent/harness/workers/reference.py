@@ -265,12 +265,18 @@ def compare_all(msg: dict, model, task, device, prints=None) -> list[dict]:
     input set; route and tolerances shared), in order, up to and with the first wrong one."""
     from cuda_agent.measure import NEAR
 
+    from cuda_agent.harness.workers.transfer import MAX_OUTPUTS, remove_outputs
+
     shared = {k: v for k, v in msg.items() if k != "items"}
     verdicts: list[dict] = []
-    for item in msg["items"]:
+    items = list(msg["items"])
+    for item in items:
         verdicts.append(compare_outputs({**shared, **item}, model, task, (int(item["seed"]), None, NEAR), device, prints))
         if not verdicts[-1]["ok"]:
             break
+    if msg.get("route") != "ipc":   # the files of the calls not compared: gone too (each checked one removes its own)
+        for item in items[len(verdicts):]:
+            remove_outputs(item["prefix"], MAX_OUTPUTS)
     return verdicts
 
 
