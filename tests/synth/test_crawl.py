@@ -80,3 +80,21 @@ def test_a_seed_whose_call_draws_random_numbers_is_dropped():
     assert trial(plain)[0] is None
     off = Seed(name="Off", category="activation", source="torch", call="F.dropout({x}, 0.0)", layout="NCHW")
     assert trial(off)[0] is None   # a dropout of zero draws nothing
+
+
+def test_the_crawl_is_offline_even_where_huggingface_hub_was_imported_first(monkeypatch):
+    """A version check imports transformers before the crawl: the variable alone came too late, and on a machine
+    without a network each block that wants a checkpoint tried the hub five times with back-off (23 s a try).
+    The flag huggingface_hub already read is set too; a user's explicit HF_HUB_OFFLINE=0 is kept."""
+    import huggingface_hub  # noqa: F401  (imported before the crawl, as the version check does)
+    from huggingface_hub import constants, is_offline_mode
+
+    from cuda_agent.synth.crawl_transformers import _offline
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    _offline()
+    assert not is_offline_mode()   # the user's say
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    _offline()
+    assert is_offline_mode() and constants.HF_HUB_OFFLINE is True

@@ -134,9 +134,13 @@ def test_each_worker_child_compiles_with_a_small_pool_unless_told_otherwise(monk
 
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     assert Executor(tmp_path / "w")._env()["TORCHINDUCTOR_COMPILE_THREADS"] == "2"
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "6")
-    assert Executor(tmp_path / "w", gpu="1")._env() == {"TORCHINDUCTOR_COMPILE_THREADS": "6", "CUDA_VISIBLE_DEVICES": "1"}
+    assert Executor(tmp_path / "w", gpu="1")._env() == {"TORCHINDUCTOR_COMPILE_THREADS": "6", "CUDA_VISIBLE_DEVICES": "1",
+                                                        "HF_HUB_OFFLINE": "1"}   # no hub: blocks were crawled offline
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")   # a run told otherwise
+    assert Executor(tmp_path / "w")._env()["HF_HUB_OFFLINE"] == "0"
 
 
 def test_a_gpu_runs_children_draw_and_trace_with_two_threads_each_unless_told_otherwise(monkeypatch, cpu_config):

@@ -16,6 +16,7 @@ import importlib
 import inspect
 import os
 import re
+import sys
 
 from cuda_agent.synth.categories import category_of_name
 from cuda_agent.synth.crawl_torch import Dropped, trial
@@ -39,9 +40,15 @@ _POSITIONS = "torch.arange({x}.shape[1], device={x}.device)[None]"
 
 
 def _offline() -> None:
-    """No download while crawling: a block that wants a checkpoint (timm backbones) is dropped. Read
-    by huggingface_hub when it is first imported, so set before transformers is."""
+    """No download while crawling: a block that wants a checkpoint (timm backbones) is dropped (unless
+    HF_HUB_OFFLINE is set otherwise). huggingface_hub reads the variable when it is first imported; where
+    it was imported before (a version check imports transformers), its flag is set too: without it, on a
+    machine without a network, each such block tried the hub five times with back-off, 23 s a try, and a
+    crawl of the catalog outlived its 300 s limit (this 2-core machine, 2026-11-29)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None and os.environ["HF_HUB_OFFLINE"].strip().lower() in ("1", "true", "yes", "on"):
+        constants.HF_HUB_OFFLINE = True
 
 
 def crawl_activations() -> list[Seed]:

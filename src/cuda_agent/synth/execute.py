@@ -52,6 +52,8 @@ class Executor:
         # the workers compile beside each other: 2x H200 (2026-11-28), 12-16 workers with Inductor's default pools
         # (up to 32 subprocesses each) took 8.1-11.3 s of compile a candidate where 6 on one GPU took 4.7-6.0 s
         env[COMPILE_THREADS_ENV] = os.environ.get(COMPILE_THREADS_ENV, SHARED_COMPILE_THREADS)
+        # a candidate's blocks were crawled offline (crawl_transformers._offline): none fetches from the hub here
+        env["HF_HUB_OFFLINE"] = os.environ.get("HF_HUB_OFFLINE", "1")
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         return env
