@@ -107,6 +107,7 @@ def test_a_replays_outputs_are_handed_over_in_one_request_and_checked_in_one(mon
     from cuda_agent.harness.workers import calls
     from cuda_agent.harness.workers.child import Failure, TimingRun
     from cuda_agent.harness.workers.reference import compare_all
+    from cuda_agent import measure
     from cuda_agent.harness.workers.runtime import HostState
     from cuda_agent.measure import call_seed
 
@@ -128,7 +129,10 @@ def test_a_replays_outputs_are_handed_over_in_one_request_and_checked_in_one(mon
                            model, task, dev)
 
     right = [call_seed(77, j) for j in range(3)]
+    released = []
+    monkeypatch.setattr(measure, "release", lambda device: released.append(device))
     assert [v["ok"] for v in check(right)] == [True, True, True]
+    assert released == [dev]   # the memory handed back once a request, not once a call (a synchronize each)
     swapped = check([right[0], right[2], right[1]])   # call 2's output is not the reference's on call 2's inputs
     assert [v["ok"] for v in swapped] == [True, False] and swapped[1]["reason"]
     run.server.last[2] = run.server.last[2] + 1.0     # a stale or skipped call

@@ -263,24 +263,29 @@ def shifted_usable(model, task, seed: tuple[int, int, str], device) -> str:
 def compare_all(msg: dict, model, task, device, prints=None) -> list[dict]:
     """`compare_outputs` for each of `msg["items"]` (its tag, prefix, the child's meta and the seed of its ordinary
     input set; route and tolerances shared), in order, up to and with the first wrong one."""
-    from cuda_agent.measure import NEAR
+    from cuda_agent.measure import NEAR, release
 
     from cuda_agent.harness.workers.transfer import MAX_OUTPUTS, remove_outputs
 
     shared = {k: v for k, v in msg.items() if k != "items"}
     verdicts: list[dict] = []
     items = list(msg["items"])
-    for item in items:
-        verdicts.append(compare_outputs({**shared, **item}, model, task, (int(item["seed"]), None, NEAR), device, prints))
-        if not verdicts[-1]["ok"]:
-            break
-    if msg.get("route") != "ipc":   # the files of the calls not compared: gone too (each checked one removes its own)
-        for item in items[len(verdicts):]:
-            remove_outputs(item["prefix"], MAX_OUTPUTS)
+    try:
+        for item in items:   # the memory handed back to the device once, after the last (a synchronize each)
+            verdicts.append(compare_outputs({**shared, **item}, model, task, (int(item["seed"]), None, NEAR), device,
+                                            prints, hand_back=False))
+            if not verdicts[-1]["ok"]:
+                break
+    finally:
+        release(device)
+        if msg.get("route") != "ipc":   # the files of the calls not compared: gone too (each compared removes its own)
+            for item in items[len(verdicts):]:
+                remove_outputs(item["prefix"], MAX_OUTPUTS)
     return verdicts
 
 
-def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None, str], device, prints=None) -> dict:
+def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None, str], device, prints=None,
+                    hand_back: bool = True) -> dict:
     """The verdict on the child's outputs for one input set: the reference output is computed
     here, now, from the seed (it never leaves this process), and compared with what the child
     handed over (mapped from its GPU memory, or read from the files it wrote). `prints` keeps both
@@ -318,7 +323,8 @@ def compare_outputs(msg: dict, model, task, seed: tuple[int, int | None, str], d
             del opened
             if not ipc:
                 remove_outputs(msg["prefix"], MAX_OUTPUTS)
-            release(device)
+            if hand_back:
+                release(device)
 
 
 if __name__ == "__main__":
