@@ -88,6 +88,12 @@ def check_stochastic_source(code: str) -> Outcome | None:
     return None
 
 
+def weights_reason(weights: int, most: int, when: str = "") -> str:
+    """Why a task is refused by the memory filter for its weights (`when`: after what they were counted)."""
+    return (f"its weights take {weights / 2**20:,.0f} MiB{when}, more than the run's limit of {most / 2**20:,.0f} MiB "
+            "for a task's weights")
+
+
 def degenerate_reason(stats: list[dict]) -> str | None:
     """Why outputs are useless for timing a kernel, from per-output stats computed in the child:
     {"finite": bool, "numel": int, "nonzero": fraction, "std": float, "absmax": float}. A single

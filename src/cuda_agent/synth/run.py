@@ -33,7 +33,9 @@ from cuda_agent.synth.compose import Candidate, ComposeError
 from cuda_agent.synth.execute import (
     CANCELLED, GPU_CHILD_THREADS, ExecutionFilters, Executor, Limits, add_seconds, memory_share,
 )
-from cuda_agent.synth.filters import FILTER_VERSIONS, Outcome, Window, check_format, check_stochastic_source
+from cuda_agent.synth.filters import (
+    FILTER_VERSIONS, Outcome, Window, check_format, check_stochastic_source, weights_reason,
+)
 from cuda_agent.synth.mix import Mix, Plan
 from cuda_agent.synth.similarity import ReferenceIndex, fingerprint
 
@@ -299,9 +301,9 @@ class Run:
                 new = {**rec, "filter_versions": {**rec.get("filter_versions", {}), "memory": version},
                        "weights_bytes": weights}
                 if weights > self.config.max_weights_bytes:
-                    new.update(filter="memory", reason=f"its weights take {weights / 2**20:,.0f} MiB, more than the "
-                               f"run's limit of {self.config.max_weights_bytes / 2**20:,.0f} MiB for a task's weights "
-                               f"(found on resume; accepted under memory filter v{rec.get('filter_versions', {}).get('memory', '1')})")
+                    was = rec.get("filter_versions", {}).get("memory", "1")
+                    new.update(filter="memory", reason=weights_reason(weights, self.config.max_weights_bytes) +
+                               f" (found on resume; accepted under memory filter v{was})")
                     refused += 1
                 self.journal.append(new)
         finally:

@@ -157,7 +157,7 @@ class Worker:
         shared = not msg.get("alone")  # off the GPU while another worker times on it
         timing_shared = bool(msg.get("beside")) and shared  # beside: the module's doc
         from cuda_agent.measure import TimingPlan, time_callable, timing_draw
-        from cuda_agent.synth.filters import degenerate_reason
+        from cuda_agent.synth.filters import degenerate_reason, weights_reason
 
         plan = TimingPlan.from_dict(msg["plan"])
         stage, known, stats = "build", {}, None  # known: what a failed reply says of the model
@@ -171,10 +171,8 @@ class Worker:
             known["weights_bytes"] = weights  # again after the run: a lazy module's then
             if most is not None and weights > most:  # before the device: it would not fit beside the others
                 lap(stage)
-                return self._with_peak({
-                    "ok": False, "filter": "memory", "weights_bytes": weights, "seconds": seconds,
-                    "reason": f"its weights take {weights / 2**20:,.0f} MiB, more than the run's limit of "
-                              f"{most / 2**20:,.0f} MiB for a task's weights"}, device)
+                return self._with_peak({"ok": False, "filter": "memory", "weights_bytes": weights, "seconds": seconds,
+                                        "reason": weights_reason(weights, most)}, device)
             module, model = built or self._host_build(msg["code"])
             lap(stage)
             stage = "eager_run"
@@ -185,10 +183,9 @@ class Worker:
                 known["weights_bytes"] = weights = _weights_bytes(model)  # a lazy module's are made by its first call
                 if most is not None and weights > most:
                     lap(stage)
-                    return self._with_peak({
-                        "ok": False, "filter": "memory", "weights_bytes": weights, "seconds": seconds,
-                        "reason": f"its weights take {weights / 2**20:,.0f} MiB after its first call, more than "
-                                  f"the run's limit of {most / 2**20:,.0f} MiB for a task's weights"}, device)
+                    return self._with_peak({"ok": False, "filter": "memory", "weights_bytes": weights,
+                                            "seconds": seconds,
+                                            "reason": weights_reason(weights, most, " after its first call")}, device)
                 why = degenerate_reason([_stats(o) for o in first])  # at any size: not worth a size search
                 lap(stage)
                 if why:
@@ -210,7 +207,7 @@ class Worker:
                       "draw": draw}
         self._dropped = weakref.ref(model)
         return self._with_peak({"ok": True, "eager_ms": stats.median_ms, "shapes": [list(o.shape) for o in first],
-                                "weights_bytes": _weights_bytes(model), "seconds": seconds}, device)
+                                "weights_bytes": weights, "seconds": seconds}, device)
 
     def checks(self, msg: dict) -> dict:
         """Determinism and RNG use of the last `eager`'s model, at the size the size search settled on: a second
