@@ -140,7 +140,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $OUT/NAME.log
 for arg in "$@"; do
   name=${arg%%:*}; limit=${arg#*:}; [ "$limit" = "$arg" ] && limit=300
   case $name in
-    tests) step tests "$limit" $py -m pytest -q -m cuda -rfEsx -p no:cacheprovider --durations=15 ${TEST_ARGS:-tests} ;;
+    tests) step tests "$limit" $py -m pytest -v -m cuda -rfEsx -p no:cacheprovider --durations=15 ${TEST_ARGS:-tests} ;;
     build) step build "$limit" $py benchmarks/build_bench.py --device cuda --json "$LOGS/build_bench.json" ;;
     harness) step harness "$limit" $py benchmarks/harness_bench.py --device cuda --evals 5 --fidelity ${FIDELITY:-20} \
                --kernelbench "$KB/kernelbench.jsonl" --published "$KB/h100_modal_eager.json" --json "$LOGS/harness_bench.json" ${HARNESS_ARGS:-} ;;
