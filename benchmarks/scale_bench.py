@@ -70,29 +70,13 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
             start_s = time.perf_counter() - t0
             row = throughput(svc, device, evals_per_gpu * n, max_seconds=count_seconds)
             row.update(evaluators=svc.evaluators, service_start_s=start_s, alone_share=alone_share(row, n))
+            out["throughput"][str(n)] = row
+            report(n, row)
+            save(out)   # before the service closes: a close cut by the call's limit keeps the figure (2026-11-29)
         finally:  # the evaluations of a cut count (or of one that failed) abandoned, not waited for
+            t1 = time.perf_counter()
             svc.close(wait=not row["cut_short"])
-        out["throughput"][str(n)] = row
-        stages = " ".join(f"{k} {v:.2f}" for k, v in row["stage_s"].items() if "." not in k)
-        steady = row.get("steady_evals_per_hour")
-        cut = f" (cut short: {row['done']} of {row['submitted']} ended)" if row["cut_short"] else ""
-        print(f"{n} GPU(s){cut}: {row['evals_per_hour']:.0f} evaluations/h over {row['evaluators']} evaluators "
-              f"({f'{steady:.0f}/h' if steady else 'n/a'} after the first fifth), "
-              f"rewards {row['reward_counts']}; mean s a stage: {stages}", flush=True)
-        print(f"  the device held alone for timing: {100 * row['alone_share']:.0f}% of each GPU's time once running "
-              "(near 100%: the timing bounds the rate; well below: the waits between timings do)", flush=True)
-        parts = " ".join(f"{k.split('.', 1)[1]} {v:.2f}" for k, v in row["stage_s"].items() if k.startswith("timing."))
-        if parts:  # where the device's time alone goes: what bounds a GPU's evaluations per hour
-            print(f"  timing's parts, mean s: {parts}", flush=True)
-        for side in ("vs_eager", "vs_compile"):  # one task, one solution: every verdict should read the same
-            if row[side]:
-                print(f"  {side}: {min(row[side]):.3f}-{max(row[side]):.3f}x "
-                      f"(max/min - 1 = {100 * (max(row[side]) / min(row[side]) - 1):.2f}%)", flush=True)
-        print(f"  reference compiles in a worker new to the task: {row['compiled']} of {len(row['medians_ms'])}; "
-              f"the longest compile stages (s): {row['compile_s_top']}", flush=True)
-        for failure in row["failures"]:
-            print(f"  failed: {failure}", flush=True)
-        save(out)
+            print(f"  the service closed in {time.perf_counter() - t1:.1f} s", flush=True)
     if soak_n:
         n = max(counts)
         task, sol = demo(device)
@@ -104,9 +88,32 @@ def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int,
             clean_s = out["throughput"][str(n)]["eval_s"] if soak_timed else None  # no untimed clean run to set beside it
             out["soak"] = soak(svc, device, soak_n, clean_s, profile=soak_timed, journal=soak_journal)
             out["soak"].update(gpus=n, timed=soak_timed)
-        print("soak", json.dumps({k: v for k, v in out["soak"].items() if k != "stats"})[:800], flush=True)
-        save(out)
+            print("soak", json.dumps({k: v for k, v in out["soak"].items() if k != "stats"})[:800], flush=True)
+            save(out)   # before the service closes, as a count's
     return out
+
+
+def report(n: int, row: dict) -> None:
+    """One count's figures, printed as it ends (before its service closes)."""
+    stages = " ".join(f"{k} {v:.2f}" for k, v in row["stage_s"].items() if "." not in k)
+    steady = row.get("steady_evals_per_hour")
+    cut = f" (cut short: {row['done']} of {row['submitted']} ended)" if row["cut_short"] else ""
+    print(f"{n} GPU(s){cut}: {row['evals_per_hour']:.0f} evaluations/h over {row['evaluators']} evaluators "
+          f"({f'{steady:.0f}/h' if steady else 'n/a'} after the first fifth), "
+          f"rewards {row['reward_counts']}; mean s a stage: {stages}", flush=True)
+    print(f"  the device held alone for timing: {100 * row['alone_share']:.0f}% of each GPU's time once running "
+          "(near 100%: the timing bounds the rate; well below: the waits between timings do)", flush=True)
+    parts = " ".join(f"{k.split('.', 1)[1]} {v:.2f}" for k, v in row["stage_s"].items() if k.startswith("timing."))
+    if parts:  # where the device's time alone goes: what bounds a GPU's evaluations per hour
+        print(f"  timing's parts, mean s: {parts}", flush=True)
+    for side in ("vs_eager", "vs_compile"):  # one task, one solution: every verdict should read the same
+        if row[side]:
+            print(f"  {side}: {min(row[side]):.3f}-{max(row[side]):.3f}x "
+                  f"(max/min - 1 = {100 * (max(row[side]) / min(row[side]) - 1):.2f}%)", flush=True)
+    print(f"  reference compiles in a worker new to the task: {row['compiled']} of {len(row['medians_ms'])}; "
+          f"the longest compile stages (s): {row['compile_s_top']}", flush=True)
+    for failure in row["failures"]:
+        print(f"  failed: {failure}", flush=True)
 
 
 def alone_share(row: dict, gpus: int) -> float:

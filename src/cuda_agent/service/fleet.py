@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 MAX_BUILDERS = 8  # by default: enough to build ahead of a GPU; each is a process holding torch
 RESTART_EVERY_S = 5.0  # an evaluator that died while starting is asked for again no sooner than this
+STOP_WAIT_S = 30.0     # the evaluators' own stops (their workers closed), all together, at most
 AFFINITY_TASKS = 2     # tasks an evaluator is remembered for (the reference workers a harness process keeps)
 
 log = logging.getLogger(__name__)
@@ -189,17 +190,20 @@ class Fleet:
 
     def stop(self, wait: bool) -> None:
         """Every actor stopped and killed, and their cores given back; `wait`: an evaluator closes
-        what it started first (up to 30 s each), else it is killed at once."""
+        what it started first (all at once, up to STOP_WAIT_S together), else it is killed at once."""
         import ray
 
         if not ray.is_initialized():   # the Ray went first (shut down by its owner): so did the actors;
             self.slots, self.builders = [], []   # calling them would start a new Ray by itself
+        # Every evaluator asked at once, then waited for together: each closes its reference workers and spares,
+        # seconds each, which one after another outlasted a device call's limit (3 evaluators, 2026-11-29).
+        try:   # a busy actor answers after its evaluation, one not placed never
+            stopping = [slot.handle.stop.remote() for slot in self.slots if wait and slot.starting is None]
+            if stopping:
+                ray.wait(stopping, num_returns=len(stopping), timeout=STOP_WAIT_S)
+        except Exception:  # a dead Ray or actor: killed below
+            pass
         for slot in self.slots:
-            if wait and slot.starting is None:   # a busy actor answers after its evaluation, one not placed never
-                try:
-                    ray.get(slot.handle.stop.remote(), timeout=30)
-                except Exception:  # a dead or hung actor: killed below
-                    pass
             kill(slot.handle)
         for b in self.builders:
             kill(b)
