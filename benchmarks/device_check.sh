@@ -11,7 +11,8 @@
 #   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds placement benchscale freeze owner
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
-# for those steps, the last of a repeated flag wins; repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
+# for those steps, the last of a repeated flag wins; PAIRED_ARGS: more flags for paired_bench, e.g. "--config
+# sanity_speedup=0" (each evaluation timed twice in one solution process); repeat: REPEAT_TAG names its JSON, REPEAT_COMPARE
 # an earlier run's JSON to compare with, SCALE_ARGS: more flags for scale_bench, SCALE_GPUS its --gpus (default 1 and
 # every GPU), SCALE_TAG a name for a second run's files, SCALE_COUNT_SECONDS each count's wait before it is cut (its figure kept; the limit covers every count's start too), PROBE_PROCS/PROBE_ROUNDS: clock_probe --harness's, REPEAT_ARGS replaces `--level 3 --tasks 10 --workers 6`;
 # SNAPSHOT_AT="60 120": at those seconds into each step, its processes, the device locks and every Python process's
@@ -169,7 +170,7 @@ for arg in "$@"; do
     seeds) step seeds "$limit" $py benchmarks/seed_probe.py --seeds ${SEED_PROBE_SEEDS:-12} ${SEED_PROBE_ARGS:-} \
              --json "$LOGS/seeds.json" ;;  # issue 24: do the per-evaluation modes follow the evaluation's seeds?
     paired) step "paired_busy${PAIRED_BUSY:-0}" "$limit" $py benchmarks/paired_bench.py --device cuda --evals ${PAIRED_EVALS:-5} \
-              --busy ${PAIRED_BUSY:-0} --json "$LOGS/paired_busy${PAIRED_BUSY:-0}.json" ;;  # issue 24: do paired speed-ups repeat?
+              --busy ${PAIRED_BUSY:-0} --json "$LOGS/paired_busy${PAIRED_BUSY:-0}.json" ${PAIRED_ARGS:-} ;;  # issue 24: do paired speed-ups repeat?
     service) step service "$limit" $py benchmarks/service_bench.py --device cuda --direct ${DIRECT:-8} --evals ${SERVICE_EVALS:-30} \
                --soak ${SOAK:-40} --json "$LOGS/service_bench.json" ${SERVICE_ARGS:-} ;;
     timing) step timing "$limit" $py benchmarks/timing_bench.py --device cuda --json "$LOGS/timing_bench.json" ${TIMING_ARGS:-} ;;

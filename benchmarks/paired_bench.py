@@ -13,6 +13,10 @@ paired speed-ups should move less than 1%, the unpaired ones as much as the mach
 The evaluations run as the service runs them (inside keep_warm: the reference worker of the first
 is kept for the next, which then finds the task compiled); `--fresh-reference` gives every
 evaluation a reference worker of its own, which compiles the task again.
+`--config FIELD=VALUE` sets an EvalConfig field for every evaluation. `--config sanity_speedup=0` has each
+evaluation time twice, the second run (as the judge's re-measure) in the same solution process with a new capture:
+a table then sets each evaluation's two runs side by side (issue 24: does a slow mode belong to the process, or to
+one run's graphs and buffers?).
 """
 
 from __future__ import annotations
@@ -51,32 +55,45 @@ def busy(n: int):
             p.join()
 
 
-def plan_of(budget: float, overrides: list[str]):
-    """The timing plan with `--plan field=value` overrides (each parsed as its default's type)."""
-    from dataclasses import fields
+def _overrides(cls, flag: str, items: list[str]) -> dict:
+    """`FIELD=VALUE` items as a dataclass's fields, each parsed as its default's type (scalar fields only)."""
+    from dataclasses import MISSING, fields
 
-    from cuda_agent.harness import TimingPlan
-
-    kinds = {f.name: type(f.default) for f in fields(TimingPlan)}
-    values = {"budget_s": budget}
-    for item in overrides:
+    kinds = {f.name: type(f.default) for f in fields(cls)
+             if f.default is not MISSING and isinstance(f.default, (bool, int, float, str))}
+    values = {}
+    for item in items:
         name, _, value = item.partition("=")
         if name not in kinds:
-            raise SystemExit(f"--plan {item}: no timing-plan field {name!r} (fields: {', '.join(kinds)})")
+            raise SystemExit(f"{flag} {item}: no such field {name!r} (fields: {', '.join(kinds)})")
         values[name] = value.lower() in ("1", "true", "yes") if kinds[name] is bool else kinds[name](value)
-    return TimingPlan(**values)
+    return values
+
+
+def plan_of(budget: float, overrides: list[str]):
+    """The timing plan with `--plan field=value` overrides (each parsed as its default's type)."""
+    from cuda_agent.harness import TimingPlan
+
+    return TimingPlan(**{"budget_s": budget, **_overrides(TimingPlan, "--plan", overrides)})
+
+
+def config_of(device: str, budget: float, plan: list[str], config: list[str]):
+    """The evaluations' EvalConfig: the timing plan and `--config field=value` overrides."""
+    from cuda_agent.harness import EvalConfig
+
+    return EvalConfig(device=device, timing=plan_of(budget, plan), **_overrides(EvalConfig, "--config", config))
 
 
 def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (),
-                fresh_reference: bool = False) -> list[dict]:
+                fresh_reference: bool = False, config_overrides: list[str] = ()) -> list[dict]:
     from contextlib import nullcontext
 
-    from cuda_agent.harness import EvalConfig, evaluate, keep_warm
+    from cuda_agent.harness import evaluate, keep_warm
     from cuda_agent.tasks import load_task
 
     task = load_task("scale_bias_relu")
     sol = REPO / "benchmarks" / "solutions" / f"scale_bias_relu_{device}"
-    config = EvalConfig(device=device, timing=plan_of(budget, list(overrides)))
+    config = config_of(device, budget, list(overrides), list(config_overrides))
     rows, cached_eager = [], None
     # the GPU's clocks, power and temperature through each evaluation (clock_probe's nvidia-smi sampler): is an
     # evaluation read 5-7% slow when the GPU ran slower? (issue 24)
@@ -115,8 +132,19 @@ def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (
                      "warmup_rounds": p.warmup_rounds,
                      "reference_jobs": r.details.get("reference_jobs"), "compile_graphs": r.details.get("compile_graphs"),
                      "gpu": gpu, "gpu_alone": r.details.get("gpu_alone") or {},
-                     "split_ms": r.details.get("timing_split_ms") or {}})
+                     "split_ms": r.details.get("timing_split_ms") or {}, **first_run(r)})
     return rows
+
+
+def first_run(r) -> dict:
+    """An evaluation timed twice (the judge's re-measure): its first run's figures, beside the second's in the row."""
+    first, timing = r.details.get("first_paired"), r.details.get("first_solution_timing")
+    if not first or not timing:
+        return {}
+    ratios = first.get("ratios", {})
+    return {"first_solution_ms": timing.get("median_ms"),
+            "first_vs_eager": (ratios.get("eager") or {}).get("value"),
+            "first_vs_compile": (ratios.get("compile") or {}).get("value")}
 
 
 def spread(values: list[float]) -> float:
@@ -160,6 +188,13 @@ def table(rows: list[dict]) -> str:
     lines += ["", "| eval | warm-up rounds | " + " | ".join(f"{k} s" for k in parts) + " |", "|---|--:|" + "--:|" * len(parts)]
     lines += [f"| {r['eval']} | {r.get('warmup_rounds')} | "
               + " | ".join(f"{r['timing_parts_s'].get(k, 0):.2f}" for k in parts) + " |" for r in rows]
+    twice = [r for r in rows if r.get("first_solution_ms")]
+    if twice:   # one solution process, two runs, two captures: a mode in both is the process's, in one the run's
+        lines += ["", "| eval | solution ms, run 1 | run 2 | run 2 / run 1 - 1 % | vs eager, run 1 | run 2 "
+                  "| vs compile, run 1 | run 2 |", "|---|--:|--:|--:|--:|--:|--:|--:|"]
+        lines += [f"| {r['eval']} | {r['first_solution_ms']:.5f} | {r['solution_ms']:.5f} "
+                  f"| {100 * (r['solution_ms'] / r['first_solution_ms'] - 1):+.2f} | {r['first_vs_eager'] or 0:.3f} "
+                  f"| {r['vs_eager']:.3f} | {r['first_vs_compile'] or 0:.3f} | {r['vs_compile']:.3f} |" for r in twice]
     sides = list(dict.fromkeys(k for r in rows for k in r.get("split_ms", {})))
     if sides:   # the windows' time alone by side: the calls' own, and the rest of each request (round trip, inputs)
         lines += ["", "| eval | " + " | ".join(f"{s} calls | {s} own ms | {s} rest ms" for s in sides) + " |",
@@ -179,6 +214,9 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=2.0, help="the timing plan's budget_s")
     ap.add_argument("--plan", action="append", default=[], metavar="FIELD=VALUE",
                     help="a timing-plan field for every evaluation, e.g. --plan window_s=0.1 (repeatable)")
+    ap.add_argument("--config", action="append", default=[], metavar="FIELD=VALUE",
+                    help="an EvalConfig field for every evaluation, e.g. --config sanity_speedup=0 (each evaluation "
+                         "timed twice in one solution process)")
     ap.add_argument("--fresh-reference", action="store_true",
                     help="a reference worker of its own for every evaluation (it compiles the task again)")
     ap.add_argument("--json", type=Path, default=None)
@@ -189,15 +227,15 @@ def main() -> None:
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     with busy(args.busy):
-        rows = evaluations(device, args.evals, args.budget, args.plan, args.fresh_reference)
+        rows = evaluations(device, args.evals, args.budget, args.plan, args.fresh_reference, args.config)
     where = machine(device)
     print(f"# paired_bench: {args.evals} evaluations of the demo solution, {args.busy} busy processes beside, "
-          f"plan overrides {args.plan or 'none'}, "
+          f"plan overrides {args.plan or 'none'}, config overrides {args.config or 'none'}, "
           f"{'a fresh reference worker each' if args.fresh_reference else 'reference worker kept for the next'}; "
           f"{where['device']}, torch {where['torch']}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
     print(table(rows))
     if args.json:
-        args.json.write_text(json.dumps({"machine": where, "busy": args.busy, "plan": args.plan,
+        args.json.write_text(json.dumps({"machine": where, "busy": args.busy, "plan": args.plan, "config": args.config,
                                          "fresh_reference": args.fresh_reference, "rows": rows},
                                         indent=1))
 

@@ -32,3 +32,35 @@ def test_without_nvidia_smi_the_watch_says_nothing_rather_than_a_made_up_state()
     watch.stop()
     if shutil.which("nvidia-smi") is None:  # a machine without a GPU (CI): no state, and no failure
         assert watch.summary("idle")["samples"] == 0 and watch.summary("idle")["sm_mhz"] is None
+
+
+def test_config_overrides_parse_as_the_fields_types_and_an_unknown_field_says_which_exist():
+    import pytest
+
+    from paired_bench import config_of
+
+    config = config_of("cpu", 1.5, ["window_s=0.2", "graphs=false"], ["sanity_speedup=0", "quiet_host=no"])
+    assert (config.sanity_speedup, config.quiet_host, config.timing.window_s, config.timing.graphs,
+            config.timing.budget_s) == (0.0, False, 0.2, False, 1.5)
+    with pytest.raises(SystemExit, match="no such field 'sanity'.*sanity_speedup"):
+        config_of("cpu", 1.0, [], ["sanity=0"])
+    with pytest.raises(SystemExit, match="--config timing=x"):   # not a scalar: not settable this way
+        config_of("cpu", 1.0, [], ["timing=x"])
+
+
+def test_an_evaluation_timed_twice_sets_its_first_run_beside_the_second():
+    from types import SimpleNamespace
+
+    from paired_bench import first_run, table
+
+    twice = SimpleNamespace(details={"first_solution_timing": {"median_ms": 0.0203},
+                                     "first_paired": {"ratios": {"eager": {"value": 3.42}, "compile": {"value": 0.88}}}})
+    assert first_run(twice) == {"first_solution_ms": 0.0203, "first_vs_eager": 3.42, "first_vs_compile": 0.88}
+    assert first_run(SimpleNamespace(details={})) == {}
+    row = {"eval": 1, "seconds": 6.0, "reward": 2, "vs_eager": 3.64, "se_eager": 0.002, "vs_compile": 0.94,
+           "se_compile": 0.002, "rounds": 6, "window": 6, "stopped": "target", "method": "graph of 14",
+           "unpaired_vs_eager": 3.6, "solution_ms": 0.0190, "eager_ms": 0.0693, "compile_ms": 0.0179, "timing_s": 0.6,
+           **first_run(twice)}
+    text = table([row])
+    assert "| 1 | 0.02030 | 0.01900 | -6.40 | 3.420 | 3.640 | 0.880 | 0.940 |" in text
+    assert "run 2 / run 1" not in table([{k: v for k, v in row.items() if not k.startswith("first_")}])
