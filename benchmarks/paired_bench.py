@@ -55,33 +55,20 @@ def busy(n: int):
             p.join()
 
 
-def _overrides(cls, flag: str, items: list[str]) -> dict:
-    """`FIELD=VALUE` items as a dataclass's fields, each parsed as its default's type (scalar fields only)."""
-    from dataclasses import MISSING, fields
-
-    kinds = {f.name: type(f.default) for f in fields(cls)
-             if f.default is not MISSING and isinstance(f.default, (bool, int, float, str))}
-    values = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        if name not in kinds:
-            raise SystemExit(f"{flag} {item}: no such field {name!r} (fields: {', '.join(kinds)})")
-        values[name] = value.lower() in ("1", "true", "yes") if kinds[name] is bool else kinds[name](value)
-    return values
-
-
 def plan_of(budget: float, overrides: list[str]):
     """The timing plan with `--plan field=value` overrides (each parsed as its default's type)."""
     from cuda_agent.harness import TimingPlan
 
-    return TimingPlan(**{"budget_s": budget, **_overrides(TimingPlan, "--plan", overrides)})
+    from overrides import overrides as parsed
+
+    return TimingPlan(**{"budget_s": budget, **parsed(TimingPlan, "--plan", overrides)})
 
 
 def config_of(device: str, budget: float, plan: list[str], config: list[str]):
     """The evaluations' EvalConfig: the timing plan and `--config field=value` overrides."""
-    from cuda_agent.harness import EvalConfig
+    from overrides import eval_config
 
-    return EvalConfig(device=device, timing=plan_of(budget, plan), **_overrides(EvalConfig, "--config", config))
+    return eval_config(device, config, timing=plan_of(budget, plan))
 
 
 def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (),

@@ -31,7 +31,8 @@ from service_bench import soak, throughput  # noqa: E402  (the one-device benchm
 GOALS = {"evals_per_hour_per_gpu": 2500, "scaling": 0.9}
 # summary.json's fields that this script writes: each run replaces them as a whole (a count or a soak
 # of an earlier run never stands beside this run's date and device); the other steps' fields stay
-OWN_FIELDS = ("device", "date", "gpus", "evals_per_hour", "steady_evals_per_hour", "scaling", "soak", "cut_short")
+OWN_FIELDS = ("device", "date", "gpus", "evals_per_hour", "steady_evals_per_hour", "scaling", "soak", "cut_short",
+              "config")
 
 
 def settings_for(device: str, gpus: int, per_device: int):
@@ -51,24 +52,28 @@ def device_name(device: str, gpus: int) -> str:
 
 def measure(device: str, counts: list[int], per_device: int, evals_per_gpu: int, soak_n: int,
             soak_timed: bool = True, save: Callable[[dict], None] = lambda out: None,
-            soak_journal: Path | None = None, count_seconds: float | None = None) -> dict:
+            soak_journal: Path | None = None, count_seconds: float | None = None, config: list[str] = ()) -> dict:
     """Throughput per GPU count, then the soak on the largest (`soak_timed=False`: its evaluations check
     correctness only; the faults and the killed evaluator are the same; `soak_journal`: a line per request as it
     ends). `save(out)` after each count and after the soak: a run killed later keeps what it measured.
     `count_seconds`: a count's evaluations not ended that long after their submission are abandoned, its figure
-    the ended ones' (flagged `cut_short`; a 2x H200 run cut by its call's limit at 90 of 96 kept nothing, 2026-11-28)."""
+    the ended ones' (flagged `cut_short`; a 2x H200 run cut by its call's limit at 90 of 96 kept nothing, 2026-11-28).
+    `config`: `FIELD=VALUE` EvalConfig overrides for the counts' evaluations (an A/B: recorded in the output)."""
     from cuda_agent.harness import EvalConfig
     from cuda_agent.service import EvalService
     from service_bench import demo
 
-    out: dict = {"throughput": {}}
+    from overrides import eval_config
+
+    out: dict = {"throughput": {}, "config": list(config)}
     for n in counts:
         t0 = time.perf_counter()
         svc = EvalService(settings_for(device, n, per_device)).start()
         row = {"cut_short": True}
         try:
             start_s = time.perf_counter() - t0
-            row = throughput(svc, device, evals_per_gpu * n, max_seconds=count_seconds)
+            row = throughput(svc, device, evals_per_gpu * n, max_seconds=count_seconds,
+                             config=eval_config(device, list(config)))
             row.update(evaluators=svc.evaluators, service_start_s=start_s, alone_share=alone_share(row, n))
             out["throughput"][str(n)] = row
             report(n, row)
@@ -136,6 +141,8 @@ def summarize(out: dict, device: str, old: dict | None = None) -> dict:
     cut = {str(n): f"{r['done']} of {r['submitted']}" for n in counts if (r := out["throughput"][str(n)]).get("cut_short")}
     if cut:   # a count whose run was cut: its figure is the ended evaluations' over the time waited
         summary["cut_short"] = cut
+    if out.get("config"):   # not the judge's own settings: the figures are an A/B's, and say so
+        summary["config"] = out["config"]
     if 1 in counts and len(counts) > 1:
         n = max(counts)
         summary["scaling"] = {"gpus": n, "ratio": round(per_hour[str(n)] / (n * per_hour["1"]), 3),
@@ -159,6 +166,8 @@ def table(summary: dict) -> str:
         after = f"{steady[n] / int(n):.0f}" if n in steady else "n/a"
         cut = f" (cut short: {summary['cut_short'][n]})" if n in summary.get("cut_short", {}) else ""
         lines.append(f"| {n} | {v}{cut} | {v / int(n):.0f} | {after} | {GOALS['evals_per_hour_per_gpu']} |")
+    if summary.get("config"):
+        lines.append(f"\nEvalConfig overrides (an A/B, not the judge's own settings): {', '.join(summary['config'])}")
     if "scaling" in summary:
         s = summary["scaling"]
         cut = " (from a count cut short: the evaluations in flight at the cut not counted)" if s.get("cut_short") else ""
@@ -195,6 +204,9 @@ def main() -> None:
     ap.add_argument("--soak-untimed", action="store_true", help="the soak's evaluations check correctness only")
     ap.add_argument("--summary", type=Path, default=None, help="summary.json to merge the figures into")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--config", action="append", default=[], metavar="FIELD=VALUE",
+                    help="an EvalConfig field for the counts' evaluations, e.g. --config quiet_host=false (compiles "
+                         "and builds beside timing); recorded in the summary")
     ap.add_argument("--count-seconds", type=float, default=None,
                     help="each count's wait after its submission: evaluations not ended by then are abandoned and its "
                          "figure is the ended ones' (cut_short). Per count: a run's limit must cover, for every count, "
@@ -215,7 +227,7 @@ def main() -> None:
     out = measure(device, sorted(set(args.gpus)), args.per_device, args.evals_per_gpu, args.soak,
                   soak_timed=not args.soak_untimed, save=save,
                   soak_journal=args.json.with_suffix(".soak.jsonl") if args.json else None,
-                  count_seconds=args.count_seconds)
+                  count_seconds=args.count_seconds, config=args.config)
     print(table(summarize(out, device, old)))
 
 

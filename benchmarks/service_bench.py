@@ -69,21 +69,23 @@ def direct(device: str, evals: int) -> dict:
             "medians_ms": [r.solution.median_ms for r in rows if r.solution]}
 
 
-def throughput(svc, device: str, evals: int, max_seconds: float | None = None) -> dict:
+def throughput(svc, device: str, evals: int, max_seconds: float | None = None, config=None) -> dict:
     """`evals` evaluations of the demo solution submitted at once (build and baselines cached). With
     `max_seconds`, those not ended that many seconds after the submission are not waited for: the row is
     the ended ones' (`cut_short`, `done` of `submitted`), its rate theirs over the time waited, so a run
-    that its device call's limit would cut keeps its figure (the caller abandons the rest)."""
+    that its device call's limit would cut keeps its figure (the caller abandons the rest). `config`: the
+    evaluations' EvalConfig (default: the judge's for `device`)."""
     from concurrent.futures import TimeoutError as Timeout
 
     from cuda_agent.harness import EvalConfig
 
     task, sol = demo(device)
-    first = svc.evaluate(task, sol, EvalConfig(device=device))
+    config = config or EvalConfig(device=device)
+    first = svc.evaluate(task, sol, config)
     print(f"  [{time.strftime('%H:%M:%S')}] first evaluation: reward {first.reward} in {first.seconds:.1f} s; "
           f"{evals} submitted", flush=True)
     t0 = time.perf_counter()
-    futures = [svc.submit_path(task, sol, EvalConfig(device=device)) for _ in range(evals)]
+    futures = [svc.submit_path(task, sol, config) for _ in range(evals)]
     ends, rows = [], []  # seconds from submission to each evaluation's end, and its result, in the order they ended
     left = None if max_seconds is None else max(0.0, max_seconds - (time.perf_counter() - t0))
     try:

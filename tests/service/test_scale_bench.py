@@ -178,3 +178,38 @@ def test_a_cut_count_abandons_its_evaluations_and_a_whole_one_waits_for_none(mon
     with pytest.raises(RuntimeError, match="first evaluation failed"):
         measure("cpu", [1], 1, 3, 0)
     assert _FakeService.closes == [False, True, False]                           # a failed count: abandoned
+
+
+class _Recording(_Slow):
+    """A stand-in service that keeps the configs its evaluations were asked with."""
+
+    def __init__(self, step: float):
+        super().__init__(step)
+        self.configs = []
+
+    def evaluate(self, task, solution, config):
+        self.configs.append(config)
+        return super().evaluate(task, solution, config)
+
+    def submit_path(self, task, solution, config):
+        self.configs.append(config)
+        return super().submit_path(task, solution, config)
+
+
+def test_config_overrides_reach_every_evaluation_and_the_summary_names_them():
+    from overrides import eval_config
+    from scale_bench import summarize, table
+    from service_bench import throughput
+
+    svc = _Recording(0.01)
+    try:
+        row = throughput(svc, "cpu", 3, max_seconds=30, config=eval_config("cpu", ["quiet_host=false"]))
+    finally:
+        svc.pool.shutdown(wait=False, cancel_futures=True)
+    assert len(svc.configs) == 4 and all(c.quiet_host is False and c.device == "cpu" for c in svc.configs)
+    summary = summarize({"throughput": {"1": row}, "config": ["quiet_host=false"]}, "cpu")
+    assert summary["config"] == ["quiet_host=false"] and "an A/B" in table(summary)
+    again = summarize({"throughput": {"1": row}, "config": []}, "cpu", summary)   # the judge's own run after it
+    assert "config" not in again and "an A/B" not in table(again)
+    with pytest.raises(SystemExit, match="no such field 'quiet'"):
+        eval_config("cpu", ["quiet=false"])
