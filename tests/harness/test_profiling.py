@@ -527,6 +527,13 @@ def test_the_baselines_are_compiled_while_the_solutions_processes_are_stopped(wa
         assert len(compiles[0]) == 1 and len(compiles[0][0]) == 1 and compiles[0][0][0] > 0
 
 
+def test_the_reference_is_told_to_let_go_of_the_lock_while_its_compile_works_on_the_cpu(watched):
+    """EvalConfig.compile_off_lock (default True) goes with the compile request, beside the lock to let go of."""
+    _, log = watched
+    asked = [m for who, m, _ in log if who == "reference" and m.get("op") == "compile"]
+    assert [(m["off_lock"], bool(m["lock"])) for m in asked] == [(True, True)]
+
+
 def test_the_recheck_is_asked_inside_the_timings_hold_of_the_device_not_after_a_second_wait(watched):
     """The child's recheck comes last, while the device is still held alone for the timing: a shared lock taken for
     it after would queue behind the next evaluation's whole timing (2x H200, 2026-11-28: 1.2 s of `wait` an

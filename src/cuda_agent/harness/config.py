@@ -21,6 +21,10 @@ class EvalConfig:
     # Builds and the baselines' torch.compile wait while the device times, and timing waits for them
     # (lock.beside_timing); False: they run beside timing, as before 2026-11-25 (for comparison).
     quiet_host: bool = True
+    # With quiet_host: the reference's torch.compile lets go of the device lock while it traces and generates code
+    # (CPU work, seconds; its autotuning and runs still hold it), so an evaluation waiting to time waits for the
+    # compile's device work, not its CPU work (measure.compile_off_lock, as synth's workers do). False: held through.
+    compile_off_lock: bool = True
     memory_limit_gb: float = 32.0        # host memory of the solution's child process
     timing: TimingPlan = field(default_factory=TimingPlan)
     timed_outputs_checked: int = 2       # timed calls chosen at random whose outputs are checked too (and the last)

@@ -34,7 +34,7 @@ def time_baselines(model: torch.nn.Module, draw: Callable[[int], list], device: 
 
 
 def compile_for_timing(model: torch.nn.Module, inputs: list, alone: str | None = None,
-                       lock_dir: Path | None = None) -> Callable[..., object]:
+                       lock_dir: Path | None = None, off_lock: str | None = None) -> Callable[..., object]:
     """`torch.compile(model)`, compiled now by one call (under no_grad, as it will be timed), so
     that the compilation (CPU work, seconds) happens before the device is taken for timing. The
     caller holds the device's lock shared meanwhile (lock.beside_timing), so no timer runs beside it.
@@ -42,9 +42,10 @@ def compile_for_timing(model: torch.nn.Module, inputs: list, alone: str | None =
     the first call) holding the device alone, as a timer does, since timed beside other processes'
     GPU work a slower configuration can win and stay. (It did not cure the one case measured: in a
     6-worker bench on the H100, 30_SwinTransformerV2 compiles to 4.7 or 7.0 ms, alone always 4.7:
-    benchmarks/RESULTS.md, 2026-11-26.)"""
+    benchmarks/RESULTS.md, 2026-11-26.) `off_lock`: the key of a lock this thread holds shared, which the
+    compile's stretches (tracing, code generation) let go of meanwhile (compile_off_lock)."""
     compiled = torch.compile(model)
-    with torch.no_grad(), autotune_alone(alone, lock_dir):
+    with torch.no_grad(), autotune_alone(alone, lock_dir), compile_off_lock(off_lock, lock_dir):
         compiled(*inputs)
     return compiled
 

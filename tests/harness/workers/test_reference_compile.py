@@ -40,7 +40,7 @@ def events(monkeypatch) -> list[tuple[str, str]]:
         seen.append(("turn", task_key))
         yield True
 
-    def compile_for_timing(model, inputs, alone=None, lock_dir=None):  # a compile that makes one graph, as torch's does
+    def compile_for_timing(model, inputs, alone=None, lock_dir=None, off_lock=None):  # one graph, as torch's makes
         from torch._dynamo.utils import counters
 
         seen.append(("compile", type(model).__name__))
@@ -73,3 +73,29 @@ def test_a_fresh_worker_warms_torch_compile_before_its_tasks_turn_and_a_warmed_o
     reference.serve_job(Channel([compile_request, {"op": "next"}]), _job(tmp_path, ""), task)
     reference.serve_job(Channel([compile_request, {"op": "next"}]), _job(tmp_path, "other:cpu"), task)
     assert events == [("compile", "Model"), ("turn", "other:cpu"), ("compile", "Model")]
+
+
+def test_with_the_host_quiet_both_compiles_let_go_of_the_lock_they_hold_shared_unless_told_to_keep_it(
+        tmp_path, monkeypatch):
+    """EvalConfig.compile_off_lock reaches the worker as `off_lock`: the warm-up's and the task's compile are handed
+    the key of the lock they hold shared (measure.compile_off_lock then lets go of it while TorchDynamo and Inductor
+    work on the CPU); with `off_lock` false, or without a quiet host (no lock held), nothing is let go."""
+    from measure.lockprobe import would_wait
+
+    task = module_from_source((HACKS / "tasks" / "sbr_small.py").read_text(), "reference", "model.py")
+    lock = tmp_path / "cpu0.lock"
+    seen: list[tuple] = []
+
+    def compile_for_timing(model, inputs, alone=None, lock_dir=None, off_lock=None):
+        seen.append((type(model).__name__, alone, off_lock, would_wait(lock)))   # held shared while it compiles
+        return model
+
+    monkeypatch.setattr(measure, "compile_for_timing", compile_for_timing)
+    for off, quiet, expect in ((True, True, "cpu0"), (False, True, None), (True, False, None)):
+        monkeypatch.setattr(reference, "_warmed", False)
+        seen.clear()
+        request = {"op": "compile", "seed": 11, "quiet": quiet, "lock": "cpu0", "lock_dir": str(tmp_path),
+                   "off_lock": off}
+        reference.serve_job(Channel([request, {"op": "next"}]), _job(tmp_path, ""), task)
+        held = quiet   # a quiet host's compiles hold the lock shared; the harness keeps no lock otherwise
+        assert seen == [("ReLU", None, expect, held), ("Model", "cpu0" if quiet else None, expect, held)], (off, quiet)

@@ -29,14 +29,15 @@ def serve(channel) -> None:
 
     import torch
 
-    from cuda_agent.harness.workers.spares import WARM_COMPILE_ENV, WARM_ENV, task_digest
+    from cuda_agent.harness.workers.spares import WARM_COMPILE_ENV, WARM_ENV, WARM_OFF_LOCK_ENV, task_digest
     from cuda_agent.measure import module_from_source, release
 
     warm = os.environ.get(WARM_ENV, "")
     if warm.startswith("cuda"):  # a spare (see spares.py): the CUDA context while it waits for a job
         torch.empty(1, device=warm)
     if WARM_COMPILE_ENV in os.environ:  # a spare: torch.compile's first-use costs paid while it waits
-        _warm_compile(warm if warm.startswith("cuda") else "cpu", os.environ[WARM_COMPILE_ENV])
+        _warm_compile(warm if warm.startswith("cuda") else "cpu", os.environ[WARM_COMPILE_ENV],
+                      off_lock=os.environ.get(WARM_OFF_LOCK_ENV) == "1")
     source, task = None, None  # the last job's task: its source and the module made of it
     compiled = False           # whether an earlier job of that task compiled its model
     while (job := channel.recv()) is not None and job.get("op") != "quit":
@@ -135,7 +136,7 @@ def serve_job(channel, job: dict, task) -> dict | None:
                 if not _warmed:  # a fresh H100 (2026-11-28): six new workers' first compiles, 10-12 s each of
                     # imports and Inductor's set-up, ran one after the other in the turn (the last ended 60 s in),
                     # where a warmed spare's compile took well under a second once its turn came
-                    _warm_compile(str(device), *_lock_of(msg))
+                    _warm_compile(str(device), *_lock_of(msg), off_lock=bool(msg.get("off_lock")))
                 before = _graphs()
                 compiled = _compile(model, make_inputs(task, msg["seed"], device), msg, job.get("compile_turn", ""))
                 channel.send({"ok": True, "graphs": _graphs() - before})
@@ -190,10 +191,11 @@ def _uuid(device) -> str | None:
     return f"GPU-{uuid}" if uuid is not None else None
 
 
-def _warm_compile(device: str, lock: str, lock_dir: Path | None = None) -> None:
+def _warm_compile(device: str, lock: str, lock_dir: Path | None = None, off_lock: bool = False) -> None:
     """torch.compile of a tiny function, then forgotten: the imports and Inductor's set-up that a
     worker's first compile pays (seconds) are paid here instead, holding the device lock `lock`
-    shared as a compile does ("": none). A failure here is the real compile's to report."""
+    shared as a compile does ("": none; `off_lock`: its stretches let go of it, as the task's compile's).
+    A failure here is the real compile's to report."""
     from contextlib import nullcontext
 
     import torch
@@ -204,7 +206,8 @@ def _warm_compile(device: str, lock: str, lock_dir: Path | None = None) -> None:
     before = _graphs()
     try:
         with device_lock(lock, shared=True, lock_dir=lock_dir) if lock else nullcontext():
-            compile_for_timing(torch.nn.ReLU(), [torch.randn(64, 64, device=device)])
+            compile_for_timing(torch.nn.ReLU(), [torch.randn(64, 64, device=device)], lock_dir=lock_dir,
+                               off_lock=lock if lock and off_lock else None)
         torch._dynamo.reset()
     except Exception as e:  # in the worker's log; the task's own compile says what matters
         print(f"torch.compile's warm-up failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
@@ -233,7 +236,8 @@ def _compile(model, inputs: list, msg: dict, task_key: str = ""):
     turn_dir = Path(msg["turn_dir"]) if msg.get("turn_dir") else None   # the home's (its Inductor cache's)
     with compile_turn(task_key, turn_dir) if task_key else nullcontext(), \
             device_lock(key, shared=True, lock_dir=lock_dir) if key else nullcontext():
-        return compile_for_timing(model, inputs, alone=key or None, lock_dir=lock_dir)
+        return compile_for_timing(model, inputs, alone=key or None, lock_dir=lock_dir,
+                                  off_lock=key if key and msg.get("off_lock") else None)
 
 
 def shifted_usable(model, task, seed: tuple[int, int, str], device) -> str:

@@ -44,6 +44,7 @@ WARM_ENV = "CUDA_AGENT_WARM_DEVICE"  # set for a spare: create the CUDA context 
 # Inductor's set-up: 5 s of a fresh worker's 5.6 s compile of sbr_small on 2 cores) before the job comes, the
 # lock held shared as for any compile; every evaluation compiles its baselines to time them paired.
 WARM_COMPILE_ENV = "CUDA_AGENT_WARM_COMPILE"
+WARM_OFF_LOCK_ENV = "CUDA_AGENT_WARM_OFF_LOCK"   # "1": that compile's stretches let go of the lock (compile_off_lock)
 KEPT_REFERENCES = 2      # reference workers kept for their task's next evaluation, per process (the least recent goes)
 REFERENCE_JOBS = 64      # evaluations one reference worker serves at most (whatever it holds is bounded)
 NEXT_TIMEOUT_S = 30.0    # for a kept reference worker's answer that it dropped the evaluation
@@ -129,6 +130,7 @@ def start_reference(backend: Backend, config: EvalConfig, spare: bool = False) -
     env = {**_env(backend), "TORCHINDUCTOR_CACHE_DIR": str(compiled), "TRITON_CACHE_DIR": str(compiled / "triton")}
     if spare and config.profile:  # an evaluation that only checks correctness (RL rewards often) never compiles
         env[WARM_COMPILE_ENV] = lock_name(backend.device) if config.quiet_host else ""
+        env[WARM_OFF_LOCK_ENV] = "1" if config.compile_off_lock else ""
     try:
         # Forked from a process that imported torch once, on the CPU backend. On CUDA (CUDA_AGENT_FORK_SERVER=1) it
         # passed the device's harness tests once (2026-11-27, torch alone preloaded); off there until it is the default.
