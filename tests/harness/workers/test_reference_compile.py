@@ -99,3 +99,57 @@ def test_with_the_host_quiet_both_compiles_let_go_of_the_lock_they_hold_shared_u
         reference.serve_job(Channel([request, {"op": "next"}]), _job(tmp_path, ""), task)
         held = quiet   # a quiet host's compiles hold the lock shared; the harness keeps no lock otherwise
         assert seen == [("ReLU", None, expect, held), ("Model", "cpu0" if quiet else None, expect, held)], (off, quiet)
+
+
+def test_a_spares_warm_up_lets_go_of_the_lock_where_its_environment_says_so(monkeypatch):
+    """spares.start_reference sets WARM_OFF_LOCK_ENV from EvalConfig.compile_off_lock: the worker's warm-up reads it
+    beside WARM_COMPILE_ENV (the lock to hold shared, "" for none)."""
+    from cuda_agent.harness.workers.spares import WARM_COMPILE_ENV, WARM_ENV, WARM_OFF_LOCK_ENV
+
+    seen: list[tuple] = []
+    monkeypatch.setattr(reference, "_warm_compile", lambda device, lock, off_lock=False: seen.append((lock, off_lock)))
+    monkeypatch.delenv(WARM_ENV, raising=False)
+    for lock, off in (("cpu0", "1"), ("cpu0", ""), ("", "1")):
+        monkeypatch.setenv(WARM_COMPILE_ENV, lock)
+        monkeypatch.setenv(WARM_OFF_LOCK_ENV, off)
+        reference.serve(Channel([]))   # no job: the warm-up only
+    assert seen == [("cpu0", True), ("cpu0", False), ("", True)]
+
+
+@pytest.mark.slow
+def test_a_real_compile_of_the_task_lets_go_of_the_lock_while_it_works_and_holds_it_again_before_its_code_runs(
+        tmp_path, monkeypatch):
+    """No fake compile: the task's torch.compile on the CPU, through the worker's request, lets go of the lock it
+    holds shared (a timer could take it) in its stretches and holds it again when each ends; `off_lock` false
+    keeps it held throughout (nothing is let go)."""
+    from contextlib import contextmanager
+
+    import torch
+
+    from cuda_agent.measure import baselines
+    from measure.lockprobe import would_wait
+
+    task = module_from_source((HACKS / "tasks" / "sbr_small.py").read_text(), "reference", "model.py")
+    lock, real = tmp_path / "cpu0.lock", baselines.let_go
+    seen: list[tuple[str, bool]] = []
+
+    @contextmanager
+    def let_go(key, lock_dir=None):
+        with real(key, lock_dir) as went:
+            seen.append(("in", went and not would_wait(lock)))   # let go, and a timer could take the lock now
+            yield went
+        seen.append(("after", would_wait(lock)))   # held again
+
+    monkeypatch.setattr(baselines, "let_go", let_go)
+    monkeypatch.setattr(reference, "_warmed", True)   # the task's compile alone
+    for off in (False, True):
+        torch._dynamo.reset()   # a compile of its own each time (torch's cache would skip TorchDynamo's)
+        seen.clear()
+        request = {"op": "compile", "seed": 11, "quiet": True, "lock": "cpu0", "lock_dir": str(tmp_path),
+                   "off_lock": off}
+        channel = Channel([request, {"op": "next"}])
+        assert reference.serve_job(channel, _job(tmp_path, ""), task) == {"op": "next"}
+        assert channel.replies[-1]["ok"] and channel.replies[-1]["graphs"] >= 1, channel.replies
+        assert not would_wait(lock)   # the compile's hold ended with it
+        expected = [("in", True), ("after", True)] * (len(seen) // 2) if off else []
+        assert seen == expected and (seen or not off), (off, seen)
