@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -527,11 +528,16 @@ def test_the_baselines_are_compiled_while_the_solutions_processes_are_stopped(wa
         assert len(compiles[0]) == 1 and len(compiles[0][0]) == 1 and compiles[0][0][0] > 0
 
 
-def test_the_reference_is_told_to_let_go_of_the_lock_while_its_compile_works_on_the_cpu(watched):
-    """EvalConfig.compile_off_lock (default True) goes with the compile request, beside the lock to let go of."""
+def test_the_reference_is_told_whether_to_let_go_of_the_lock_while_its_compile_works_on_the_cpu(watched):
+    """EvalConfig.compile_lets_go goes with the compile request, beside the lock to let go of: on the CPU backend
+    the compile's work is the timed device's own, so the lock is kept (the default lets go on a GPU)."""
     _, log = watched
     asked = [m for who, m, _ in log if who == "reference" and m.get("op") == "compile"]
-    assert [(m["off_lock"], bool(m["lock"])) for m in asked] == [(True, True)]
+    assert [(m["off_lock"], bool(m["lock"])) for m in asked] == [(False, True)]
+    config = EvalConfig(device="cpu")
+    assert (config.compile_lets_go(True), config.compile_lets_go(False)) == (True, False)
+    assert not replace(config, compile_off_lock=False).compile_lets_go(True)
+    assert not replace(config, quiet_host=False).compile_lets_go(True)
 
 
 def test_the_recheck_is_asked_inside_the_timings_hold_of_the_device_not_after_a_second_wait(watched):

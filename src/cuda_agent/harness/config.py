@@ -21,8 +21,8 @@ class EvalConfig:
     # Builds and the baselines' torch.compile wait while the device times, and timing waits for them
     # (lock.beside_timing); False: they run beside timing, as before 2026-11-25 (for comparison).
     quiet_host: bool = True
-    # With quiet_host: the reference's torch.compile lets go of the device lock while it traces and generates code
-    # (CPU work, seconds; its autotuning and runs still hold it), so an evaluation waiting to time waits for the
+    # With quiet_host, on a GPU: the reference's torch.compile lets go of the device lock while it traces and generates
+    # code (CPU work, seconds; its autotuning and runs still hold it), so an evaluation waiting to time waits for the
     # compile's device work, not its CPU work (measure.compile_off_lock, as synth's workers do). False: held through.
     compile_off_lock: bool = True
     memory_limit_gb: float = 32.0        # host memory of the solution's child process
@@ -32,3 +32,10 @@ class EvalConfig:
     use_baseline_cache: bool = True
     transfer: str = "auto"               # outputs to the reference: "auto" (CUDA IPC where it works) | "files"
     reward: RewardSchedule = field(default_factory=RewardSchedule)
+
+    def compile_lets_go(self, cuda: bool) -> bool:
+        """Whether the reference's torch.compile lets go of the lock it holds shared (compile_off_lock). Never on
+        the CPU backend: there the compile's CPU work is the timed device's own work, and beside a timer it is the
+        load quiet_host keeps away (a burst of it can make an honest solution's figures disagree with the
+        harness's clock: profiling._watched_run)."""
+        return self.quiet_host and self.compile_off_lock and cuda

@@ -60,7 +60,7 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult,
     with timed(result, "compile"), session.off_clock(), _solution_stopped(session, result):
         done = session.ask_reference({"op": "compile", "seed": new_seed(), "quiet": session.config.quiet_host,
                                       "lock": lock_name(backend.device), "lock_dir": str(locks()),
-                                      "off_lock": session.config.compile_off_lock,
+                                      "off_lock": session.config.compile_lets_go(backend.is_cuda),
                                       "turn_dir": str(subdir("locks"))})
     result.details["compile_graphs"] = done.get("graphs")  # 0: torch's cache held the task (a kept reference worker)
     with ExitStack() as held:

@@ -112,7 +112,7 @@ def test_a_spares_reference_worker_warms_torch_compile_and_shares_the_homes_comp
             ahead = spares._spares[0]
             assert spares.WARM_COMPILE_ENV not in _environ(now.ref)
             assert _environ(ahead.ref)[spares.WARM_COMPILE_ENV] == "cpu0"
-            assert _environ(ahead.ref)[spares.WARM_OFF_LOCK_ENV] == "1"   # EvalConfig.compile_off_lock
+            assert _environ(ahead.ref)[spares.WARM_OFF_LOCK_ENV] == ""   # EvalConfig.compile_lets_go: not on the CPU
             for pair in (now, ahead):
                 assert _environ(pair.ref)["TORCHINDUCTOR_CACHE_DIR"] == str(subdir("inductor"))
                 assert _environ(pair.child)["TORCHINDUCTOR_CACHE_DIR"] != str(subdir("inductor"))

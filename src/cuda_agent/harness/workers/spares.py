@@ -130,7 +130,7 @@ def start_reference(backend: Backend, config: EvalConfig, spare: bool = False) -
     env = {**_env(backend), "TORCHINDUCTOR_CACHE_DIR": str(compiled), "TRITON_CACHE_DIR": str(compiled / "triton")}
     if spare and config.profile:  # an evaluation that only checks correctness (RL rewards often) never compiles
         env[WARM_COMPILE_ENV] = lock_name(backend.device) if config.quiet_host else ""
-        env[WARM_OFF_LOCK_ENV] = "1" if config.compile_off_lock else ""
+        env[WARM_OFF_LOCK_ENV] = "1" if config.compile_lets_go(backend.is_cuda) else ""
     try:
         # Forked from a process that imported torch once, on the CPU backend. On CUDA (CUDA_AGENT_FORK_SERVER=1) it
         # passed the device's harness tests once (2026-11-27, torch alone preloaded); off there until it is the default.
