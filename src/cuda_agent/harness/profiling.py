@@ -112,13 +112,22 @@ class _Device:
 @contextmanager
 def _solution_stopped(session: Session, result: EvalResult) -> Iterator[None]:
     """Every process of the solution's user stopped for the block (nothing is asked of it meanwhile), unless the user
-    is shared with other evaluations' children, who may be in a stage of their own."""
+    is shared with other evaluations' children, who may be in a stage of their own. A solution whose processes ran
+    in the block after all (a timer of its own that sends SIGCONT) fails: the block is the reference's compile,
+    whose autotuning a process beside it could slow into a slower torch.compile baseline (no other evaluation's
+    stop continues them: sandbox/stop_holds.py)."""
     uid = _uid_of(session.child.proc.pid)
     if uid is None or "shared_sandbox_user" in result.flags:
         yield
         return
-    with Freezer([uid], gpu_files=()) as freezer, freezer.frozen():   # its record unread: nothing to look at
-        yield
+    with Freezer([uid], gpu_files=()) as freezer:
+        with freezer.frozen() as block:
+            yield
+    if not block.quiet:
+        raise Stop("profile", f"the solution's processes ran for {block.ran_ms:.3g} ms ({block.scheduled} stopped "
+                              f"threads scheduled in, {block.changed} threads came or went) while its baselines were "
+                              "compiled and their kernels autotuned, when they were stopped (something continued "
+                              "them: timers that send SIGCONT?)", fault=block.fault)
 
 
 def _watched_run(session: Session, result: EvalResult, cuda: bool, device: _Device) -> PairedTiming:

@@ -8,7 +8,7 @@ the GPU while other tests timed their honest solutions beside it. So before each
 every process of a numbered sandbox user (solution children and agents' shells, `cuda-agent-eval-N` and
 `cuda-agent-tool-N`) that the driver lists with a context on the timed GPU is stopped, the timed
 solution's own user excepted (its freezer stops it around the baselines' windows), and all are continued
-when the run ends. A stop may be undone meanwhile (a process of the same user without a context sends
+when the run ends (but those of a user that a freezer holds stopped: stop_holds.py). A stop may be undone meanwhile (a process of the same user without a context sends
 SIGCONT; another GPU's freezer continues the whole user), so each block stops every held process again
 and says whether one still ran.
 
@@ -35,6 +35,7 @@ from typing import Iterable
 
 from cuda_agent.sandbox.gpu_contexts import user
 from cuda_agent.sandbox.isolation import EVAL_USER, TOOL_USER, eval_uids
+from cuda_agent.sandbox.stop_holds import unless_held
 from cuda_agent.sandbox.user_signals import STOPPED, listing
 
 STOP_PATIENCE_S = 0.5   # how long a stop may take (a process inside the kernel stops on its way out)
@@ -88,11 +89,20 @@ class Bystanders:
         return len(running)
 
     def close(self) -> None:
-        for fd, _ in self._held.values():
-            with suppress(OSError):
-                signal.pidfd_send_signal(fd, signal.SIGCONT)
-            os.close(fd)
-        self._held.clear()
+        """Every held process continued, but those of a user that a freezer holds stopped (another evaluation's
+        solution, stopped for its reference's compile): that freezer's own continue wakes them (stop_holds.py)."""
+        try:
+            for uid in sorted({uid for _, uid in self._held.values()}):
+                with unless_held(uid) as free:
+                    if free:
+                        for fd, owner in self._held.values():
+                            if owner == uid:
+                                with suppress(OSError):
+                                    signal.pidfd_send_signal(fd, signal.SIGCONT)
+        finally:
+            for fd, _ in self._held.values():
+                os.close(fd)
+            self._held.clear()
 
     def _running(self, pids: list[int]) -> list[int]:
         """Those of `pids` with a thread that runs: not stopped, not dead."""

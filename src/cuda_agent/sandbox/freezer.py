@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from cuda_agent.sandbox.gpu_contexts import ContextWatch
+from cuda_agent.sandbox.stop_holds import held_stopped
 from cuda_agent.sandbox.user_signals import PATIENCE_S, STOPPED, Helper, Seen, Thread, listing, signal_user
 
 RAN_MS = 2.0              # CPU time the user's processes may run in a block (a late stop's last steps)
@@ -120,7 +121,15 @@ class Freezer:
 
     @contextmanager
     def frozen(self) -> Iterator[FrozenBlock]:
-        """Every process of the uids stopped for the block; the block's record, complete once it ends."""
+        """Every process of the uids stopped for the block; the block's record, complete once it ends. The uids are
+        marked held stopped meanwhile (stop_holds.py), so that another evaluation's bystander stop does not continue
+        them before this block's end does."""
+        with held_stopped(self.uids):
+            with self._frozen() as block:
+                yield block
+
+    @contextmanager
+    def _frozen(self) -> Iterator[FrozenBlock]:
         sent: list[int] = []
         block = FrozenBlock(stopped=True)
         try:
