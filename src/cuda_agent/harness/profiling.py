@@ -124,10 +124,8 @@ def _solution_stopped(session: Session, result: EvalResult) -> Iterator[None]:
         with freezer.frozen() as block:
             yield
     if not block.quiet:
-        raise Stop("profile", f"the solution's processes ran for {block.ran_ms:.3g} ms ({block.scheduled} stopped "
-                              f"threads scheduled in, {block.changed} threads came or went) while its baselines were "
-                              "compiled and their kernels autotuned, when they were stopped (something continued "
-                              "them: timers that send SIGCONT?)", fault=block.fault)
+        raise Stop("profile", block.why_not_quiet("while its baselines were compiled and their kernels autotuned"),
+                   fault=block.fault)
 
 
 def _watched_run(session: Session, result: EvalResult, cuda: bool, device: _Device) -> PairedTiming:

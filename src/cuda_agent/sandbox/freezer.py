@@ -63,7 +63,9 @@ class FrozenBlock:
         mine = self.ran_ms > RAN_MS or self.scheduled or self.changed or self.gpu_holders or self.gpu_orphans
         return None if mine or self.quiet else "harness"
 
-    def why_not_quiet(self) -> str:
+    def why_not_quiet(self, during: str = "while the baselines were timed") -> str:
+        """Why the block was not quiet; `during`: what its processes were stopped for (the GPU's reasons name the
+        baselines' timing, the one block that watches the GPU)."""
         if self.gpu_holders:
             return (f"a process of the solution other than its child (pid {', '.join(map(str, self.gpu_holders))}) "
                     "held the GPU while the baselines were timed: work it queued runs on through a stop and slows "
@@ -81,8 +83,8 @@ class FrozenBlock:
             return (f"the GPU's contexts could not be listed while the baselines were timed ({self.gpu_unlisted}): "
                     "no timing was taken (a harness fault)")
         return (f"the solution's processes ran for {self.ran_ms:.3g} ms ({self.scheduled} stopped threads scheduled "
-                f"in, {self.changed} threads came or went) in a block where they were stopped while the baselines "
-                "were timed (something continued them: timers that send SIGCONT?)")
+                f"in, {self.changed} threads came or went) in a block where they were stopped {during} (something "
+                "continued them: timers that send SIGCONT?)")
 
 
 class Freezer:

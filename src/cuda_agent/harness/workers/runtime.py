@@ -226,26 +226,21 @@ class _Spans:
         self.count = 0
 
     @staticmethod
-    def _add(span: list[float], t: torch.Tensor) -> None:
-        t = t[torch.isfinite(t)]
+    def _add(span: list[float], t: torch.Tensor, all_finite: bool) -> None:
+        t = t if all_finite else t[torch.isfinite(t)]   # the mask's copy only where some value is not finite
         if t.numel():
-            span[0], span[1] = min(span[0], float(t.min())), max(span[1], float(t.max()))
+            lo, hi = torch.aminmax(t)
+            span[0], span[1] = min(span[0], float(lo)), max(span[1], float(hi))
 
     def add(self, e: torch.Tensor, a: torch.Tensor, diff: torch.Tensor, finite: torch.Tensor | None) -> None:
         """A chunk: the reference's and the output's values, |a - e| (0 where e is not finite); `finite` None
-        where every value of both is finite (the common case, without the masks' copies)."""
-        if finite is None:
-            for span, t in ((self.e, e), (self.a, a)):
-                lo, hi = torch.aminmax(t)
-                span[0], span[1] = min(span[0], float(lo)), max(span[1], float(hi))
-            self.sq_e += float(torch.linalg.vector_norm(e, dtype=torch.float64)) ** 2
-            self.count += e.numel()
-        else:
-            self._add(self.e, e)
-            self._add(self.a, a)
-            self.sq_e += float(torch.linalg.vector_norm(torch.where(finite, e, 0.0), dtype=torch.float64)) ** 2
-            self.count += int(finite.sum())
+        where every value of both is finite."""
+        self._add(self.e, e, finite is None)
+        self._add(self.a, a, finite is None)
+        kept = e if finite is None else torch.where(finite, e, 0.0)
+        self.sq_e += float(torch.linalg.vector_norm(kept, dtype=torch.float64)) ** 2
         self.sq_diff += float(torch.linalg.vector_norm(diff, dtype=torch.float64)) ** 2
+        self.count += e.numel() if finite is None else int(finite.sum())
 
     def scale(self, atol: float) -> str:
         """"tiny" where every finite reference value is within atol of zero, "degenerate" where
@@ -265,28 +260,25 @@ class _Spans:
 
 
 def _compare_chunk(ef: torch.Tensor, af: torch.Tensor, atol: float, rtol: float, spans: _Spans) -> tuple[str, float]:
-    """Why this chunk of the output fails (or ""), and its largest absolute error."""
-    if bool(torch.isfinite(ef).all()) and bool(torch.isfinite(af).all()):   # the common case, in a third of the time
-        diff = (af - ef).abs()
-        worst = float(diff.max())
-        bad = diff > atol + rtol * ef.abs()
-        if bool(bad.any()):
-            where = f"{int(bad.sum())} of {ef.numel()} elements" + (" (first failing chunk)" if ef.numel() == CHUNK else "")
-            return f"differs from the reference at {where}", worst
-        spans.add(ef, af, diff, None)
-        return "", worst
-    nan_e, nan_a = torch.isnan(ef), torch.isnan(af)
-    if bool((nan_a & ~nan_e).any()):
-        return f"has {int((nan_a & ~nan_e).sum())} NaN values where the reference is finite", 0.0
-    if bool((nan_e & ~nan_a).any()):
-        return "has numbers where the reference is NaN", 0.0
-    inf_e = torch.isinf(ef)
-    if bool((inf_e & (af != ef)).any()):
-        return "does not match the reference's infinities", 0.0
-    finite = ~nan_e & ~inf_e
-    diff = torch.where(finite, (af - ef).abs(), torch.zeros_like(ef))
+    """Why this chunk of the output fails (or ""), and its largest absolute error. Where every value of both is
+    finite (the common case) no NaN or infinity mask is made: a third of the time (8M floats, one CPU thread)."""
+    finite: torch.Tensor | None = None
+    if bool(torch.isfinite(ef).all()) and bool(torch.isfinite(af).all()):
+        diff, size = (af - ef).abs(), ef.abs()
+    else:
+        nan_e, nan_a = torch.isnan(ef), torch.isnan(af)
+        if bool((nan_a & ~nan_e).any()):
+            return f"has {int((nan_a & ~nan_e).sum())} NaN values where the reference is finite", 0.0
+        if bool((nan_e & ~nan_a).any()):
+            return "has numbers where the reference is NaN", 0.0
+        inf_e = torch.isinf(ef)
+        if bool((inf_e & (af != ef)).any()):
+            return "does not match the reference's infinities", 0.0
+        finite = ~nan_e & ~inf_e
+        diff = torch.where(finite, (af - ef).abs(), torch.zeros_like(ef))
+        size = torch.where(finite, ef.abs(), torch.zeros_like(ef))
     worst = float(diff.max())
-    bad = diff > atol + rtol * torch.where(finite, ef.abs(), torch.zeros_like(ef))
+    bad = diff > atol + rtol * size
     if bool(bad.any()):
         where = f"{int(bad.sum())} of {ef.numel()} elements" + (" (first failing chunk)" if ef.numel() == CHUNK else "")
         return f"differs from the reference at {where}", worst
