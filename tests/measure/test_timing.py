@@ -407,9 +407,12 @@ def test_lines_kept_persisting_are_worth_a_fast_call_without_the_reset_and_nothi
     finally:
         ext.persist(kept, False)
         real()
-    # H100 (2026-11-27): 10.5 us with the lines kept, 13.0 us cold (0.81)
-    assert without < 0.88 * cold, f"no hole to close on this GPU? persisting {without:.1f} us, cold {cold:.1f} us"
-    assert with_reset > 0.95 * cold, f"the reset left the lines in L2: {with_reset:.1f} us, cold {cold:.1f} us"
+    # H100 (2026-11-27): 10.5 us with the lines kept, 13.0 us cold (0.81); H200 (2026-11-29): 10.0 against 10.8
+    # (0.93: its faster memory leaves L2 less to give). So the hole is measured, and its close is relative to it.
+    read = f"persisting {without:.2f} us, with the reset {with_reset:.2f} us, cold {cold:.2f} us"
+    hole = cold - without
+    assert hole > 0.04 * cold, f"no hole to close on this GPU? {read}"
+    assert with_reset - without > 0.75 * hole, f"the reset left the lines in L2: {read}"
 
 
 def test_a_compiles_own_stretch_lets_go_of_the_device_and_its_benchmarks_take_it_alone(tmp_path):
