@@ -55,7 +55,8 @@ def test_an_evaluation_timed_twice_sets_its_first_run_beside_the_second():
 
     twice = SimpleNamespace(details={"first_solution_timing": {"median_ms": 0.0203},
                                      "first_paired": {"ratios": {"eager": {"value": 3.42}, "compile": {"value": 0.88}}}})
-    assert first_run(twice) == {"first_solution_ms": 0.0203, "first_vs_eager": 3.42, "first_vs_compile": 0.88}
+    assert first_run(twice) == {"first_solution_ms": 0.0203, "first_vs_eager": 3.42, "first_vs_compile": 0.88,
+                                "first_split_ms": {}}
     assert first_run(SimpleNamespace(details={})) == {}
     row = {"eval": 1, "seconds": 6.0, "reward": 2, "vs_eager": 3.64, "se_eager": 0.002, "vs_compile": 0.94,
            "se_compile": 0.002, "rounds": 6, "window": 6, "stopped": "target", "method": "graph of 14",
@@ -64,3 +65,19 @@ def test_an_evaluation_timed_twice_sets_its_first_run_beside_the_second():
     text = table([row])
     assert "| 1 | 0.02030 | 0.01900 | -6.40 | 3.420 | 3.640 | 0.880 | 0.940 |" in text
     assert "run 2 / run 1" not in table([{k: v for k, v in row.items() if not k.startswith("first_")}])
+
+
+def test_each_run_shows_whether_the_host_floor_or_the_off_stream_charge_lifted_a_side_above_its_gpu_time():
+    from paired_bench import lift_table
+
+    def split(device, floor, off):
+        return {"calls": 70, "device": 1.0, "over": 9.0, "device_median": device, "host_floor": floor,
+                "offstream": off, "sample_median": max(device, floor) + off}
+    row = {"eval": 3, "first_split_ms": {"solution": split(0.266, 0.02, 0.0), "compile": split(0.251, 0.271, 0.0)},
+           "split_ms": {"solution": split(0.266, 0.02, 0.0), "compile": split(0.251, 0.02, 0.0)}}
+    lines = lift_table([row])
+    assert "| 3 | 1 | 266.0 / 20.0 / 0.0 / 266.0, +0.0 | 251.0 / 271.0 / 0.0 / 271.0, +8.0 |" in lines
+    assert "| 3 | 2 | 266.0 / 20.0 / 0.0 / 266.0, +0.0 | 251.0 / 20.0 / 0.0 / 251.0, +0.0 |" in lines
+    once = lift_table([{"eval": 1, "split_ms": {"solution": split(0.266, 0.3, 0.0)}}])
+    assert once[-1] == "| 1 | 1 | 266.0 / 300.0 / 0.0 / 300.0, +12.8 |"
+    assert lift_table([{"eval": 1, "split_ms": {"solution": {"calls": 1, "device": 1.0, "over": 1.0}}}]) == []

@@ -70,6 +70,7 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult,
             result.flags.append("speedup_remeasured")
             result.details["first_solution_timing"] = asdict(result.solution)
             result.details["first_paired"] = paired.to_dict()
+            result.details["first_timing_split_ms"] = result.details.get("timing_split_ms")
             paired = _watched_run(session, result, backend.is_cuda, device)
         if last is not None:
             last()
@@ -136,7 +137,7 @@ def _watched_run(session: Session, result: EvalResult, cuda: bool, device: _Devi
     for attempt in (1, 2):
         run, (calls, ours) = _paired_run(session, result, cuda, device)
         replays = side_stats(run, SOLUTION, cuda)   # the figures as the harness's clock saw each request
-        result.details["timing_split_ms"] = run.spent_ms()
+        result.details["timing_split_ms"] = run.spent_ms(cuda)
         seen = watch(replays, run.calls(SOLUTION), run.calls("eager"), "cuda" if cuda else "cpu")
         result.details["watch"] = seen.to_dict()
         if seen.ok:
@@ -180,11 +181,13 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool,
                                   "work skipped on some calls, or behaviour that changes with the number of "
                                   "calls (or under CUDA graph capture)?")
 
-    def side(name: str) -> Side:
+    def side(name: str) -> Side:   # made once the capture has said how each side is timed
+        replayed = (ours if name == SOLUTION else calls) > 0 and not session.config.host_floor_on_replays
         if name == SOLUTION:
-            return Side(name, lambda seed: _call_times(session.ask_child({"op": "call", "seed": seed}, "profile")))
+            return Side(name, lambda seed: _call_times(session.ask_child({"op": "call", "seed": seed}, "profile")),
+                        replayed)
         return Side(name, lambda seed: _baseline_times(
-            session.ask_reference({"op": "call", "which": name, "seed": seed}), calls, ours))
+            session.ask_reference({"op": "call", "which": name, "seed": seed}), calls, ours), replayed)
 
     child_uid = _uid_of(session.child.proc.pid)
     if child_uid is None:   # a process of its own answering in its place would be stopped by no one
