@@ -101,8 +101,11 @@ def evaluations(device: str, evals: int, budget: float, overrides: list[str] = (
             clocks.stop()
     for i, (r, seconds) in enumerate(results):
         gpu = clocks.summary(f"eval {i + 1}") if clocks else {}
-        if not r.correct or r.paired is None:
-            raise SystemExit(f"evaluation {i + 1} failed at {r.stage}: {r.reason}")
+        if not r.correct or r.paired is None:   # kept with what its runs saw: an honest solution refused is a finding
+            rows.append({"eval": i + 1, "failed": f"{r.stage}: {r.reason}", "watch": r.details.get("watch") or {},
+                         "split_ms": r.details.get("timing_split_ms") or {}, "gpu": gpu,
+                         "first_split_ms": r.details.get("first_timing_split_ms") or {}})
+            continue
         cached_eager = r.paired.cached_ms.get("eager", cached_eager or r.eager.median_ms)
         p = r.paired
         rows.append({"eval": i + 1, "seconds": round(seconds, 2), "reward": r.reward,
@@ -140,6 +143,8 @@ def spread(values: list[float]) -> float:
 
 
 def table(rows: list[dict]) -> str:
+    failed = [r for r in rows if r.get("failed")]
+    rows = [r for r in rows if not r.get("failed")]
     head = ("| eval | s | reward | vs eager (paired) | vs compile (paired) | rounds x window | ended by | method "
             "| vs eager (cached eager / median) | solution median ms | timing s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -191,7 +196,11 @@ def table(rows: list[dict]) -> str:
             return f"{split['calls']} | {split['device']:.1f} | {split['over']:.1f}" if split else " |  | "
         lines += [f"| {r['eval']} | " + " | ".join(cells(r["split_ms"].get(s)) for s in sides) + " |"
                   for r in rows if r.get("split_ms")]
-    lines += lift_table(rows)
+    lines += lift_table(rows + failed)
+    if failed:
+        lines += ["", "| eval | failed | watch: reported / seen / overhead / tolerance ms |", "|---|---|---|"]
+        lines += [f"| {r['eval']} | {r['failed'][:300]} | " + " / ".join(str((r.get('watch') or {}).get(k, '-')) for k in
+                  ("reported_ms", "seen_ms", "overhead_ms", "tolerance_ms")) + " |" for r in failed]
     return "\n".join(lines)
 
 
@@ -205,14 +214,15 @@ def lift_table(rows: list[dict]) -> list[str]:
     if not runs:
         return []
     sides = list(dict.fromkeys(k for _, _, split in runs for k in split))
-    lines = ["", "| eval | run | " + " | ".join(f"{s}: device / host floor / off-stream / sample us, lift %" for s in sides)
+    lines = ["", "| eval | run | " + " | ".join(f"{s}: device / host floor / off-stream / sample / wall us, lift %" for s in sides)
              + " |", "|---|---|" + "---|" * len(sides)]
     def cell(v: dict | None) -> str:
         if not v or "sample_median" not in v:
             return ""
         dev, smp = v["device_median"] * 1000, v["sample_median"] * 1000
         lift = 100 * (smp / dev - 1) if dev > 0 else 0.0
-        return f"{dev:.1f} / {v['host_floor'] * 1000:.1f} / {v['offstream'] * 1000:.1f} / {smp:.1f}, {lift:+.1f}"
+        return (f"{dev:.1f} / {v['host_floor'] * 1000:.1f} / {v['offstream'] * 1000:.1f} / {smp:.1f} / "
+                f"{v.get('wall_median', 0.0) * 1000:.0f}, {lift:+.1f}")
     lines += [f"| {e} | {label} | " + " | ".join(cell(split.get(s)) for s in sides) + " |" for e, label, split in runs]
     return lines
 

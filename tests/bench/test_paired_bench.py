@@ -68,16 +68,26 @@ def test_an_evaluation_timed_twice_sets_its_first_run_beside_the_second():
 
 
 def test_each_run_shows_whether_the_host_floor_or_the_off_stream_charge_lifted_a_side_above_its_gpu_time():
-    from paired_bench import lift_table
+    from paired_bench import lift_table, table
 
-    def split(device, floor, off):
+    def split(device, floor, off, wall=1.2):
         return {"calls": 70, "device": 1.0, "over": 9.0, "device_median": device, "host_floor": floor,
-                "offstream": off, "sample_median": max(device, floor) + off}
+                "offstream": off, "sample_median": max(device, floor) + off, "wall_median": wall}
     row = {"eval": 3, "first_split_ms": {"solution": split(0.266, 0.02, 0.0), "compile": split(0.251, 0.271, 0.0)},
            "split_ms": {"solution": split(0.266, 0.02, 0.0), "compile": split(0.251, 0.02, 0.0)}}
     lines = lift_table([row])
-    assert "| 3 | 1 | 266.0 / 20.0 / 0.0 / 266.0, +0.0 | 251.0 / 271.0 / 0.0 / 271.0, +8.0 |" in lines
-    assert "| 3 | 2 | 266.0 / 20.0 / 0.0 / 266.0, +0.0 | 251.0 / 20.0 / 0.0 / 251.0, +0.0 |" in lines
+    assert "| 3 | 1 | 266.0 / 20.0 / 0.0 / 266.0 / 1200, +0.0 | 251.0 / 271.0 / 0.0 / 271.0 / 1200, +8.0 |" in lines
+    assert "| 3 | 2 | 266.0 / 20.0 / 0.0 / 266.0 / 1200, +0.0 | 251.0 / 20.0 / 0.0 / 251.0 / 1200, +0.0 |" in lines
     once = lift_table([{"eval": 1, "split_ms": {"solution": split(0.266, 0.3, 0.0)}}])
-    assert once[-1] == "| 1 | 1 | 266.0 / 300.0 / 0.0 / 300.0, +12.8 |"
+    assert once[-1] == "| 1 | 1 | 266.0 / 300.0 / 0.0 / 300.0 / 1200, +12.8 |"
     assert lift_table([{"eval": 1, "split_ms": {"solution": {"calls": 1, "device": 1.0, "over": 1.0}}}]) == []
+    # a refused evaluation keeps its row: its reason, the watch's figures and what its run saw
+    failed = {"eval": 2, "failed": "profile: the harness's own clock saw 0.5007 ms", "split_ms": {"solution": split(
+        0.264, 0.02, 0.0, wall=1.9)}, "watch": {"reported_ms": 0.2643, "seen_ms": 0.5007, "overhead_ms": 1.1,
+                                                 "tolerance_ms": 0.19, "ok": False}}
+    good = {"eval": 1, "seconds": 6.0, "reward": 2, "vs_eager": 3.64, "se_eager": 0.002, "vs_compile": 0.94,
+            "se_compile": 0.002, "rounds": 6, "window": 6, "stopped": "target", "method": "graph of 14",
+            "unpaired_vs_eager": 3.6, "solution_ms": 0.0190, "eager_ms": 0.0693, "compile_ms": 0.0179, "timing_s": 0.6}
+    text = table([good, failed])
+    assert "| 2 | profile: the harness's own clock saw 0.5007 ms | 0.2643 / 0.5007 / 1.1 / 0.19 |" in text
+    assert "| 2 | 1 | 264.0 / 20.0 / 0.0 / 264.0 / 1900, +0.0 |" in text

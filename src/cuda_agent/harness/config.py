@@ -25,12 +25,6 @@ class EvalConfig:
     # code (CPU work, seconds; its autotuning and runs still hold it), so an evaluation waiting to time waits for the
     # compile's device work, not its CPU work (measure.compile_off_lock, as synth's workers do). False: held through.
     compile_off_lock: bool = True
-    # A side timed by CUDA graph replays: its samples are its GPU events alone, without the host floor that calls
-    # timed one at a time keep (timing.samples_of: a sample is never less than the host's time to issue the call).
-    # A replay's host time is the driver's launch, nothing of the solution's, and on an H200 it rose past the
-    # device's time for whole runs of one side (2026-11-29: torch.compile's graph of 14 calls read 271 us against
-    # its 251 us of GPU work in 4 of 16 runs, vs compile moving 8.5%). True: the floor kept (for comparison).
-    host_floor_on_replays: bool = False
     memory_limit_gb: float = 32.0        # host memory of the solution's child process
     timing: TimingPlan = field(default_factory=TimingPlan)
     timed_outputs_checked: int = 2       # timed calls chosen at random whose outputs are checked too (and the last)

@@ -181,13 +181,11 @@ def _paired_run(session: Session, result: EvalResult, cuda: bool,
                                   "work skipped on some calls, or behaviour that changes with the number of "
                                   "calls (or under CUDA graph capture)?")
 
-    def side(name: str) -> Side:   # made once the capture has said how each side is timed
-        replayed = (ours if name == SOLUTION else calls) > 0 and not session.config.host_floor_on_replays
+    def side(name: str) -> Side:
         if name == SOLUTION:
-            return Side(name, lambda seed: _call_times(session.ask_child({"op": "call", "seed": seed}, "profile")),
-                        replayed)
+            return Side(name, lambda seed: _call_times(session.ask_child({"op": "call", "seed": seed}, "profile")))
         return Side(name, lambda seed: _baseline_times(
-            session.ask_reference({"op": "call", "which": name, "seed": seed}), calls, ours), replayed)
+            session.ask_reference({"op": "call", "which": name, "seed": seed}), calls, ours))
 
     child_uid = _uid_of(session.child.proc.pid)
     if child_uid is None:   # a process of its own answering in its place would be stopped by no one

@@ -63,7 +63,6 @@ class Side:
 
     name: str
     call: Callable[[int], CallTimes]
-    replayed: bool = False   # each call a CUDA graph's replay: its samples are its GPU time alone (no host floor)
 
 
 Windows = dict[str, list[list[CallTimes]]]
@@ -83,7 +82,6 @@ class PairedRun:
     settled: bool
     stopped: str
     checked: list[int] = field(default_factory=list)
-    replayed: tuple[str, ...] = ()   # the sides whose calls were graph replays (Side.replayed)
 
     @property
     def rounds(self) -> int:
@@ -107,33 +105,27 @@ class PairedRun:
         over the timed calls, what made their samples (timing.samples_of): the median of the calls' own time
         (`device_median`), the host's time to issue a call that no sample goes below (`host_floor`), the off-stream
         time charged to each (`offstream`) and the samples' median (`sample_median`); a sample median above the
-        device's says which of the two lifted it (issue 24: a side 7% slow for a whole run)."""
+        device's says which of the two lifted it (issue 24: a side 7% slow for a whole run), and `wall_median` what
+        the driver's clock saw of each request."""
         out = {}
         for side in self.windows:
             calls = [c for w in (*self.warmup[side], *self.windows[side]) for c in w]
-            timed = self.calls(side)
-            floor = floored(cuda, side, self.replayed)
-            samples, offstream = samples_of(timed, floor) if timed else ([0.0], 0.0)
-            hosts = sorted(c.host_ms for c in timed) or [0.0]
+            timed = self.calls(side) or [CallTimes(0.0, 0.0, 0.0)]
+            samples, offstream = samples_of(timed, cuda)
+            hosts = sorted(c.host_ms for c in timed)
             out[side] = {"calls": len(calls), "device": round(sum(c.device_ms for c in calls), 3),
                          "over": round(sum(max(c.wall_ms - c.device_ms, 0.0) for c in calls), 3),
-                         "device_median": round(statistics.median([c.device_ms for c in timed] or [0.0]), 5),
-                         "host_floor": round(hosts[len(hosts) // 10] if floor else 0.0, 5),
-                         "offstream": round(offstream, 5), "sample_median": round(statistics.median(samples), 5)}
+                         "device_median": round(statistics.median([c.device_ms for c in timed]), 5),
+                         "host_floor": round(hosts[len(hosts) // 10] if cuda else 0.0, 5),
+                         "offstream": round(offstream, 5), "sample_median": round(statistics.median(samples), 5),
+                         "wall_median": round(statistics.median([c.wall_ms for c in timed]), 5)}
         return out
 
 
-def floored(cuda: bool, side: str, replayed: Sequence[str] = ()) -> bool:
-    """Whether a side's samples keep the host floor (timing.samples_of): on the GPU, calls timed one at a time. A
-    graph's replay is the device's work alone: the host only launches it (a host node inside it runs on the GPU's
-    clock), and the launch's host time rose past the device's for whole runs (H200, 2026-11-29)."""
-    return cuda and side not in replayed
-
-
-def window_figures(windows: Sequence[Sequence[CallTimes]], floor: bool) -> list[float]:
+def window_figures(windows: Sequence[Sequence[CallTimes]], cuda: bool) -> list[float]:
     """Each window's figure: the median of its calls' samples (timing.samples_of over the side's
     calls together, so that the host floor and the off-stream charge are the side's)."""
-    samples, _ = samples_of([c for w in windows for c in w], floor)
+    samples, _ = samples_of([c for w in windows for c in w], cuda)
     out, i = [], 0
     for w in windows:
         out.append(statistics.median(samples[i:i + len(w)]))
@@ -141,14 +133,12 @@ def window_figures(windows: Sequence[Sequence[CallTimes]], floor: bool) -> list[
     return out
 
 
-def ratios(windows: Windows, solution: str, cuda: bool, per: dict[str, int] | None = None,
-           replayed: Sequence[str] = ()) -> dict[str, Ratio]:
+def ratios(windows: Windows, solution: str, cuda: bool, per: dict[str, int] | None = None) -> dict[str, Ratio]:
     """Each baseline's time over the solution's, round by round; `per`: the calls a timed call of each side stands
-    for (a graph's replay; 1 where a side is not named), where the sides' differ; `replayed`: the sides timed by
-    graph replays (`floored`)."""
+    for (a graph's replay; 1 where a side is not named), where the sides' differ."""
     per = per or {}
-    ours = [x / per.get(solution, 1) for x in window_figures(windows[solution], floored(cuda, solution, replayed))]
-    return {side: Ratio.of([x / per.get(side, 1) for x in window_figures(w, floored(cuda, side, replayed))], ours)
+    ours = [x / per.get(solution, 1) for x in window_figures(windows[solution], cuda)]
+    return {side: Ratio.of([x / per.get(side, 1) for x in window_figures(w, cuda)], ours)
             for side, w in windows.items() if side != solution}
 
 
@@ -163,10 +153,9 @@ def calls_per(run: PairedRun, graph_calls: int, solution_per_call: bool = False)
 def side_stats(run: PairedRun, side: str, cuda: bool, per: int = 1) -> TimingStats:
     """A side's statistics over its timed calls, with its windows' spread; `per`: the calls each
     timed one stands for (a graph's replay), whose figures are divided among them."""
-    floor = floored(cuda, side, run.replayed)
-    samples, offstream = samples_of(run.calls(side), floor)
+    samples, offstream = samples_of(run.calls(side), cuda)
     return TimingStats.from_samples([x / per for x in samples], offstream / per,
-                                    [x / per for x in window_figures(run.windows[side], floor)])
+                                    [x / per for x in window_figures(run.windows[side], cuda)])
 
 
 def window_length(plan: TimingPlan, est: dict[str, float], warm: Windows, baselines: Sequence[Side],
@@ -190,7 +179,6 @@ def drive_paired(solution: Side, baselines: Sequence[Side], plan: TimingPlan, *,
     each round's baseline windows; `cuda`: how a call's figures make its sample (timing.samples_of)."""
     rng = secrets.SystemRandom()
     sides = [solution, *baselines]
-    replayed = tuple(s.name for s in sides if s.replayed)
     made, last_seed = 0, 0
     checked: list[int] = []
     p = 0.0   # the chance that a solution call is checked: none in the warm-up
@@ -235,7 +223,7 @@ def drive_paired(solution: Side, baselines: Sequence[Side], plan: TimingPlan, *,
     t0 = clock()
     for _ in range(plan.max_settle_rounds):
         round_(k, settle)
-        if all(settled(window_figures(settle[s.name], floored(cuda, s.name, replayed)), plan.settle) for s in sides):
+        if all(settled(window_figures(settle[s.name], cuda), plan.settle) for s in sides):
             is_settled = True
             break
         if (clock() - t0) / 1e9 > plan.budget_s / 4:  # noisy single calls may never agree: a share of the budget
@@ -257,7 +245,7 @@ def drive_paired(solution: Side, baselines: Sequence[Side], plan: TimingPlan, *,
         # one slow call neither ends nor shortens the run: the rounds' median wall time stands for each
         spent_ms = statistics.median(round_walls) * n
         if n >= plan.min_rounds:
-            if max(r.se for r in ratios(timed, solution.name, cuda, replayed=replayed).values()) <= plan.target_se:
+            if max(r.se for r in ratios(timed, solution.name, cuda).values()) <= plan.target_se:
                 stopped = TARGET
                 break
             if spent_ms >= plan.budget_s * 1000:
@@ -276,7 +264,7 @@ def drive_paired(solution: Side, baselines: Sequence[Side], plan: TimingPlan, *,
             one(solution, seed)
             check(made - 1, seed)
             checked.append(made - 1)
-    return PairedRun(solution.name, timed, warm, orders, k, is_settled, stopped, checked, replayed)
+    return PairedRun(solution.name, timed, warm, orders, k, is_settled, stopped, checked)
 
 
 
@@ -333,8 +321,7 @@ class PairedTiming:
         return cls(method=method, stopped=run.stopped, target_se=plan.target_se,
                    rounds=run.rounds, window=run.window, warmup_rounds=len(run.warmup[run.solution]),
                    settled=run.settled, graph_calls=graph_calls,
-                   ratios=ratios(run.windows, run.solution, cuda, calls_per(run, graph_calls, solution_per_call),
-                                 run.replayed))
+                   ratios=ratios(run.windows, run.solution, cuda, calls_per(run, graph_calls, solution_per_call)))
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ratios": {k: r.to_dict() for k, r in self.ratios.items()}, "met": self.met}
