@@ -20,6 +20,8 @@ from .test_loop import _wait
 pytestmark = [pytest.mark.harness, pytest.mark.slow]
 
 
+@pytest.mark.long   # 98-105 s of CI's 20 minutes: README's main command (`cuda-agent demo`) is this run, tried from a
+#                    fresh clone before every landing; the CUDA demo below runs on the device; `pytest -m long` here
 def test_the_demo_command_ends_verified_on_cpu_and_prints_json(tmp_path):
     r = CliRunner().invoke(_app(), ["--json", "--device", "cpu", "--out", str(tmp_path / "demo")])
     assert r.exit_code == 0, r.output

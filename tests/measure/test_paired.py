@@ -328,5 +328,6 @@ def test_the_split_names_what_lifted_a_sides_samples_above_its_own_gpu_time():
                                  "device_median": 0.266, "host_floor": 0.02, "offstream": 0.0, "sample_median": 0.266,
                                  "wall_median": 1.0}
     assert split["compile"]["host_floor"] == 0.271 and split["compile"]["sample_median"] == 0.271   # the floor lifted it
-    assert split["eager"]["offstream"] == pytest.approx(0.1) and split["eager"]["sample_median"] == pytest.approx(1.07)
+    # 0.1 ms left on other streams a call, charged beyond the noise bound (5% of the call's 0.97 ms)
+    assert split["eager"]["offstream"] == pytest.approx(0.0515) and split["eager"]["sample_median"] == pytest.approx(1.0215)
     assert run.spent_ms()["compile"]["host_floor"] == 0.0   # on the CPU a sample is the host's clock: no floor

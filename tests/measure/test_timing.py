@@ -598,3 +598,19 @@ def test_inductors_padding_decision_and_benchmarker_are_the_ones_guarded(tmp_pat
     with compile_off_lock("cpu0", lock_dir=tmp_path):
         assert getattr(pad_mm._should_pad, "_cuda_agent_guard", False)
         assert getattr(type(benchmarker).benchmark_gpu, "_cuda_agent_guard", False)
+
+
+def test_work_left_on_other_streams_is_charged_by_what_passes_the_noise_so_a_bound_crossed_moves_nothing_much():
+    """The off-stream charge has no step: an honest replay whose synchronizes read 13.5 us over a 13.25 us bound (5%
+    of a 265 us call) was charged all 13.5 us, 5% slow for a whole run (H200, 2026-11-29); now 0.25 us. Work hidden
+    there is charged all but the bound, as before it was charged whole past it or not at all below it."""
+    from cuda_agent.measure.timing import samples_of
+
+    def calls(left: float) -> list[CallTimes]:
+        return [CallTimes(0.265, 0.01, left) for _ in range(20)]
+
+    assert samples_of(calls(0.0130), True)[1] == 0.0                      # within the noise: nothing
+    assert samples_of(calls(0.0135), True)[1] == pytest.approx(0.00025)   # just past it: just the excess
+    samples, charged = samples_of(calls(1.0), True)                       # a millisecond hidden a call
+    assert charged == pytest.approx(1.0 - 0.05 * 0.265) and samples[0] == pytest.approx(0.265 + charged)
+    assert samples_of([CallTimes(0.001, 0.0, 0.0001)] * 5, True)[1] == 0.0  # a 5 us floor for tiny calls

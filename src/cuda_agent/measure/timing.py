@@ -284,13 +284,17 @@ def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[i
 def samples_of(calls: Sequence[CallTimes], cuda: bool) -> tuple[list[float], float]:
     """Each call's sample from its own figures, and the off-stream time charged to every one: on
     the GPU a sample is never less than the host's time to issue the call (the run's 10th
-    percentile of those), and work left on other streams is charged beyond the noise of honest calls."""
+    percentile of those), and work left on other streams is charged where it passes the noise of honest calls,
+    by as much as it passes it."""
     hosts = [c.host_ms for c in calls]
     host_floor = sorted(hosts)[len(hosts) // 10] if cuda else 0.0  # on the CPU a sample is the host's time
     own = [max(c.device_ms, host_floor) for c in calls]
     offstream = _trimmed_mean([c.left_ms for c in calls])
     tolerance = max(OFFSTREAM_TOLERANCE_MS, OFFSTREAM_TOLERANCE_SHARE * sorted(own)[len(own) // 2])
-    offstream = offstream if offstream > tolerance else 0.0
+    # only what lies beyond the noise is charged: charged whole once past it, an honest replay's 13.5 us of a 265 us
+    # call (the bound 13.25 us) read 5% slow for a whole run (H200, 2026-11-29: the demo's modes of 5-8%, either
+    # side); a solution hiding work there gains at most the bound either way
+    offstream = max(offstream - tolerance, 0.0)
     return [x + offstream for x in own], offstream
 
 
