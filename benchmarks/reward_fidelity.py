@@ -38,7 +38,11 @@ PAIRED_H200 = {"device_2026-11-28c/paired_idle_fresh2.json": "2026-11-28c",
                "device_2026-11-28d/paired_busy0.json": "2026-11-28d",
                "device_2026-11-28e/paired_busy0.json": "2026-11-28e",
                "device_2026-11-28f/call2_paired_busy0.json": "2026-11-28f",
-               "device_2026-11-29c/call1_paired.json": "2026-11-29c"}   # thirty-fourth session
+               "device_2026-11-29c/call1_paired.json": "2026-11-29c",   # thirty-fourth session
+               # thirty-fifth: 8 evaluations each timed twice (sanity_speedup=0), three fresh machines
+               "device_2026-11-29d/call2_paired.json": "2026-11-29d call 2",
+               "device_2026-11-29d/call3_paired_floor_kept.json": "2026-11-29d call 3",
+               "device_2026-11-29d/call4_paired.json": "2026-11-29d call 4"}
 EARLIER = [HERE / "device_2026-11-27" / f for f in ("h100_paired_idle.json", "h200_paired_idle.json",
                                                      "h200_paired_busy8.json")] + \
           [HERE / "device_2026-11-27e" / f for f in ("a_paired_fresh_ref.json", "b_paired_kept_ref.json",
