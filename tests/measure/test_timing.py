@@ -614,3 +614,19 @@ def test_work_left_on_other_streams_is_charged_by_what_passes_the_noise_so_a_bou
     samples, charged = samples_of(calls(1.0), True)                       # a millisecond hidden a call
     assert charged == pytest.approx(1.0 - 0.05 * 0.265) and samples[0] == pytest.approx(0.265 + charged)
     assert samples_of([CallTimes(0.001, 0.0, 0.0001)] * 5, True)[1] == 0.0  # a 5 us floor for tiny calls
+
+
+def test_a_call_is_charged_the_work_it_left_itself_so_hiding_it_in_some_calls_gains_at_most_the_bound():
+    """Each call carries its own off-stream work. A solution of 265 us a call that leaves all of it on a side stream
+    in 3 calls of 5 (their own time the 10 us host floor) and none in the rest: with one run-wide trimmed mean (5/8
+    of the work) added to every sample, the median was a hiding call's, 10 + 165.6 - 5 us, 1.5x its true speed;
+    charged its own, a call reads at least its 265 us less the bound."""
+    from cuda_agent.measure.paired import ratios
+    from cuda_agent.measure.timing import samples_of
+
+    hide, keep = CallTimes(0.0, 0.01, 0.265), CallTimes(0.265, 0.01, 0.0)
+    calls = [hide if i % 5 in (0, 1, 3) else keep for i in range(100)]
+    samples, charged = samples_of(calls, True)
+    assert min(samples) >= 0.265 - 0.005 and charged == pytest.approx(0.6 * (0.265 - 0.005))
+    windows = {"solution": [calls[i:i + 10] for i in range(0, 100, 10)], "eager": [[keep] * 10] * 10}
+    assert ratios(windows, "solution", True)["eager"].value <= 0.265 / 0.26 + 1e-9   # the 5 us bound, no more

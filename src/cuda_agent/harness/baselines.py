@@ -34,7 +34,9 @@ from cuda_agent.measure import (TimingPlan, TimingStats, beside_timing, compile_
 # 11 = on a GPU, another evaluation's torch.compile may trace and generate code (CPU work) beside the timing
 # (EvalConfig.compile_off_lock: 6 held for its CPU work until then; its autotuning and runs still wait).
 # 12 = work left on other streams is charged by as much as it passes the noise bound (whole once past it until then).
-TIMING_METHOD = 12
+# 13 = each call is charged the work it left on other streams beyond the bound (one run-wide mean added to every
+# sample until then: a solution hiding its work in 3 calls of 5 read 1.5x).
+TIMING_METHOD = 13
 # A cached eager figure is kept only where the paired eager figure of an evaluation is not faster by
 # more than this factor: a figure poisoned when it was taken (slowed by a solution's threads, or
 # taken on a machine that has since changed) is replaced. (No reward reads the cache any more; the

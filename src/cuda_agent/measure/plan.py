@@ -99,7 +99,7 @@ class TimingStats:
     std_ms: float
     iqr_ms: float
     runs: int
-    offstream_ms: float = 0.0   # work left on other streams per call, charged to every sample (CUDA)
+    offstream_ms: float = 0.0   # work left on other streams beyond the noise bound, charged a call on average (CUDA)
     windows: int = 0
     window_spread: float = 0.0
 

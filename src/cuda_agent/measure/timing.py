@@ -10,9 +10,9 @@ GPU-event medians agree within 0.5% between runs, and so do these samples).
 After each call two device-wide synchronizes: the first waits for work the call left on other
 streams, the second finds the device idle; their difference, less the same difference taken before
 the call (nothing issued: on an H100 the first of two synchronizes after an event's took 2-6 us
-longer with no work left, 2026-11-27), averaged over the run, is charged to every sample where it is
-beyond the noise of honest calls (OFFSTREAM_TOLERANCE_*), so side streams are counted without
-charging every call a synchronize's latency and its jitter.
+longer with no work left, 2026-11-27), is charged to that call's sample by as much as it passes the
+noise of honest calls (OFFSTREAM_TOLERANCE_*), so side streams are counted without charging every
+call a synchronize's latency and its jitter.
 L2 emptied before each call; warm-up excluded. CPU: the same with a monotonic clock and a
 cache-sized flush. Lines a call marked persisting (an access-policy window) survive any flush that
 reads or writes normally: on CUDA they are made normal again (`reset_persisting_l2`) before the flush
@@ -58,9 +58,10 @@ _sum = torch.sum
 SPIN_MS = 0.2
 # Two back-to-back synchronizes after an honest call differ too: 1-5 us on an idle H100 in a quiet
 # process, 5-45 us (0.2-4.6% of the call) in the baseline workers of the KernelBench tables
-# (2026-11-24). Work left on other streams is charged only beyond the larger of these bounds, so
+# (2026-11-24). Work a call left on other streams is charged to it only beyond the larger of these bounds, so
 # honest calls are not charged that noise. Hiding work there gains at most the bound (and the
-# calibration's cap, 5 us more) a call: less than the reward's 5% margin only for calls past ~200 us.
+# calibration's cap, 5 us more) a call: the bound alone reads a call past 100 us up to 1.05x its true speed (the
+# reward's whole margin), one of 20 us 1.33x.
 # Timed by graph replays (the paired judge's way wherever the reference can be captured) nothing can
 # be hidden there: a capture fails unless every side stream joins the captured one.
 OFFSTREAM_TOLERANCE_MS = 0.005
@@ -282,20 +283,22 @@ def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[i
 
 
 def samples_of(calls: Sequence[CallTimes], cuda: bool) -> tuple[list[float], float]:
-    """Each call's sample from its own figures, and the off-stream time charged to every one: on
+    """Each call's sample from its own figures, and the mean off-stream time charged a call: on
     the GPU a sample is never less than the host's time to issue the call (the run's 10th
-    percentile of those), and work left on other streams is charged where it passes the noise of honest calls,
-    by as much as it passes it."""
+    percentile of those), and the work each call left on other streams is charged to that call where it passes the
+    noise of honest calls, by as much as it passes it."""
     hosts = [c.host_ms for c in calls]
     host_floor = sorted(hosts)[len(hosts) // 10] if cuda else 0.0  # on the CPU a sample is the host's time
     own = [max(c.device_ms, host_floor) for c in calls]
-    offstream = _trimmed_mean([c.left_ms for c in calls])
     tolerance = max(OFFSTREAM_TOLERANCE_MS, OFFSTREAM_TOLERANCE_SHARE * sorted(own)[len(own) // 2])
     # only what lies beyond the noise is charged: charged whole once past it, an honest replay's 13.5 us of a 265 us
     # call (the bound 13.25 us) read 5% slow for a whole run (H200, 2026-11-29: the demo's modes of 5-8%, either
-    # side); a solution hiding work there gains at most the bound either way
-    offstream = max(offstream - tolerance, 0.0)
-    return [x + offstream for x in own], offstream
+    # side). Each call carries its own: one run-wide (trimmed) mean added to every sample let a solution that left
+    # all its work on a side stream in 3 calls of 5 (their own time only the host floor) be charged 5/8 of it in the
+    # calls that make the median: 1.5x its true speed, inside the watch's tolerance for calls of a few hundred us
+    # (review of 4b13e25); a call gains at most the bound
+    charged = [max(c.left_ms - tolerance, 0.0) for c in calls]
+    return [x + y for x, y in zip(own, charged)], sum(charged) / len(charged)
 
 
 def stats_of(calls: Sequence[CallTimes], cuda: bool) -> TimingStats:
