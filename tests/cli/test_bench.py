@@ -93,3 +93,25 @@ def test_baselines_table_only_from_an_existing_file(tmp_path):
     result = CliRunner().invoke(app, ["baselines", "--tasks", "examples", "--out", str(out), "--table-only"])
     assert result.exit_code == 0, result.output
     assert "| scale_bias_relu |" in (tmp_path / "b.md").read_text()
+
+
+def test_per_gpu_evaluators_reach_the_service_on_cuda_and_are_refused_on_the_cpu(tmp_path, monkeypatch):
+    """`--per-gpu N`: N evaluators share each GPU (they take it alone to time). On the CPU one evaluator runs."""
+    import cuda_agent.bench.run as run
+
+    shutil.copytree(FALLBACK, tmp_path / "solutions" / "scale_bias_relu")
+    args = ["bench", "--tasks", "examples", "--solutions", str(tmp_path / "solutions"), "--out", str(tmp_path / "out"),
+            "--per-gpu", "3", "--no-roofline"]
+    refused = CliRunner().invoke(app, [*args, "--device", "cpu"])
+    assert refused.exit_code == 2 and "--per-gpu 3 is for CUDA devices" in " ".join(refused.output.split())
+
+    seen = {}
+
+    def fake_run_bench(tasks, spec, out, *, settings=None, **kw):
+        seen["settings"] = settings
+        raise run.BenchError("stopped here by the test")
+    monkeypatch.setattr(bench, "check_device", lambda device: "cuda")
+    monkeypatch.setattr(run, "run_bench", fake_run_bench)
+    result = CliRunner().invoke(app, [*args, "--device", "cuda", "--gpus", "2"])
+    assert "stopped here by the test" in result.output
+    assert (seen["settings"].device, seen["settings"].gpus, seen["settings"].evaluators_per_device) == ("cuda", 2, 3)
