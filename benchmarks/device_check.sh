@@ -8,7 +8,7 @@
 #                                                          after SECONDS: a run longer than one call, e.g. the soak,
 #                                                          started by `setsid nohup bash benchmarks/device_check.sh
 #                                                          scale:900 >/tmp/dc.log 2>&1 &` in the call before)
-#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree synth service repeat scale paired probe offstream cluster twoproc overhead seeds placement benchscale freeze owner
+#   bash benchmarks/device_check.sh STEP[:SECONDS]...     STEP: tests build harness demo timing kb kbagree cudal1 synth service repeat scale paired probe offstream cluster twoproc overhead seeds placement benchscale freeze owner
 # e.g. `TEST_ARGS="-n 6 -v --timeout 180 tests" bash benchmarks/device_check.sh tests:270 demo:60 build:150`
 # (TEST_ARGS: pytest's flags and paths, default `tests`; HARNESS_ARGS, KB_ARGS, SYNTH_ARGS: more flags
 # for those steps, the last of a repeated flag wins; PAIRED_ARGS: more flags for paired_bench, e.g. "--config
@@ -24,7 +24,10 @@
 # no runs/kb, so commit what comes back there to go on later. kbagree (benchmarks/kb_agreement.py) needs
 # .kb/ carried (scripts/carry_kernelbench.sh) and resumes from runs/kb_agree, on a fresh machine from the
 # rows committed in benchmarks/kb_agreement_h100/results.jsonl (KBAGREE_LIMIT: CUDA-L1 rows per level,
-# default 4; KBAGREE_ARGS: more flags).
+# default 4; KBAGREE_ARGS: more flags). cudal1 (benchmarks/cuda_l1_verdicts.py: CUDA-L1's 210 H100 kernels through
+# `cuda-agent bench --policy relaxed --per-gpu ${CUDAL1_PER_GPU:-3}`) needs .kb/ and .whl/ carried and resumes from
+# runs/cuda_l1, on a fresh machine from benchmarks/cuda_l1_h100/results.jsonl (commit runs/cuda_l1/bench/results.jsonl
+# there after each call).
 # The synth step writes its dataset to $SYNTH_OUT (default runs/synth/ops.parquet; set it, not --out
 # in SYNTH_ARGS), stops starting candidates 90 s before its limit (--max-seconds; half of a limit
 # under 3 minutes), which leaves the 30 s of --grace-seconds and the report inside it, and brings back
@@ -197,6 +200,10 @@ for arg in "$@"; do
                  --collect $(for i in $(seq 0 $((n - 1))); do echo runs/kb_agree_s$i; done)
                rm -rf runs/kb_agree_s*/kb_site
              fi ;;
+    cudal1) [ -d runs/cuda_l1/bench ] || { mkdir -p runs/cuda_l1/bench  # go on from the rows committed last time
+              cp benchmarks/cuda_l1_h100/results.jsonl runs/cuda_l1/bench/ 2>/dev/null; }
+            step cudal1 "$limit" $py benchmarks/cuda_l1_verdicts.py --cuda-l1 .kb/cuda_l1/h100.json --out runs/cuda_l1 \
+              --per-gpu ${CUDAL1_PER_GPU:-3} --max-seconds $((limit - 120)) ;;  # issue 24: carry .kb and .whl
     repeat) step "repeat_${REPEAT_TAG:-run}" "$limit" $py benchmarks/repeat_bench.py --kernelbench "$KB/kernelbench.jsonl" \
               --max-seconds $((limit - 120)) --json "$LOGS/repeat_${REPEAT_TAG:-run}.json" \
               ${REPEAT_COMPARE:+--compare "$REPEAT_COMPARE"} ${REPEAT_ARGS:---level 3 --tasks 10 --workers 6} ;;
