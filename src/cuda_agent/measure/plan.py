@@ -50,6 +50,10 @@ class TimingPlan:
     # figure; False: every call timed alone, as on the CPU.
     graphs: bool = True
     graph_ms: float = 1.0
+    # CUDA: the spin each timed call is queued behind holds every SM (measure/fill.py), not one thread, so that work
+    # a call puts on a stream that never waits for the caller's cannot run beside the spin, done before the timer's
+    # events (relaxed policy; hack corpus relaxed_stream_during_spin). False until measured on a GPU.
+    spin_fills_gpu: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_runs <= self.max_runs:

@@ -43,6 +43,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from cuda_agent.devices import timing_cores
+from cuda_agent.measure.fill import FillSpin
 from cuda_agent.measure.plan import TimingPlan, TimingStats
 
 _CPU_FLUSH_BYTES = 64 << 20
@@ -56,6 +57,7 @@ _sum = torch.sum
 # Before each timed call the GPU spins this long, so the call's kernels are queued behind the spin
 # and run back to back: the time is the device's, never less than the host took to issue the call.
 SPIN_MS = 0.2
+SPIN_NS = int(SPIN_MS * 1e6)
 # Two back-to-back synchronizes after an honest call differ too: 1-5 us on an idle H100 in a quiet
 # process, 5-45 us (0.2-4.6% of the call) in the baseline workers of the KernelBench tables
 # (2026-11-24). Work a call left on other streams is charged to it only beyond the larger of these bounds, so
@@ -193,6 +195,8 @@ class CallTimer:
         self.device, self.cuda = device, device.type == "cuda"
         self.flush = _flush_buffer(device)
         self.spin = _spin_cycles(device, SPIN_MS) if self.cuda else 0
+        # a spin that holds every SM (measure/fill.py) where the plan asks: nothing can run beside it
+        self.fill = FillSpin(device) if self.cuda and plan.spin_fills_gpu else None
         self.empty_cache = self.flush.zero_ if plan.flush == "write" else lambda: _sum(self.flush)
         self.reset_l2 = reset_persisting_l2 if self.cuda and reset_persisting_l2 is not None else lambda: 0
 
@@ -208,7 +212,10 @@ class CallTimer:
             # a solution's thread puts here cannot hide more of what its call leaves behind
             idle_ms = min(max(_synchronize_excess(self.device), 0.0), OFFSTREAM_TOLERANCE_MS)
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-            _sleep(self.spin)  # the GPU is busy while the host issues the call: its launch latency is hidden
+            if self.fill is not None:   # the GPU is busy while the host issues the call: its launch latency is hidden
+                self.fill.spin(SPIN_NS)
+            else:
+                _sleep(self.spin)
             start.record()
             t0 = _perf_counter_ns()
             out = fn(*inputs)
