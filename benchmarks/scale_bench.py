@@ -117,6 +117,8 @@ def report(n: int, row: dict) -> None:
                   f"(max/min - 1 = {100 * (max(row[side]) / min(row[side]) - 1):.2f}%)", flush=True)
     print(f"  reference compiles in a worker new to the task: {row['compiled']} of {len(row['medians_ms'])}; "
           f"the longest compile stages (s): {row['compile_s_top']}", flush=True)
+    if row.get("compile_laps_top"):
+        print(f"  their laps in the reference worker (s): {row['compile_laps_top']}", flush=True)
     for failure in row["failures"]:
         print(f"  failed: {failure}", flush=True)
 

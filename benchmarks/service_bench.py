@@ -120,6 +120,9 @@ def throughput_row(first, rows: list, ends: list[float], wall: float, submitted:
             "vs_compile": [r.speedup_vs_compile for r in rows if r.speedup_vs_compile],
             "compiled": sum(bool(r.details.get("compile_graphs")) for r in rows),  # compiles in a worker new to the task
             "compile_s_top": sorted((round(r.stage_seconds.get("compile", 0.0), 2) for r in rows), reverse=True)[:6],
+            # the longest compiles' laps in their reference workers (warm-up, turn, lock, compile): what a new worker waits on
+            "compile_laps_top": [r.details.get("compile_laps") for r in sorted(
+                rows, key=lambda r: r.stage_seconds.get("compile", 0.0), reverse=True)[:4] if r.details.get("compile_laps")],
             "failures": [f"{r.stage}: {r.reason}"[:300] for r in rows if r.reward < 0][:5]}
 
 

@@ -63,6 +63,8 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult,
                                       "off_lock": session.config.compile_lets_go(backend.is_cuda),
                                       "turn_dir": str(subdir("locks"))})
     result.details["compile_graphs"] = done.get("graphs")  # 0: torch's cache held the task (a kept reference worker)
+    if done.get("laps"):   # the worker's own laps: warm-up, the task's turn, the lock, the compile itself
+        result.details["compile_laps"] = done["laps"]
     with ExitStack() as held:
         device = _Device(session, result, backend.device, held)
         paired = _watched_run(session, result, backend.is_cuda, device)
