@@ -5,6 +5,7 @@ the one-thread spin it can be done before the timer's start event."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -13,7 +14,7 @@ import torch
 
 from cuda_agent.devices import lock_name
 from cuda_agent.measure import TimingPlan, device_lock
-from cuda_agent.measure.fill import PTX, THREADS, FillSpin, blocks_for
+from cuda_agent.measure.fill import PTX, THREADS, FillSpin, grid_for
 from cuda_agent.measure.timing import CallTimer, samples_of
 
 
@@ -25,13 +26,20 @@ def test_the_ptx_assembles_for_the_gpus_the_judge_runs_on(tmp_path, arch):
     done = subprocess.run(["ptxas", f"-arch={arch}", "-v", str(src), "-o", str(tmp_path / "fill.cubin")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "0 bytes spill" in done.stderr   # a few registers: its blocks are limited by threads alone
+    assert "0 bytes spill" in done.stderr
+    # its blocks are limited by threads alone: 2,048 threads an SM of these registers fit in an SM's 65,536
+    registers = int(re.search(r"Used (\d+) registers", done.stderr).group(1))
+    assert registers * 2048 <= 65536, done.stderr
 
 
 def test_the_grid_takes_every_thread_slot_of_every_sm():
     assert THREADS == 1024
-    assert blocks_for(132, 2048) == 264   # H100 and H200 SXM: 132 SMs of 2,048 threads
-    assert blocks_for(108, 2048) == 216 and blocks_for(46, 1536) == 46 and blocks_for(10, 1024) == 10
+    assert grid_for(132, 2048) == (264, 1024)   # H100 and H200 SXM: 132 SMs of 2,048 threads
+    assert grid_for(108, 2048) == (216, 1024) and grid_for(10, 1024) == (10, 1024)
+    assert grid_for(58, 1536) == (116, 768)     # L4, L40S, RTX 4090 (sm_89): 1,536 threads an SM, none left free
+    for sms, per_sm in ((132, 2048), (58, 1536), (10, 1024)):
+        blocks, threads = grid_for(sms, per_sm)
+        assert blocks * threads == sms * per_sm and threads <= THREADS and threads % 32 == 0
 
 
 @pytest.fixture
@@ -87,3 +95,30 @@ def test_work_on_a_stream_that_never_waits_is_seen_behind_the_fill_and_can_hide_
     assert abs(plain_fill / plain - 1) < 0.03, read          # honest work reads the same behind either spin
     assert behind_fill > 0.9 * plain, read                    # the fill leaves no room: the hidden work is charged
     assert beside_one < 0.5 * plain, f"no hole beside the one-thread spin on this GPU? {read}"
+
+
+@pytest.mark.cuda
+def test_no_thread_slot_is_left_beside_the_fill(gpu_alone):
+    """The sharpest probe of a gap: one thread of one block (torch.cuda._sleep) queued on a side stream of the highest
+    priority after the fill. Were one thread slot free on any SM it would run there and end long before the fill;
+    beside the one-thread spin it does. (Priorities order pending blocks, they do not preempt running ones.)"""
+    fill, side = FillSpin(gpu_alone), torch.cuda.Stream(priority=-1)
+    fill.spin(50_000)
+    torch.cuda._sleep(1000)
+
+    def probe_end_minus_spin_end(spin) -> float:
+        spun, probed = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        spin()
+        spun.record()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(1000)   # about a microsecond
+            probed.record()
+        torch.cuda.synchronize()
+        return spun.elapsed_time(probed)
+
+    cycles = CallTimer(gpu_alone).spin * 10   # about 2 ms
+    behind_fill = [probe_end_minus_spin_end(lambda: fill.spin(2_000_000)) for _ in range(5)]
+    beside_one = [probe_end_minus_spin_end(lambda: torch.cuda._sleep(cycles)) for _ in range(5)]
+    assert min(behind_fill) > -0.05, behind_fill    # done only once the fill is (within the events' resolution)
+    assert max(beside_one) < -1.0, beside_one       # done while the one-thread spin still ran

@@ -8,9 +8,10 @@ timer's start event, so it appears neither in the events' time nor in the synchr
 review's finding of 2026-11-29).
 
 This kernel's blocks take every thread slot of every SM for the spin's length: two blocks of 1,024 threads an SM
-where an SM holds 2,048 threads. No block of another kernel is scheduled until they end, and what the call put on
-other streams runs after the start event, where the synchronize after the call sees it (timing.samples_of charges
-it). The kernel is PTX, loaded by the CUDA driver into the current context (cuModuleLoadData: no compiler) and
+where an SM holds 2,048 threads (sm_80, sm_90), two of 768 where it holds 1,536 (sm_86, sm_89, sm_120: one block of
+1,024 would leave 512 slots that a side kernel's blocks fit in). No block of another kernel is scheduled until they
+end, and what the call put on other streams runs after the start event, where the synchronize after the call sees it
+(timing.samples_of charges it). The kernel is PTX, loaded by the CUDA driver into the current context (cuModuleLoadData: no compiler) and
 launched on the current stream (cuLaunchKernel). The driver's functions are bound at import, before a solution's code
 runs in the child.
 """
@@ -43,7 +44,9 @@ SPIN:
 }
 """
 KERNEL = b"cuda_agent_fill_spin"
-THREADS = 1024   # a block's threads (the most a block may have)
+THREADS = 1024   # the most threads a block may have
+# the kernel loaded once per device (its primary context) in this process: a module loaded per timer was never unloaded
+_FUNCTIONS: dict[int, ctypes.c_void_p] = {}
 
 
 class FillUnavailable(RuntimeError):
@@ -67,9 +70,11 @@ except (OSError, AttributeError):   # no GPU driver on this machine
     _libcuda = None
 
 
-def blocks_for(sms: int, threads_per_sm: int) -> int:
-    """Blocks of THREADS that take every thread slot of `sms` SMs of `threads_per_sm` threads each."""
-    return sms * max(1, threads_per_sm // THREADS)
+def grid_for(sms: int, threads_per_sm: int) -> tuple[int, int]:
+    """(blocks, threads a block) that take every thread slot of `sms` SMs of `threads_per_sm` threads each: as few
+    blocks an SM as THREADS allows, of equal size (2,048: 2 of 1,024; 1,536: 2 of 768; 1,024: 1 of 1,024)."""
+    per_sm = max(1, -(-threads_per_sm // THREADS))
+    return sms * per_sm, max(32, threads_per_sm // per_sm // 32 * 32)
 
 
 class FillSpin:
@@ -81,23 +86,30 @@ class FillSpin:
             raise FillUnavailable("no CUDA driver (libcuda.so.1) in this process: the fill spin needs one")
         torch.cuda.init()
         self.device = device
-        module, function = ctypes.c_void_p(), ctypes.c_void_p()
-        with torch.cuda.device(device):
-            torch.cuda.current_stream(device)   # the device's context is this thread's current one
-            rc = _module_load_data(ctypes.byref(module), PTX)
-            if rc == 0:
-                rc = _module_get_function(ctypes.byref(function), module, KERNEL)
-        if rc != 0:
-            raise FillUnavailable(f"the CUDA driver could not load the fill spin's PTX (CUresult {rc})")
-        props = torch.cuda.get_device_properties(device)
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        function = _FUNCTIONS.get(index)
+        if function is None:
+            module, function = ctypes.c_void_p(), ctypes.c_void_p()
+            with torch.cuda.device(index):
+                # a runtime call that needs the context makes the device's primary context this thread's current
+                # one (torch.cuda.current_stream makes none but the first in a process: in another thread, none)
+                torch.cuda.synchronize(index)
+                rc = _module_load_data(ctypes.byref(module), PTX)
+                if rc == 0:
+                    rc = _module_get_function(ctypes.byref(function), module, KERNEL)
+            if rc != 0:
+                raise FillUnavailable(f"the CUDA driver could not load the fill spin's PTX (CUresult {rc})")
+            _FUNCTIONS[index] = function
+        props = torch.cuda.get_device_properties(index)
         self.function = function
-        self.blocks = blocks_for(props.multi_processor_count, getattr(props, "max_threads_per_multi_processor", 2048))
+        self.blocks, self.threads = grid_for(props.multi_processor_count,
+                                             getattr(props, "max_threads_per_multi_processor", 2048))
 
     def spin(self, ns: int) -> None:
         """Every SM held for `ns` nanoseconds, queued on the current stream of the device."""
         arg = ctypes.c_uint64(ns)
         params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(arg), ctypes.c_void_p))
         stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
-        rc = _launch_kernel(self.function, self.blocks, 1, 1, THREADS, 1, 1, 0, stream, params, None)
+        rc = _launch_kernel(self.function, self.blocks, 1, 1, self.threads, 1, 1, 0, stream, params, None)
         if rc != 0:
             raise FillUnavailable(f"the fill spin's launch failed (CUresult {rc})")
