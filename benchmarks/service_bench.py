@@ -103,6 +103,12 @@ def throughput(svc, device: str, evals: int, max_seconds: float | None = None, c
     return throughput_row(first, rows, ends, time.perf_counter() - t0, evals)
 
 
+def compile_steps(r) -> dict[str, float]:
+    """An evaluation's compile stage as its reference worker split it (warm-up, the task's turn, the lock, the compile)."""
+    return {k.removeprefix("reference."): v for k, v in (r.details.get("steps_s") or {}).items()
+            if k.startswith("reference.compile")}
+
+
 def throughput_row(first, rows: list, ends: list[float], wall: float, submitted: int) -> dict:
     """The figures of a throughput run from its ended evaluations (`rows`, ending `ends` seconds after the
     submission), `wall` seconds after it: all `submitted`, or fewer where the run was cut short."""
@@ -120,9 +126,10 @@ def throughput_row(first, rows: list, ends: list[float], wall: float, submitted:
             "vs_compile": [r.speedup_vs_compile for r in rows if r.speedup_vs_compile],
             "compiled": sum(bool(r.details.get("compile_graphs")) for r in rows),  # compiles in a worker new to the task
             "compile_s_top": sorted((round(r.stage_seconds.get("compile", 0.0), 2) for r in rows), reverse=True)[:6],
-            # the longest compiles' laps in their reference workers (warm-up, turn, lock, compile): what a new worker waits on
-            "compile_laps_top": [r.details.get("compile_laps") for r in sorted(
-                rows, key=lambda r: r.stage_seconds.get("compile", 0.0), reverse=True)[:4] if r.details.get("compile_laps")],
+            # the longest compiles' parts in their reference workers (warm-up, turn, lock, compile): what a new worker
+            # waits on (the worker's steps, details["steps_s"]: reference.compile*)
+            "compile_laps_top": [laps for r in sorted(rows, key=lambda r: r.stage_seconds.get("compile", 0.0),
+                                                      reverse=True)[:4] if (laps := compile_steps(r))],
             "failures": [f"{r.stage}: {r.reason}"[:300] for r in rows if r.reward < 0][:5]}
 
 

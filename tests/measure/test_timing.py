@@ -10,6 +10,7 @@ import torch
 
 from cuda_agent.devices import TIMING_CORES_ENV, lock_name
 from cuda_agent.measure import TimingPlan, TimingStats, autotune_alone, device_lock
+from cuda_agent.measure.driver import driver_function
 from cuda_agent.measure.timing import (CallTimes, as_timer, call_seed, cycle, drive, stats_of, time_callable,
                                        watch)
 
@@ -328,7 +329,7 @@ def test_persisting_l2_lines_are_reset_around_every_cuda_call_and_never_on_the_c
     persisting lines normal before the flush and after the call; the CPU timer never reaches the driver."""
     import cuda_agent.measure.timing as timing
 
-    assert timing._driver_function("cuNoSuchFunctionAnywhere") is None
+    assert driver_function("cuNoSuchFunctionAnywhere") is None
     monkeypatch.setattr(timing, "reset_persisting_l2", lambda: pytest.fail("the CPU timer reached the driver"))
     timer = timing.CallTimer(torch.device("cpu"), TimingPlan())
     times, out = timer(lambda x: x + 1, [torch.ones(4)])
@@ -401,7 +402,7 @@ def test_lines_kept_persisting_are_worth_a_fast_call_without_the_reset_and_nothi
 
     assert ext.persist(kept, True) == 0
     try:
-        real = timing._driver_function("cuCtxResetPersistingL2Cache")
+        real = driver_function("cuCtxResetPersistingL2Cache")
         cold = median_us(plain, real)
         without, with_reset = median_us(kept, None), median_us(kept, real)
     finally:

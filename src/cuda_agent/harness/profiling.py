@@ -34,7 +34,7 @@ from cuda_agent.harness import baselines
 from cuda_agent.harness.config import EvalConfig
 from cuda_agent.harness.replays import capture, short_of_memory, wrong_output
 from cuda_agent.harness.result import EvalResult
-from cuda_agent.harness.session import Session, Stop, new_seed, timed
+from cuda_agent.harness.session import Session, Stop, add_steps, new_seed, timed
 from cuda_agent.harness.workers.calls import read_prep, read_times
 from cuda_agent.home import locks, subdir
 from cuda_agent.measure import (CallTimes, PairedRun, PairedTiming, Side, TimingStats, Watch, call_seed, calls_per,
@@ -63,8 +63,7 @@ def profile(session: Session, task: Task, backend: Backend, result: EvalResult,
                                       "off_lock": session.config.compile_lets_go(backend.is_cuda),
                                       "turn_dir": str(subdir("locks"))})
     result.details["compile_graphs"] = done.get("graphs")  # 0: torch's cache held the task (a kept reference worker)
-    if done.get("laps"):   # the worker's own laps: warm-up, the task's turn, the lock, the compile itself
-        result.details["compile_laps"] = done["laps"]
+    add_steps(result, "reference", done.get("steps"))   # its parts: warm-up, the task's turn, the lock, the compile
     with ExitStack() as held:
         device = _Device(session, result, backend.device, held)
         paired = _watched_run(session, result, backend.is_cuda, device)

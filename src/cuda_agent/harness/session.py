@@ -43,7 +43,7 @@ def timed(result: EvalResult, step: str):
         result.stage_seconds[step] = round(result.stage_seconds.get(step, 0.0) + time.monotonic() - t0, 3)
 
 
-def _add_steps(result: EvalResult, who: str, steps) -> None:
+def add_steps(result: EvalResult, who: str, steps) -> None:
     """A worker's own seconds per step, summed into result.details["steps_s"] (diagnostics)."""
     if isinstance(steps, dict):
         total = result.details.setdefault("steps_s", {})
@@ -219,11 +219,11 @@ class Session:
         for i in range(0, total, 2):
             pair = runs[i:i + 2]
             reply = self.ask_child({"op": "run", "runs": pair, "route": self.route}, "correctness")
-            _add_steps(result, "child", reply.get("steps"))
+            add_steps(result, "child", reply.get("steps"))
             written, changed = reply.get("outputs"), reply.get("changed") or []
             for tag, *_ in pair:
                 v = self.check_output(tag, written.get(tag) if isinstance(written, dict) else None)
-                _add_steps(result, "reference", v.get("steps"))
+                add_steps(result, "reference", v.get("steps"))
                 seen.append(tag)
                 if not v["ok"] or tag in changed:
                     why = self._wrong(int(tag[1:]), total, v, tag in changed, result.init, self.kinds.get(tag),

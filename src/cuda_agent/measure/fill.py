@@ -22,6 +22,8 @@ import ctypes
 
 import torch
 
+from cuda_agent.measure.driver import driver_function
+
 # Every thread reads the GPU's nanosecond clock until its block has spun `ns`.
 PTX = b"""
 .version 7.0
@@ -53,21 +55,13 @@ class FillUnavailable(RuntimeError):
     """Why the fill spin cannot run here (one line a person understands)."""
 
 
-def _bind(lib: ctypes.CDLL, name: str, argtypes: list) -> ctypes._CFuncPtr:
-    fn = getattr(lib, name)
-    fn.argtypes, fn.restype = argtypes, ctypes.c_int
-    return fn
-
-
-try:
-    _libcuda = ctypes.CDLL("libcuda.so.1")
-    _module_load_data = _bind(_libcuda, "cuModuleLoadData", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p])
-    _module_get_function = _bind(_libcuda, "cuModuleGetFunction",
-                                 [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p])
-    _launch_kernel = _bind(_libcuda, "cuLaunchKernel", [ctypes.c_void_p] + [ctypes.c_uint] * 7
-                           + [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p])
-except (OSError, AttributeError):   # no GPU driver on this machine
-    _libcuda = None
+# cuModuleLoadData(CUmodule*, const void*), cuModuleGetFunction(CUfunction*, CUmodule, const char*), cuLaunchKernel(
+# CUfunction, grid x y z, block x y z, shared bytes, CUstream, void** params, void** extra)
+_module_load_data = driver_function("cuModuleLoadData", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p])
+_module_get_function = driver_function("cuModuleGetFunction",
+                                       [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p])
+_launch_kernel = driver_function("cuLaunchKernel", [ctypes.c_void_p] + [ctypes.c_uint] * 7
+                                 + [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p])
 
 
 def grid_for(sms: int, threads_per_sm: int) -> tuple[int, int]:
@@ -82,7 +76,7 @@ class FillSpin:
     FillUnavailable where the driver cannot load or find it."""
 
     def __init__(self, device: torch.device):
-        if _libcuda is None:
+        if None in (_module_load_data, _module_get_function, _launch_kernel):
             raise FillUnavailable("no CUDA driver (libcuda.so.1) in this process: the fill spin needs one")
         torch.cuda.init()
         self.device = device

@@ -43,7 +43,7 @@ import torch
 
 from cuda_agent.measure.plan import TimingPlan, TimingStats
 from cuda_agent.measure.ratio import Ratio, settled
-from cuda_agent.measure.timing import CallTimer, CallTimes, samples_of
+from cuda_agent.measure.timing import CallTimer, CallTimes, host_floor, samples_of
 
 _perf_counter_ns = time.perf_counter_ns  # bound at import, as in timing.py
 MAX_WINDOW = 32
@@ -112,11 +112,10 @@ class PairedRun:
             calls = [c for w in (*self.warmup[side], *self.windows[side]) for c in w]
             timed = self.calls(side) or [CallTimes(0.0, 0.0, 0.0)]
             samples, offstream = samples_of(timed, cuda)
-            hosts = sorted(c.host_ms for c in timed)
             out[side] = {"calls": len(calls), "device": round(sum(c.device_ms for c in calls), 3),
                          "over": round(sum(max(c.wall_ms - c.device_ms, 0.0) for c in calls), 3),
                          "device_median": round(statistics.median([c.device_ms for c in timed]), 5),
-                         "host_floor": round(hosts[len(hosts) // 10] if cuda else 0.0, 5),
+                         "host_floor": round(host_floor(timed, cuda), 5),
                          "offstream": round(offstream, 5), "sample_median": round(statistics.median(samples), 5),
                          "wall_median": round(statistics.median([c.wall_ms for c in timed]), 5)}
         return out

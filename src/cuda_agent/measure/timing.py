@@ -31,7 +31,6 @@ candidates), `time_callable` runs both halves of `drive` in one process.
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import secrets
@@ -43,6 +42,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from cuda_agent.devices import timing_cores
+from cuda_agent.measure.driver import driver_function
 from cuda_agent.measure.fill import FillSpin
 from cuda_agent.measure.plan import TimingPlan, TimingStats
 
@@ -70,20 +70,10 @@ OFFSTREAM_TOLERANCE_MS = 0.005
 OFFSTREAM_TOLERANCE_SHARE = 0.05
 
 
-def _driver_function(name: str) -> Callable[[], int] | None:
-    """A no-argument function of the CUDA driver (libcuda), or None where there is none (no GPU driver)."""
-    try:
-        fn = getattr(ctypes.CDLL("libcuda.so.1"), name)
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes, fn.restype = [], ctypes.c_int
-    return fn
-
-
 # Bound at import, before a solution's code runs in the child: cuCtxResetPersistingL2Cache makes every
 # persisting L2 line of this process's context normal again (CUDA_SUCCESS is 0; a GPU without persisting
 # lines, before compute capability 8.0, refuses it and has none to reset).
-reset_persisting_l2 = _driver_function("cuCtxResetPersistingL2Cache")
+reset_persisting_l2 = driver_function("cuCtxResetPersistingL2Cache")
 
 
 def _flush_buffer(device: torch.device) -> torch.Tensor:
@@ -161,13 +151,6 @@ def _spin_cycles(device: torch.device, ms: float) -> int:
     end.record()
     end.synchronize()
     return max(1, int(probe * ms / max(start.elapsed_time(end), 1e-3)))
-
-
-def _trimmed_mean(values: list[float], cut: float = 0.1) -> float:
-    s = sorted(values)
-    k = int(len(s) * cut)
-    s = s[k:len(s) - k] or s
-    return sum(s) / len(s)
 
 
 def _median(values: Sequence[float]) -> float:
@@ -289,14 +272,19 @@ def drive(call: Callable[[int], CallTimes], plan: TimingPlan, check: Callable[[i
     return Run(timed, warm, checked, cut)
 
 
+def host_floor(calls: Sequence[CallTimes], cuda: bool) -> float:
+    """The host's time to issue a call that no GPU sample goes below: the run's 10th percentile of those (0 on the
+    CPU, where a sample is the host's time)."""
+    return sorted(c.host_ms for c in calls)[len(calls) // 10] if cuda else 0.0
+
+
 def samples_of(calls: Sequence[CallTimes], cuda: bool) -> tuple[list[float], float]:
     """Each call's sample from its own figures, and the mean off-stream time charged a call: on
     the GPU a sample is never less than the host's time to issue the call (the run's 10th
     percentile of those), and the work each call left on other streams is charged to that call where it passes the
     noise of honest calls, by as much as it passes it."""
-    hosts = [c.host_ms for c in calls]
-    host_floor = sorted(hosts)[len(hosts) // 10] if cuda else 0.0  # on the CPU a sample is the host's time
-    own = [max(c.device_ms, host_floor) for c in calls]
+    floor = host_floor(calls, cuda)
+    own = [max(c.device_ms, floor) for c in calls]
     tolerance = max(OFFSTREAM_TOLERANCE_MS, OFFSTREAM_TOLERANCE_SHARE * sorted(own)[len(own) // 2])
     # only what lies beyond the noise is charged: charged whole once past it, an honest replay's 13.5 us of a 265 us
     # call (the bound 13.25 us) read 5% slow for a whole run (H200, 2026-11-29: the demo's modes of 5-8%, either

@@ -48,10 +48,11 @@ def test_the_next_evaluation_of_a_task_reuses_its_reference_worker_and_compiles_
     assert first.details["compile_graphs"] >= 1
     assert second.details["compile_graphs"] == 0 and third.details["compile_graphs"] == 0
     # the worker's laps: the task's turn, the lock, the compile itself (the first also its process's warm-up)
-    laps = first.details["compile_laps"]
-    assert {"turn", "lock", "compile"} <= set(laps) and all(v >= 0 for v in laps.values()), laps
-    assert laps["compile"] <= first.stage_seconds["compile"] + 0.01, (laps, first.stage_seconds)
-    assert "warm" not in second.details["compile_laps"]   # a kept worker paid it once
+    laps = first.details["steps_s"]
+    assert {"reference.compile_turn", "reference.compile_lock", "reference.compile"} <= set(laps), laps
+    assert all(v >= 0 for v in laps.values()), laps
+    assert laps["reference.compile"] <= first.stage_seconds["compile"] + 0.01, (laps, first.stage_seconds)
+    assert "reference.compile_warm" not in second.details["steps_s"]   # a kept worker paid it once
     assert wrong.reward == -1 and wrong.stage == "correctness" and "differs from the reference" in wrong.reason
     assert other.correct, other.reason
 

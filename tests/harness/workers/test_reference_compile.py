@@ -67,8 +67,8 @@ def test_a_fresh_worker_warms_torch_compile_before_its_tasks_turn_and_a_warmed_o
     assert reference.serve_job(first, _job(tmp_path, "sbr:cpu"), task) == {"op": "next"}
     assert events == [("compile", "ReLU"), ("turn", "sbr:cpu"), ("compile", "Model")]
     reply = first.replies[-1]
-    assert {k: v for k, v in reply.items() if k != "laps"} == {"ok": True, "graphs": 1}  # the warm-up's is no task's
-    assert set(reply["laps"]) == {"warm", "turn", "lock", "compile"}   # where the stage's seconds went
+    assert {k: v for k, v in reply.items() if k != "steps"} == {"ok": True, "graphs": 1}  # the warm-up's is no task's
+    assert set(reply["steps"]) == {"compile_warm", "compile_turn", "compile_lock", "compile"}   # the stage's seconds
     assert reference._graphs() == made + 1
 
     events.clear()  # the same worker's next job (kept for its task: no turn), and a new task's first compile

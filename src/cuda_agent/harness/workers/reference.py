@@ -5,11 +5,9 @@ the eager and torch.compile baselines."""
 from __future__ import annotations
 
 import sys
-import time
 import traceback
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Iterator
 
 
 def main(fd_in: int, fd_out: int) -> None:
@@ -136,16 +134,18 @@ def serve_job(channel, job: dict, task) -> dict | None:
                     opened.close()
                 channel.send({"ok": ok, "reason": opened if isinstance(opened, str) else ""})
             elif op == "compile":  # CPU work, done before the harness takes the device for timing
-                laps: dict[str, float] = {}   # where the stage's seconds went (a worker new to a task: 13-21 s)
+                from cuda_agent.measure import Steps
+
+                steps = Steps()   # where the stage's seconds went (a worker new to a task: 13-21 s)
                 if not _warmed:  # a fresh H100 (2026-11-28): six new workers' first compiles, 10-12 s each of
                     # imports and Inductor's set-up, ran one after the other in the turn (the last ended 60 s in),
                     # where a warmed spare's compile took well under a second once its turn came
-                    with _lap(laps, "warm"):
+                    with steps("compile_warm"):
                         _warm_compile(str(device), *_lock_of(msg), off_lock=bool(msg.get("off_lock")))
                 before = _graphs()
                 compiled = _compile(model, make_inputs(task, msg["seed"], device), msg, job.get("compile_turn", ""),
-                                    laps)
-                channel.send({"ok": True, "graphs": _graphs() - before, "laps": laps})
+                                    steps)
+                channel.send({"ok": True, "graphs": _graphs() - before, "steps": steps.seconds})
             elif op == "time_start":  # the baselines timed call by call, as the harness drives them (workers/calls.py)
                 fns = {"eager": model, "compile": compiled}
                 sides = list(msg.get("sides") or ["eager"])
@@ -227,17 +227,7 @@ def _lock_of(msg: dict) -> tuple[str, Path | None]:
     return (msg.get("lock") or "") if msg.get("quiet") else "", Path(msg["lock_dir"]) if msg.get("lock_dir") else None
 
 
-@contextmanager
-def _lap(laps: dict[str, float], name: str) -> Iterator[None]:
-    """The block's seconds into `laps[name]` (rounded to the millisecond)."""
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        laps[name] = round(time.perf_counter() - t0, 3)
-
-
-def _compile(model, inputs: list, msg: dict, task_key: str = "", laps: dict[str, float] | None = None):
+def _compile(model, inputs: list, msg: dict, task_key: str = "", steps=None):
     """torch.compile of the reference, holding the device lock `msg["lock"]` shared (in
     `msg["lock_dir"]`) where the harness keeps the host quiet for timing (`msg["quiet"]`): held
     here, not by the harness, so that Inductor's autotuning can hold it alone for its benchmarks
@@ -246,17 +236,17 @@ def _compile(model, inputs: list, msg: dict, task_key: str = "", laps: dict[str,
     first-use costs are paid before, by _warm_compile: the turn holds only the task's compile)."""
     from contextlib import nullcontext
 
-    from cuda_agent.measure import compile_for_timing, compile_turn, device_lock
+    from cuda_agent.measure import Steps, compile_for_timing, compile_turn, device_lock
 
     key, lock_dir = _lock_of(msg)
     turn_dir = Path(msg["turn_dir"]) if msg.get("turn_dir") else None   # the home's (its Inductor cache's)
-    laps = {} if laps is None else laps
+    steps = Steps() if steps is None else steps   # (measure.Steps: the seconds of each named part)
     with ExitStack() as held:
-        with _lap(laps, "turn"):   # waiting for the task's turn (another worker compiling it), then the lock shared
+        with steps("compile_turn"):   # waiting for the task's turn (another worker compiling it), then the lock shared
             held.enter_context(compile_turn(task_key, turn_dir) if task_key else nullcontext())
-        with _lap(laps, "lock"):
+        with steps("compile_lock"):
             held.enter_context(device_lock(key, shared=True, lock_dir=lock_dir) if key else nullcontext())
-        with _lap(laps, "compile"):   # tracing, code generation or the cache, autotuning (and its waits for the GPU)
+        with steps("compile"):   # tracing, code generation or the cache, autotuning (and its waits for the GPU)
             return compile_for_timing(model, inputs, alone=key or None, lock_dir=lock_dir,
                                       off_lock=key if key and msg.get("off_lock") else None)
 
