@@ -76,6 +76,24 @@ def locks() -> Path:
     return fallback
 
 
+def flock_within(fd, seconds: float, pause: float, max_pause: float | None = None) -> bool:
+    """An exclusive flock of the lock file `fd` (a descriptor or a file), retried until `seconds` have passed:
+    whether it was had. Between tries the pause doubles up to `max_pause` (None: it stays `pause`)."""
+    import fcntl
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(pause)
+            pause = pause if max_pause is None else min(2 * pause, max_pause)
+
+
 def folder_bytes(path: Path) -> int:
     """The bytes of the files under `path` (0 where it is missing or vanished meanwhile)."""
     total = 0

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, ContextManager, Iterator
 
 from cuda_agent.devices import lock_name
-from cuda_agent.home import locks, subdir
+from cuda_agent.home import flock_within, locks, subdir
 
 
 class LockOrderError(RuntimeError):
@@ -209,7 +209,6 @@ def compile_turn(task_key: str, lock_dir: Path | None = None, max_wait_s: float 
     within `max_wait_s` (a compile Inductor cannot cache, a task whose key meets another's in one of
     COMPILE_TURNS files) is gone without: the block runs anyway. Yields whether it had the turn."""
     import hashlib
-    import time
 
     if _holds():
         raise LockOrderError("compile_turn() inside a device lock's hold: take the turn first, then the lock")
@@ -220,16 +219,7 @@ def compile_turn(task_key: str, lock_dir: Path | None = None, max_wait_s: float 
     lock_dir.mkdir(parents=True, exist_ok=True)
     turn = int(hashlib.sha256(task_key.encode()).hexdigest(), 16) % COMPILE_TURNS
     with open(lock_dir / f"compile-{turn}.lock", "a") as f:
-        deadline, had = time.monotonic() + max_wait_s, False
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                had = True
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(0.05)
+        had = flock_within(f, max_wait_s, pause=0.05)
         try:
             yield had
         finally:

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import fcntl
 import os
-import time
 from contextlib import contextmanager
 from typing import Iterator
 
-from cuda_agent.home import locks
+from cuda_agent.home import flock_within, locks
 
 CONTINUE_WAIT_S = 0.05   # how long a bystander's continue tries for the user's file alone
 
@@ -57,18 +56,6 @@ def unless_held(uid: int) -> Iterator[bool]:
     block (the continue sent inside it), so that no freezer's stop begins meanwhile."""
     fd = os.open(_path(uid), os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        deadline, pause = time.monotonic() + CONTINUE_WAIT_S, 0.0005
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                free = True
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    free = False
-                    break
-                time.sleep(pause)
-                pause = min(2 * pause, 0.01)
-        yield free
+        yield flock_within(fd, CONTINUE_WAIT_S, pause=0.0005, max_pause=0.01)
     finally:
         os.close(fd)
